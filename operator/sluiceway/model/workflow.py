@@ -1,0 +1,206 @@
+"""Workflow: a definition of tasks and their order, plus the run-level gates.
+
+Runs pin the definition version (the object's `metadata.generation`) they
+started with. Inside a workflow task only `retryCount` and `optional` override
+the TaskDefinition: policy belongs on the definition, so `retryLogic` and
+friends written here are dropped, as the reference says.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import ConfigDict, Field, model_validator
+
+from sluiceway.model.common import EngineName, Spec, Status
+
+REF_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,127}$"
+
+
+class TaskType(StrEnum):
+    SIMPLE = "SIMPLE"
+    FORK_JOIN = "FORK_JOIN"
+    FORK_JOIN_DYNAMIC = "FORK_JOIN_DYNAMIC"
+    JOIN = "JOIN"
+    SWITCH = "SWITCH"
+    WAIT = "WAIT"
+    INLINE = "INLINE"
+    TERMINATE = "TERMINATE"
+    SUB_WORKFLOW = "SUB_WORKFLOW"
+    HTTP = "HTTP"
+    HTTP_POLL = "HTTP_POLL"
+
+    def is_operator(self) -> bool:
+        """Control-flow tasks: they do no external work and are exempt from
+        maxConcurrentTasks."""
+        return self in _OPERATORS
+
+    def is_waiting(self) -> bool:
+        """Never dispatched: only timeoutSeconds applies to them."""
+        return self is TaskType.WAIT
+
+    def is_worker_task(self) -> bool:
+        """Leased by workers (SIMPLE) or run by the operator's system-task
+        runner (HTTP); both count against maxConcurrentTasks."""
+        return self in (TaskType.SIMPLE, TaskType.HTTP, TaskType.HTTP_POLL)
+
+
+_OPERATORS = frozenset(
+    {TaskType.FORK_JOIN, TaskType.FORK_JOIN_DYNAMIC, TaskType.JOIN, TaskType.SWITCH,
+     TaskType.INLINE, TaskType.TERMINATE, TaskType.SUB_WORKFLOW}
+)
+
+
+class EvaluatorType(StrEnum):
+    VALUE_PARAM = "value-param"
+    CEL = "cel"
+
+
+class SubWorkflowParam(Spec):
+    name: EngineName
+    version: int | None = Field(None, ge=1, description="Pinned version; the latest when unset.")
+
+
+class WorkflowTask(Spec):
+    name: EngineName = Field(description="The task type for SIMPLE tasks; a label for system tasks.")
+    task_reference_name: str = Field(
+        pattern=REF_PATTERN, description="Unique within the workflow; outputs are read as ${ref.output.x}.",
+    )
+    type: TaskType = TaskType.SIMPLE
+    description: str = Field("", max_length=1024)
+    input_parameters: dict[str, Any] = Field(
+        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+    optional: bool = Field(False, description="Absorb the failure after retries: COMPLETED_WITH_ERRORS.")
+    retry_count: int | None = Field(None, ge=0, le=100, description="Overrides the TaskDefinition's retryCount.")
+    # FORK_JOIN
+    fork_tasks: list[list[WorkflowTask]] | None = None
+    # JOIN
+    join_on: list[str] | None = None
+    # SWITCH
+    evaluator_type: EvaluatorType | None = None
+    expression: str | None = Field(None, max_length=4096)
+    decision_cases: dict[str, list[WorkflowTask]] | None = None
+    default_case: list[WorkflowTask] | None = None
+    # SUB_WORKFLOW
+    sub_workflow_param: SubWorkflowParam | None = None
+
+    @model_validator(mode="after")
+    def _shape_matches_type(self) -> WorkflowTask:
+        t = self.type
+        if t is TaskType.FORK_JOIN and not self.fork_tasks:
+            raise ValueError(f"{self.task_reference_name}: FORK_JOIN needs forkTasks")
+        if t is TaskType.SWITCH:
+            if not self.expression:
+                raise ValueError(f"{self.task_reference_name}: SWITCH needs an expression")
+            if self.decision_cases is None and self.default_case is None:
+                raise ValueError(f"{self.task_reference_name}: SWITCH needs decisionCases or defaultCase")
+        if t is TaskType.SUB_WORKFLOW and self.sub_workflow_param is None:
+            raise ValueError(f"{self.task_reference_name}: SUB_WORKFLOW needs subWorkflowParam")
+        if t is TaskType.INLINE:
+            evaluator = self.input_parameters.get("evaluatorType", "cel")
+            if evaluator != "cel":
+                raise ValueError(
+                    f"{self.task_reference_name}: INLINE evaluatorType {evaluator!r} is not supported; use 'cel'"
+                )
+            if not isinstance(self.input_parameters.get("expression"), str):
+                raise ValueError(f"{self.task_reference_name}: INLINE needs inputParameters.expression")
+        return self
+
+    def children(self) -> list[list[WorkflowTask]]:
+        """Every nested task list, in declaration order."""
+        lists: list[list[WorkflowTask]] = list(self.fork_tasks or [])
+        lists.extend((self.decision_cases or {}).values())
+        if self.default_case:
+            lists.append(self.default_case)
+        return lists
+
+
+class RateLimitConfig(Spec):
+    rate_limit_key: str = Field(
+        min_length=1, max_length=1024,
+        description="An expression such as ${workflow.input.tenantId}; runs sharing the resolved key are limited.",
+    )
+    concurrent_exec_limit: int = Field(ge=1, le=1_000_000, description="Runs per key at once.")
+
+
+class WorkflowTimeoutPolicy(StrEnum):
+    TIME_OUT_WF = "TIME_OUT_WF"
+    ALERT_ONLY = "ALERT_ONLY"
+
+
+class ActiveRunsPolicy(StrEnum):
+    """What deleting a Workflow does to its active runs."""
+
+    FINISH = "Finish"
+    TERMINATE = "Terminate"
+
+
+class WorkflowSpec(Spec):
+    """A workflow definition: tasks and their order, and the run-level gates."""
+
+    name: EngineName | None = Field(
+        None, description="Workflow name used to start runs. Defaults to metadata.name.",
+    )
+    description: str = Field("", max_length=4096)
+    tasks: list[WorkflowTask] = Field(min_length=1, max_length=1000)
+    input_parameters: list[str] = Field(default_factory=list, description="Documented input names.")
+    output_parameters: dict[str, Any] = Field(
+        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+    timeout_seconds: int = Field(0, ge=0, le=31_536_000, description="Whole-run deadline; 0 is none.")
+    timeout_policy: WorkflowTimeoutPolicy = Field(
+        WorkflowTimeoutPolicy.TIME_OUT_WF,
+        description="Accepted and stored, not consulted: a whole-run timeout always ends the run.",
+    )
+    failure_workflow: EngineName | None = Field(
+        None, description="Started on failure or timeout with the failed run's id and reason.",
+    )
+    max_concurrent_tasks: int = Field(
+        0, ge=0, le=1_000_000, description="Scheduled worker tasks inside one run; 0 is unlimited.",
+    )
+    max_concurrent_executions: int = Field(
+        0, ge=0, le=1_000_000, description="Runs of this workflow at once; over it a start is refused. 0 is unlimited.",
+    )
+    rate_limit_config: RateLimitConfig | None = None
+    sla_seconds: int = Field(
+        0, ge=0, le=31_536_000, description="Soft SLA: a run past it is flagged and counted, nothing more.",
+    )
+    active_runs_policy: ActiveRunsPolicy = Field(
+        ActiveRunsPolicy.FINISH,
+        description="On deletion of the Workflow: let active runs Finish (default) or Terminate them.",
+    )
+
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra={"x-kubernetes-validations": [
+        {
+            "rule": "self.slaSeconds == 0 || self.timeoutSeconds == 0 || self.slaSeconds <= self.timeoutSeconds",
+            "message": "slaSeconds must not exceed timeoutSeconds: the hard timeout would always fire first",
+            "fieldPath": ".slaSeconds",
+        }
+    ]})
+
+    @model_validator(mode="after")
+    def _references_are_unique(self) -> WorkflowSpec:
+        seen: set[str] = set()
+        for task in iter_tasks(self.tasks):
+            if task.task_reference_name in seen:
+                raise ValueError(f"taskReferenceName {task.task_reference_name!r} is used twice")
+            seen.add(task.task_reference_name)
+        return self
+
+
+def iter_tasks(tasks: list[WorkflowTask]) -> list[WorkflowTask]:
+    """Every task of a graph, depth first, in declaration order."""
+    found: list[WorkflowTask] = []
+    for task in tasks:
+        found.append(task)
+        for child in task.children():
+            found.extend(iter_tasks(child))
+    return found
+
+
+class WorkflowStatus(Status):
+    workflow_name: str | None = None
+    version: int | None = Field(None, description="The version new runs start on.")
+    active_runs: int | None = None
