@@ -1,0 +1,50 @@
+# The two commands: `make up` (quick start) and `make test` (everything CI runs).
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml requirements/constraints.txt | cksum | cut -d' ' -f1)
+# The local control plane (kube-apiserver, etcd, kube-controller-manager,
+# kubectl, helm) is built from source on first use and cached by version.
+BIN_DIR = $$(bash hack/build-control-plane.sh)
+
+.PHONY: up test lint typecheck unit integration e2e bench crds controlplane venv clean image
+
+up: venv controlplane
+	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m sluiceway up
+
+test: venv controlplane lint
+	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m pytest -p no:cacheprovider tests e2e
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml requirements/constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c requirements/constraints.txt -e '.[dev]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+controlplane:
+	@bash hack/build-control-plane.sh >/dev/null
+
+lint: venv typecheck
+	$(VENV)/bin/lint-imports
+	$(PY) -m sluiceway crds --check
+
+typecheck: venv
+	$(VENV)/bin/mypy
+
+unit: venv
+	$(PY) -m pytest tests/unit
+
+integration: venv
+	$(PY) -m pytest tests/integration
+
+e2e: venv controlplane
+	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m pytest e2e
+
+crds: venv
+	$(PY) -m sluiceway crds --write
+
+clean:
+	rm -rf $(VENV) .run .mypy_cache .pytest_cache

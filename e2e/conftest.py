@@ -1,0 +1,129 @@
+"""End-to-end fixtures: a real API server (the local control plane, or the
+cluster at $SLUICEWAY_E2E_KUBECONFIG), a real PostgreSQL, and the operator
+running as a separate process, exactly as `make up` runs it.
+
+An existing cluster is only used when named explicitly in
+SLUICEWAY_E2E_KUBECONFIG: a plain $KUBECONFIG may well point at production."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from e2e.kube import Kube
+from sluiceway.devenv.controlplane import REPO_ROOT, ControlPlane
+from sluiceway.devenv.processes import Child
+
+pytestmark = pytest.mark.e2e
+
+
+@dataclass
+class Cluster:
+    kube: Kube
+    control_plane: ControlPlane | None
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    existing = os.environ.get("SLUICEWAY_E2E_KUBECONFIG")
+    if existing:
+        kubectl = shutil.which("kubectl")
+        assert kubectl, "kubectl must be on PATH to test an existing cluster"
+        kube = Kube(kubectl, Path(existing))
+        kube.run("apply", "-f", str(REPO_ROOT / "crds"))
+        kube.run("wait", "--for=condition=Established", "-f", str(REPO_ROOT / "crds"), "--timeout=60s")
+        yield Cluster(kube, None)
+        return
+    with ControlPlane() as plane:
+        kube = Kube(str(plane.bin / "kubectl"), plane.kubeconfig)
+        kube.run("apply", "-f", str(REPO_ROOT / "crds"))
+        kube.run("wait", "--for=condition=Established", "-f", str(REPO_ROOT / "crds"), "--timeout=60s")
+        yield Cluster(kube, plane)
+
+
+@pytest.fixture(scope="session")
+def kube(cluster: Cluster) -> Kube:
+    return cluster.kube
+
+
+@pytest.fixture(scope="session")
+def operator_database(postgres_server: str) -> Iterator[str]:
+    import asyncio
+
+    name = f"e2e_{uuid.uuid4().hex[:8]}"
+
+    async def create() -> None:
+        conn = await asyncpg.connect(postgres_server)
+        await conn.execute(f'CREATE DATABASE "{name}"')
+        await conn.close()
+
+    asyncio.run(create())
+    yield postgres_server.rsplit("/", 1)[0] + f"/{name}"
+
+
+@dataclass
+class OperatorProcess:
+    child: Child
+    database_url: str
+
+    def logs(self) -> str:
+        return self.child.tail(200)
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: Cluster, operator_database: str, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[OperatorProcess]:
+    logs = tmp_path_factory.mktemp("operator")
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(cluster.kube.kubeconfig),
+        "SLUICEWAY_DATABASE_URL": operator_database,
+        "SLUICEWAY_LOG_LEVEL": "DEBUG",
+    }
+    child = Child("operator", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env)
+    process = OperatorProcess(child, operator_database)
+    yield process
+    child.stop()
+    if os.environ.get("SLUICEWAY_E2E_SHOW_LOGS"):
+        print(process.logs())
+
+
+@pytest.fixture
+def namespace(kube: Kube, operator: OperatorProcess) -> Iterator[str]:
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    kube.run("create", "namespace", name)
+    yield name
+    # Let the operator clear its finalizers before the namespace goes.
+    kube.run("delete", "sluiceway", "--all", "-n", name, "--wait=true", "--timeout=60s", check=False)
+    kube.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def db(operator: OperatorProcess) -> Iterator[str]:
+    yield operator.database_url
+
+
+def fetch(database_url: str, query: str, *args: object) -> list[dict[str, object]]:
+    """Run one query against the operator's database (for assertions only)."""
+    import asyncio
+
+    async def go() -> list[dict[str, object]]:
+        conn = await asyncpg.connect(database_url)
+        await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+        try:
+            return [dict(r) for r in await conn.fetch(query, *args)]
+        finally:
+            await conn.close()
+
+    return asyncio.run(go())
+
+

@@ -1,0 +1,157 @@
+"""TaskDefinition, Semaphore and Quota through kubectl: the API server admits
+or refuses them, the operator stores them and reports in `status`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from e2e.conftest import fetch
+from e2e.kube import Kube, condition, eventually
+
+API = "sluiceway.dev/v1alpha1"
+
+
+def task_definition(resource_name: str, /, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": API, "kind": "TaskDefinition", "metadata": {"name": resource_name}, "spec": spec}
+
+
+def ready_at_generation(kube: Kube, kind: str, name: str, namespace: str) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | None:
+        obj = kube.get(kind, name, namespace)
+        cond = condition(obj)
+        if obj and cond and obj["status"].get("observedGeneration") == obj["metadata"]["generation"]:
+            return obj
+        return None
+
+    return eventually(probe, what=f"{kind}/{name} to report its generation")
+
+
+def stored_task(db: str, namespace: str, name: str) -> dict[str, Any] | None:
+    rows = fetch(db, "SELECT generation, spec FROM task_definitions WHERE namespace = $1 AND name = $2",
+                 namespace, name)
+    return rows[0] if rows else None
+
+
+def test_a_valid_task_definition_becomes_ready_and_stored(kube: Kube, namespace: str, db: str) -> None:
+    kube.apply(task_definition("charge", retryCount=5, retryLogic="EXPONENTIAL_BACKOFF", retryDelaySeconds=2,
+                               backoffScaleFactor=2, maxRetryDelaySeconds=300, jitter=0.2, retryBudget=0.3,
+                               nonRetryableErrors=["card_declined", "INVALID_ARGUMENT"]), namespace)
+    obj = ready_at_generation(kube, "taskdefinition", "charge", namespace)
+    ready = condition(obj)
+    assert ready is not None and ready["status"] == "True", ready
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"] == 1
+    assert obj["status"]["taskType"] == "charge"
+    row = eventually(lambda: stored_task(db, namespace, "charge"), what="the store row")
+    assert row["generation"] == 1
+    assert row["spec"]["nonRetryableErrors"] == ["card_declined", "INVALID_ARGUMENT"]
+
+
+def test_a_change_is_followed_by_the_store(kube: Kube, namespace: str, db: str) -> None:
+    kube.apply(task_definition("partner-api", rateLimitPerFrequency=100, rateLimitFrequencySeconds=60), namespace)
+    ready_at_generation(kube, "taskdefinition", "partner-api", namespace)
+    kube.apply(task_definition("partner-api", rateLimitPerFrequency=50, rateLimitFrequencySeconds=60), namespace)
+
+    def follows() -> dict[str, Any] | None:
+        row = stored_task(db, namespace, "partner-api")
+        return row if row and row["generation"] == 2 else None
+
+    row = eventually(follows, what="the store to follow generation 2")
+    assert row["spec"]["rateLimitPerFrequency"] == 50
+    obj = ready_at_generation(kube, "taskdefinition", "partner-api", namespace)
+    assert obj["status"]["observedGeneration"] == 2
+
+
+def test_an_engine_name_with_underscores_lives_in_spec_name(kube: Kube, namespace: str, db: str) -> None:
+    kube.apply(task_definition("export-report", name="export_report", semaphores=["legacy_erp"]), namespace)
+    obj = ready_at_generation(kube, "taskdefinition", "export-report", namespace)
+    assert obj["status"]["taskType"] == "export_report"
+    assert eventually(lambda: stored_task(db, namespace, "export_report"))
+
+
+def test_two_definitions_claiming_one_task_type_conflict(kube: Kube, namespace: str) -> None:
+    kube.apply(task_definition("first", name="shared_type"), namespace)
+    ready_at_generation(kube, "taskdefinition", "first", namespace)
+    kube.apply(task_definition("second", name="shared_type"), namespace)
+    obj = ready_at_generation(kube, "taskdefinition", "second", namespace)
+    ready = condition(obj)
+    assert ready is not None
+    assert (ready["status"], ready["reason"]) == ("False", "NameConflict")
+    assert "TaskDefinition first" in ready["message"]
+
+
+INVALID = [
+    ("jitter", {"jitter": 1.5}, "spec.jitter"),
+    ("retryCount", {"retryCount": 101}, "spec.retryCount"),
+    ("negative retryCount", {"retryCount": -1}, "spec.retryCount"),
+    ("backoffScaleFactor", {"backoffScaleFactor": 0.5}, "spec.backoffScaleFactor"),
+    ("retryBudget", {"retryBudget": 1.2}, "spec.retryBudget"),
+    ("retryLogic", {"retryLogic": "RANDOM"}, "spec.retryLogic"),
+    ("timeoutPolicy", {"timeoutPolicy": "IGNORE"}, "spec.timeoutPolicy"),
+    ("negative timeout", {"heartbeatTimeout": -5}, "spec.heartbeatTimeout"),
+    ("responseTimeoutSeconds zero", {"responseTimeoutSeconds": 0}, "spec.responseTimeoutSeconds"),
+    ("pollTimeoutSeconds", {"pollTimeoutSeconds": 3600}, "spec.pollTimeoutSeconds"),
+    ("rate window", {"rateLimitFrequencySeconds": 0}, "spec.rateLimitFrequencySeconds"),
+    ("cap below base", {"retryDelaySeconds": 10, "maxRetryDelaySeconds": 5}, "spec.maxRetryDelaySeconds"),
+    ("startToClose over total", {"startToCloseTimeout": 60, "timeoutSeconds": 30}, "spec.startToCloseTimeout"),
+    ("duplicate semaphore", {"semaphores": ["erp", "erp"]}, "spec.semaphores"),
+    ("bad task type name", {"name": "no spaces allowed"}, "spec.name"),
+    ("empty non-retryable", {"nonRetryableErrors": [""]}, "spec.nonRetryableErrors"),
+    ("wrong type", {"retryCount": "three"}, "spec.retryCount"),
+]
+
+
+@pytest.mark.parametrize(("case", "spec", "field"), INVALID, ids=[c[0] for c in INVALID])
+def test_the_api_server_refuses_invalid_definitions_naming_the_field(
+    kube: Kube, namespace: str, case: str, spec: dict[str, Any], field: str
+) -> None:
+    result = kube.apply(task_definition("bad", **spec), namespace, check=False)
+    assert result.returncode != 0, f"{case} was admitted"
+    assert field in result.stderr, result.stderr
+    assert kube.get("taskdefinition", "bad", namespace) is None
+
+
+def test_deleting_removes_it_from_the_store(kube: Kube, namespace: str, db: str) -> None:
+    kube.apply(task_definition("doomed"), namespace)
+    ready_at_generation(kube, "taskdefinition", "doomed", namespace)
+    assert eventually(lambda: stored_task(db, namespace, "doomed"))
+    kube.delete("taskdefinition", "doomed", namespace)
+    assert kube.get("taskdefinition", "doomed", namespace) is None
+    assert stored_task(db, namespace, "doomed") is None
+
+
+def test_semaphore_is_stored_and_reports_permits(kube: Kube, namespace: str, db: str) -> None:
+    kube.apply({"apiVersion": API, "kind": "Semaphore", "metadata": {"name": "legacy-erp"},
+                "spec": {"name": "legacy_erp", "permits": 4}}, namespace)
+    obj = ready_at_generation(kube, "semaphore", "legacy-erp", namespace)
+    assert obj["status"]["permits"] == 4 and obj["status"]["semaphoreName"] == "legacy_erp"
+    rows = fetch(db, "SELECT permits FROM semaphores WHERE namespace = $1 AND name = 'legacy_erp'", namespace)
+    assert rows == [{"permits": 4}]
+    refused = kube.apply({"apiVersion": API, "kind": "Semaphore", "metadata": {"name": "neg"},
+                          "spec": {"permits": -1}}, namespace, check=False)
+    assert refused.returncode != 0 and "spec.permits" in refused.stderr
+    kube.delete("semaphore", "legacy-erp", namespace)
+    assert fetch(db, "SELECT 1 FROM semaphores WHERE namespace = $1", namespace) == []
+
+
+def test_quota_is_stored(kube: Kube, namespace: str, db: str) -> None:
+    kube.apply({"apiVersion": API, "kind": "Quota", "metadata": {"name": "default"},
+                "spec": {"maxConcurrentExecutions": 5000, "maxExecutionsPerMinute": 2000}}, namespace)
+    ready_at_generation(kube, "quota", "default", namespace)
+    rows = fetch(db, "SELECT max_concurrent_executions, max_executions_per_minute, max_schedules FROM quotas"
+                     " WHERE namespace = $1", namespace)
+    assert rows == [{"max_concurrent_executions": 5000, "max_executions_per_minute": 2000, "max_schedules": None}]
+
+
+def test_kubectl_get_sluiceway_lists_every_kind_with_columns(kube: Kube, namespace: str) -> None:
+    kube.apply(task_definition("listed", retryCount=2, concurrentExecLimit=8), namespace)
+    kube.apply({"apiVersion": API, "kind": "Semaphore", "metadata": {"name": "pool"}, "spec": {"permits": 2}},
+               namespace)
+    ready_at_generation(kube, "taskdefinition", "listed", namespace)
+    listing = kube.run("get", "sluiceway", "-n", namespace).stdout
+    assert "taskdefinition.sluiceway.dev/listed" in listing
+    assert "semaphore.sluiceway.dev/pool" in listing
+    table = kube.run("get", "taskdefinitions", "-n", namespace).stdout.splitlines()
+    assert table[0].split()[:4] == ["NAME", "READY", "RETRIES", "LIMIT"]
+    assert table[1].split()[:4] == ["listed", "True", "2", "8"]

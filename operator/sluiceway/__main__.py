@@ -1,0 +1,3 @@
+from sluiceway.runtime.main import main
+
+main()

@@ -1,0 +1,184 @@
+"""The kopf handlers: parse the spec with the same models the CRD was generated
+from, write the definition to PostgreSQL, and report the outcome in `status`.
+
+Handlers stay thin: everything they decide is in the store or the models. They
+never write `spec`; the only metadata they touch is kopf's own bookkeeping and
+the finalizer, so a GitOps tool re-applying the same manifest sees no change.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import asyncpg
+import kopf
+from pydantic import ValidationError
+
+from sluiceway.k8s.conditions import not_ready, ready, with_condition
+from sluiceway.k8s.validation import describe
+from sluiceway.model import GROUP, VERSION
+from sluiceway.model.common import Spec
+from sluiceway.model.quota import QuotaSpec
+from sluiceway.model.resources import QUOTA, SEMAPHORE, TASK_DEFINITION, ResourceKind
+from sluiceway.model.semaphore import SemaphoreSpec
+from sluiceway.model.taskdefinition import TaskDefinitionSpec
+from sluiceway.store import definitions
+
+log = logging.getLogger(__name__)
+
+S = TypeVar("S", bound=Spec)
+
+
+@dataclass
+class Context:
+    """What the handlers need, passed to kopf as the operator's memo."""
+
+    pool: asyncpg.Pool
+    clock: Callable[[], datetime.datetime]
+
+    def now(self) -> str:
+        return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _context(memo: Any) -> Context:
+    context: Context = memo.context
+    return context
+
+
+def _set_ready(patch: kopf.Patch, status: Any, meta: Any, context: Context, ok: bool, reason: str,
+               message: str) -> None:
+    generation = int(meta.get("generation", 0))
+    condition = (ready if ok else not_ready)(reason, message, generation)
+    patch.status["observedGeneration"] = generation
+    patch.status["conditions"] = with_condition(status.get("conditions"), condition, context.now())
+
+
+def _parse(model: type[S], spec: Any, patch: kopf.Patch, status: Any, meta: Any, context: Context) -> S | None:
+    """The parsed spec, or None after reporting why it is invalid."""
+    try:
+        return model.model_validate(dict(spec))
+    except ValidationError as error:
+        _set_ready(patch, status, meta, context, False, "InvalidSpec", describe(error))
+        return None
+
+
+async def _guard(action: Awaitable[None]) -> None:
+    """Turn a database outage into a retry instead of a failed handler."""
+    try:
+        await action
+    except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError) as error:
+        raise kopf.TemporaryError(f"PostgreSQL unavailable: {error}", delay=5) from error
+
+
+def _reconciles(registry: kopf.OperatorRegistry, kind: ResourceKind) -> Callable[[Any], Any]:
+    """Register one function for resume, create and spec changes of `kind`."""
+
+    def decorate(fn: Any) -> Any:
+        for on in (kopf.on.resume, kopf.on.create):
+            fn = on(GROUP, VERSION, kind.plural, registry=registry)(fn)
+        return kopf.on.update(GROUP, VERSION, kind.plural, field="spec", registry=registry)(fn)
+
+    return decorate
+
+
+def _deletes(registry: kopf.OperatorRegistry, kind: ResourceKind) -> Callable[[Any], Any]:
+    decorator: Callable[[Any], Any] = kopf.on.delete(GROUP, VERSION, kind.plural, registry=registry)
+    return decorator
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    """Attach every definition handler to `registry`."""
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        # In a pod: the ServiceAccount token. Elsewhere: $KUBECONFIG.
+        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+    @_reconciles(registry, TASK_DEFINITION)
+    async def reconcile_task_definition(spec: Any, meta: Any, status: Any, namespace: str, name: str,
+                                        patch: kopf.Patch, memo: Any, **_: Any) -> None:
+        context = _context(memo)
+        parsed = _parse(TaskDefinitionSpec, spec, patch, status, meta, context)
+        if parsed is None:
+            return
+        task_type = parsed.name or name
+
+        async def store() -> None:
+            async with context.pool.acquire() as conn:
+                claim = await definitions.upsert_task_definition(
+                    conn, namespace, task_type, name, int(meta["generation"]), parsed.to_wire()
+                )
+            patch.status["taskType"] = task_type
+            if claim.is_ours(name):
+                _set_ready(patch, status, meta, context, True, "Stored", f"task type {task_type} is active")
+            else:
+                _set_ready(patch, status, meta, context, False, "NameConflict",
+                           f"task type {task_type} is already defined by TaskDefinition {claim.owner}")
+
+        await _guard(store())
+
+    @_deletes(registry, TASK_DEFINITION)
+    async def delete_task_definition(namespace: str, name: str, memo: Any, **_: Any) -> None:
+        context = _context(memo)
+        await _guard(_delete(context, definitions.delete_task_definition, namespace, name))
+
+    @_reconciles(registry, SEMAPHORE)
+    async def reconcile_semaphore(spec: Any, meta: Any, status: Any, namespace: str, name: str,
+                                  patch: kopf.Patch, memo: Any, **_: Any) -> None:
+        context = _context(memo)
+        parsed = _parse(SemaphoreSpec, spec, patch, status, meta, context)
+        if parsed is None:
+            return
+        semaphore = parsed.name or name
+
+        async def store() -> None:
+            async with context.pool.acquire() as conn:
+                claim = await definitions.upsert_semaphore(
+                    conn, namespace, semaphore, name, int(meta["generation"]), parsed.permits
+                )
+            patch.status["semaphoreName"] = semaphore
+            patch.status["permits"] = parsed.permits
+            if claim.is_ours(name):
+                _set_ready(patch, status, meta, context, True, "Stored",
+                           f"semaphore {semaphore} has {parsed.permits} permits")
+            else:
+                _set_ready(patch, status, meta, context, False, "NameConflict",
+                           f"semaphore {semaphore} is already defined by Semaphore {claim.owner}")
+
+        await _guard(store())
+
+    @_deletes(registry, SEMAPHORE)
+    async def delete_semaphore(namespace: str, name: str, memo: Any, **_: Any) -> None:
+        await _guard(_delete(_context(memo), definitions.delete_semaphore, namespace, name))
+
+    @_reconciles(registry, QUOTA)
+    async def reconcile_quota(spec: Any, meta: Any, status: Any, namespace: str, name: str,
+                              patch: kopf.Patch, memo: Any, **_: Any) -> None:
+        context = _context(memo)
+        parsed = _parse(QuotaSpec, spec, patch, status, meta, context)
+        if parsed is None:
+            return
+
+        async def store() -> None:
+            async with context.pool.acquire() as conn:
+                await definitions.upsert_quota(
+                    conn, namespace, name, int(meta["generation"]), parsed.max_concurrent_executions,
+                    parsed.max_executions_per_minute, parsed.max_workflow_definitions, parsed.max_schedules,
+                )
+            _set_ready(patch, status, meta, context, True, "Stored", "quota is enforced")
+
+        await _guard(store())
+
+    @_deletes(registry, QUOTA)
+    async def delete_quota(namespace: str, name: str, memo: Any, **_: Any) -> None:
+        await _guard(_delete(_context(memo), definitions.delete_quota, namespace, name))
+
+
+async def _delete(context: Context, remove: Callable[[asyncpg.Connection, str, str], Awaitable[None]],
+                  namespace: str, name: str) -> None:
+    async with context.pool.acquire() as conn:
+        await remove(conn, namespace, name)
