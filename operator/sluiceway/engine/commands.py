@@ -1,0 +1,97 @@
+"""What the decider asks the store to do. Each is applied inside the same
+transaction as the rest of one decision."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from typing import Any
+
+from sluiceway.controls.timeouts import Deadlines
+from sluiceway.model.execution import RunStatus, TaskStatus
+from sluiceway.model.workflow import TaskType
+
+
+@dataclass(frozen=True)
+class ScheduleTask:
+    """A new attempt row: queued for workers (SCHEDULED), or IN_PROGRESS for
+    tasks that wait (WAIT) or run a child workflow."""
+
+    ref: str
+    type: TaskType
+    name: str
+    attempt: int
+    input: dict[str, Any]
+    status: TaskStatus
+    available_at: datetime.datetime
+    deadlines: Deadlines
+    first_scheduled_at: datetime.datetime
+
+
+@dataclass(frozen=True)
+class RecordTask:
+    """A task the decider ran itself (fork, join, switch, inline, terminate)."""
+
+    ref: str
+    type: TaskType
+    name: str
+    attempt: int
+    status: TaskStatus
+    input: dict[str, Any] = field(default_factory=dict)
+    output: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class UpdateTask:
+    task_id: str
+    status: TaskStatus
+    reason: str
+
+
+@dataclass(frozen=True)
+class StartChild:
+    """Start the child run of a SUB_WORKFLOW task, linked to that task."""
+
+    parent_ref: str
+    workflow: str
+    version: int | None
+    input: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ArmRunTimeout:
+    at: datetime.datetime
+
+
+@dataclass(frozen=True)
+class FinishRun:
+    """End the run: cancel what is still active, terminate child runs, tell the
+    parent, and start the failure workflow when one is configured."""
+
+    status: RunStatus
+    reason: str = ""
+    output: dict[str, Any] = field(default_factory=dict)
+    failed_task_id: str | None = None
+    failure_workflow: str | None = None
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Work that could run but a gate holds (for "why is my task not running?")."""
+
+    ref: str
+    control: str
+    detail: str
+
+
+Command = ScheduleTask | RecordTask | UpdateTask | StartChild | ArmRunTimeout | FinishRun
+
+
+@dataclass(frozen=True)
+class Decision:
+    commands: list[Command]
+    holds: list[Hold] = field(default_factory=list)
+
+    def finish(self) -> FinishRun | None:
+        return next((c for c in self.commands if isinstance(c, FinishRun)), None)

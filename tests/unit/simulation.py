@@ -1,0 +1,121 @@
+"""A pure, in-memory driver for the decider: it applies commands to a dict of
+rows the way the store applies them to PostgreSQL, so whole workflows can be
+walked in unit tests without IO. It is not a stand-in for the store in any
+test that claims to test the store; those run on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import datetime
+from random import Random
+from typing import Any
+
+from sluiceway.controls.budget import BudgetWindow
+from sluiceway.controls.policy import OperatorDefaults
+from sluiceway.engine.commands import (
+    ArmRunTimeout,
+    Decision,
+    FinishRun,
+    RecordTask,
+    ScheduleTask,
+    StartChild,
+    UpdateTask,
+)
+from sluiceway.engine.decider import Event, decide
+from sluiceway.engine.snapshot import RunSnapshot, TaskRow
+from sluiceway.model.execution import RunStatus, TaskStatus
+from sluiceway.model.taskdefinition import TaskDefinitionSpec
+from sluiceway.model.workflow import WorkflowSpec
+
+T0 = datetime.datetime(2026, 11, 29, 12, 0, tzinfo=datetime.timezone.utc)
+
+
+class Simulation:
+    def __init__(self, workflow: dict[str, Any], input: dict[str, Any] | None = None,
+                 definitions: dict[str, dict[str, Any]] | None = None,
+                 defaults: OperatorDefaults = OperatorDefaults(), seed: int = 1) -> None:
+        self.workflow = WorkflowSpec.model_validate(workflow)
+        self.input = input or {}
+        self.definitions = {k: TaskDefinitionSpec.model_validate(v) for k, v in (definitions or {}).items()}
+        self.defaults = defaults
+        self.rng = Random(seed)
+        self.now = T0
+        self.rows: dict[str, TaskRow] = {}
+        self.history: list[TaskRow] = []
+        self.scheduled: list[ScheduleTask] = []
+        self.status = RunStatus.RUNNING
+        self.finished: FinishRun | None = None
+        self.children: list[StartChild] = []
+        self.evaluated = False
+        self.timeout_at: datetime.datetime | None = None
+        self.terminate_requested: str | None = None
+        self.awaiting_admission = False
+        self.budgets: dict[str, BudgetWindow] = {}
+        self.decisions: list[Decision] = []
+        self._ids = 0
+
+    def snapshot(self) -> RunSnapshot:
+        return RunSnapshot(
+            id="run-1", namespace="ns", workflow_name="wf", version=1, workflow=self.workflow, status=self.status,
+            input=self.input, tasks=dict(self.rows), evaluated=self.evaluated, timeout_at=self.timeout_at,
+            terminate_requested=self.terminate_requested, awaiting_admission=self.awaiting_admission,
+            definitions=self.definitions, defaults=self.defaults, budgets=self.budgets,
+        )
+
+    def step(self, event: Event = Event.TASK_UPDATED) -> Decision:
+        decision = decide(self.snapshot(), event, self.now, self.rng)
+        self.decisions.append(decision)
+        self.evaluated = True
+        for command in decision.commands:
+            self._apply(command)
+        return decision
+
+    def settle(self, limit: int = 50) -> None:
+        """Decide until nothing changes (what the decide queue converges to)."""
+        for _ in range(limit):
+            if not self.step().commands:
+                return
+        raise AssertionError("the decider did not settle")
+
+    def _row_id(self) -> str:
+        self._ids += 1
+        return f"t{self._ids}"
+
+    def _apply(self, command: object) -> None:
+        if isinstance(command, ScheduleTask):
+            self.scheduled.append(command)
+            self._put(TaskRow(self._row_id(), command.ref, command.type, command.name, command.status,
+                              command.attempt, command.input, {}, "", None, command.deadlines.schedule_to_close,
+                              command.first_scheduled_at))
+        elif isinstance(command, RecordTask):
+            self._put(TaskRow(self._row_id(), command.ref, command.type, command.name, command.status,
+                              command.attempt, command.input, command.output, command.reason))
+        elif isinstance(command, UpdateTask):
+            row = next(r for r in self.rows.values() if r.id == command.task_id)
+            self._put(TaskRow(**{**row.__dict__, "status": command.status, "reason": command.reason}))
+        elif isinstance(command, ArmRunTimeout):
+            self.timeout_at = command.at
+        elif isinstance(command, StartChild):
+            self.children.append(command)
+        elif isinstance(command, FinishRun):
+            self.status, self.finished = command.status, command
+            for ref, row in list(self.rows.items()):
+                if not row.status.is_terminal():
+                    self._put(TaskRow(**{**row.__dict__, "status": TaskStatus.CANCELED}))
+
+    def _put(self, row: TaskRow) -> None:
+        self.rows[row.ref] = row
+        self.history.append(row)
+
+    def worker(self, ref: str, status: TaskStatus = TaskStatus.COMPLETED, output: dict[str, Any] | None = None,
+               reason: str = "", retry_after: float | None = None) -> None:
+        """A worker (or the sweeper) reports on the latest attempt of `ref`."""
+        row = self.rows[ref]
+        assert not row.status.is_terminal(), f"{ref} is already {row.status}"
+        self._put(TaskRow(**{**row.__dict__, "status": status, "output": output or {}, "reason": reason,
+                             "retry_after_seconds": retry_after}))
+
+    def active(self) -> list[str]:
+        return sorted(r.ref for r in self.rows.values() if not r.status.is_terminal())
+
+    def advance(self, seconds: float) -> None:
+        self.now += datetime.timedelta(seconds=seconds)
