@@ -1,0 +1,216 @@
+"""Runs: starting them, reading them, asking for termination, waking the
+decider."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from sluiceway.model.execution import RunStatus
+from sluiceway.store import workflows
+
+DECIDE_CHANNEL = "sluiceway_decide"
+READY_CHANNEL = "sluiceway_ready"
+
+
+@dataclass(frozen=True)
+class Started:
+    id: str
+    status: RunStatus
+    awaiting_admission: bool = False
+    created: bool = True  # False when the id already existed (an idempotent retry)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A start a gate refused; `body` is the API's error document."""
+
+    control: str
+    http_status: int
+    message: str
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WorkflowNotFound:
+    name: str
+    version: int | None
+
+    @property
+    def message(self) -> str:
+        pinned = f" version {self.version}" if self.version is not None else ""
+        return f"workflow {self.name}{pinned} not found"
+
+
+StartOutcome = Started | Refused | WorkflowNotFound
+
+
+_INSERT_RUN = """
+INSERT INTO executions (id, namespace, workflow_name, workflow_version, status, input, correlation_id,
+                        resource_name, parent_execution_id, parent_task_id, sla_at)
+VALUES ($1, $2, $3, $4, 'RUNNING', $5, $6, $7, $8, $9,
+        CASE WHEN $10::int > 0 THEN now() + make_interval(secs => $10::int) END)
+ON CONFLICT (id) DO NOTHING
+RETURNING id
+"""
+_EXISTING = "SELECT status, awaiting_admission FROM executions WHERE id = $1"
+_ENQUEUE = "INSERT INTO decide_queue (execution_id, event) VALUES ($1, $2)"
+_ENQUEUE_MANY = "INSERT INTO decide_queue (execution_id, event) SELECT unnest($1::uuid[]), $2"
+_NOTIFY_DECIDER = f"SELECT pg_notify('{DECIDE_CHANNEL}', '')"
+
+
+async def enqueue_decide(conn: asyncpg.Connection, execution_id: str | uuid.UUID, event: str) -> None:
+    await conn.execute(_ENQUEUE, _uuid(execution_id), event)
+    await conn.execute(_NOTIFY_DECIDER)
+
+
+async def enqueue_decides(conn: asyncpg.Connection, execution_ids: list[uuid.UUID], event: str) -> None:
+    if execution_ids:
+        await conn.execute(_ENQUEUE_MANY, execution_ids, event)
+        await conn.execute(_NOTIFY_DECIDER)
+
+
+def _uuid(value: str | uuid.UUID) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
+
+
+async def start_run(
+    conn: asyncpg.Connection, namespace: str, name: str, version: int | None, input: dict[str, Any], *,
+    correlation_id: str | None = None, run_id: str | None = None, resource_name: str | None = None,
+    parent: tuple[uuid.UUID, uuid.UUID] | None = None,
+) -> StartOutcome:
+    """Create a run and wake the decider, in the caller's transaction.
+
+    `run_id` makes the start idempotent (a WorkflowRun passes its uid): a
+    second start with the same id returns the existing run."""
+    found = await workflows.find_version(conn, namespace, name, version)
+    if found is None:
+        return WorkflowNotFound(name, version)
+    execution_id = _uuid(run_id) if run_id else uuid.uuid4()
+    existing = await conn.fetchrow(_EXISTING, execution_id)
+    if existing is not None:
+        return Started(str(execution_id), RunStatus(existing["status"]), existing["awaiting_admission"], False)
+    sla = int(found.spec.get("slaSeconds") or 0)
+    parent_run, parent_task = parent if parent else (None, None)
+    inserted = await conn.fetchval(
+        _INSERT_RUN, execution_id, namespace, name, found.version, input, correlation_id, resource_name,
+        parent_run, parent_task, sla,
+    )
+    if inserted is None:  # raced with an identical start
+        row = await conn.fetchrow(_EXISTING, execution_id)
+        return Started(str(execution_id), RunStatus(row["status"]), row["awaiting_admission"], False)
+    await enqueue_decide(conn, execution_id, "started")
+    return Started(str(execution_id), RunStatus.RUNNING)
+
+
+@dataclass(frozen=True)
+class RunView:
+    id: str
+    namespace: str
+    workflow_name: str
+    workflow_version: int
+    status: RunStatus
+    input: dict[str, Any]
+    output: dict[str, Any]
+    reason: str
+    correlation_id: str | None
+    awaiting_admission: bool
+    resource_name: str | None
+    parent_execution_id: str | None
+    created_at: datetime.datetime
+    ended_at: datetime.datetime | None
+    sla_breached_at: datetime.datetime | None
+
+
+@dataclass(frozen=True)
+class TaskView:
+    id: str
+    ref: str
+    type: str
+    name: str
+    status: str
+    attempt: int
+    reason: str
+    input: dict[str, Any]
+    output: dict[str, Any]
+    worker_id: str | None
+    created_at: datetime.datetime
+    available_at: datetime.datetime
+    leased_at: datetime.datetime | None
+    ended_at: datetime.datetime | None
+    child_execution_id: str | None
+
+
+_GET_RUN = """
+SELECT id, namespace, workflow_name, workflow_version, status, input, output, reason, correlation_id,
+       awaiting_admission, resource_name, parent_execution_id, created_at, ended_at, sla_breached_at
+  FROM executions WHERE id = $1 AND namespace = $2
+"""
+_GET_TASKS = """
+SELECT id, ref, type, name, status, attempt, reason, input, output, worker_id, created_at, available_at,
+       leased_at, ended_at, child_execution_id
+  FROM tasks WHERE execution_id = $1 ORDER BY created_at, ref, attempt
+"""
+
+
+def _str_or_none(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+async def get_run(conn: asyncpg.Connection, namespace: str, execution_id: str) -> RunView | None:
+    try:
+        key = _uuid(execution_id)
+    except ValueError:
+        return None
+    row = await conn.fetchrow(_GET_RUN, key, namespace)
+    if row is None:
+        return None
+    values = dict(row)
+    values["id"] = str(values["id"])
+    values["status"] = RunStatus(values["status"])
+    values["parent_execution_id"] = _str_or_none(values["parent_execution_id"])
+    return RunView(**values)
+
+
+async def get_tasks(conn: asyncpg.Connection, execution_id: str) -> list[TaskView]:
+    rows = await conn.fetch(_GET_TASKS, _uuid(execution_id))
+    views = []
+    for row in rows:
+        values = dict(row)
+        values["id"] = str(values["id"])
+        values["child_execution_id"] = _str_or_none(values["child_execution_id"])
+        views.append(TaskView(**values))
+    return views
+
+
+_REQUEST_TERMINATION = """
+UPDATE executions SET terminate_requested = $3
+ WHERE id = $1 AND namespace = $2 AND status = 'RUNNING' AND terminate_requested IS NULL
+RETURNING id
+"""
+
+
+async def request_termination(conn: asyncpg.Connection, namespace: str, execution_id: str, reason: str) -> bool:
+    """Ask the decider to end a running run; False if it is not running."""
+    key = _uuid(execution_id)
+    found = await conn.fetchval(_REQUEST_TERMINATION, key, namespace, reason)
+    if found is None:
+        return False
+    await enqueue_decide(conn, key, "terminate")
+    return True
+
+
+_TASK_COUNTS = """
+SELECT status, count(*) AS n FROM (
+    SELECT DISTINCT ON (ref) status FROM tasks WHERE execution_id = $1 ORDER BY ref, attempt DESC
+) latest GROUP BY status
+"""
+
+
+async def task_counts(conn: asyncpg.Connection, execution_id: str) -> dict[str, int]:
+    """Latest attempt of each task, counted by status."""
+    return {row["status"]: int(row["n"]) for row in await conn.fetch(_TASK_COUNTS, _uuid(execution_id))}

@@ -1,0 +1,155 @@
+"""Worker results: the transitions a worker may cause, each fenced by the
+lease epoch and applied exactly once.
+
+COMPLETED, FAILED and FAILED_WITH_TERMINAL_ERROR end the attempt and wake the
+decider, which owns what happens next (retry, next task, run end). IN_PROGRESS
+with `callbackAfterSeconds` snoozes: the task goes back to the queue for later
+without spending an attempt. IN_PROGRESS without it is progress: the output is
+kept and the lease renewed."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import asyncpg
+
+from sluiceway.model.execution import ResultStatus, TaskResult
+from sluiceway.store import executions
+
+_CLEAR_TIMERS = """
+       schedule_to_start_at = NULL, start_to_close_at = NULL, total_at = NULL, heartbeat_at = NULL,
+       lease_expires_at = NULL, schedule_to_close_at = NULL, wait_until = NULL"""
+
+_FINISH_ATTEMPTS = f"""
+UPDATE tasks t
+   SET status = r.status, output = r.output, reason = r.reason, retry_after_seconds = r.retry_after,
+       ended_at = now(), {_CLEAR_TIMERS}
+  FROM unnest($2::uuid[], $3::int[], $4::text[], $5::jsonb[], $6::text[], $7::float8[])
+       AS r(id, epoch, status, output, reason, retry_after)
+ WHERE t.id = r.id AND t.epoch = r.epoch AND t.status = 'IN_PROGRESS' AND t.namespace = $1
+   AND t.type IN ('SIMPLE', 'WAIT')
+RETURNING t.id, t.execution_id
+"""
+_PROGRESS = """
+UPDATE tasks t
+   SET output = t.output || r.output, last_heartbeat_at = now(),
+       heartbeat_at = CASE WHEN t.heartbeat_timeout > 0 THEN now() + make_interval(secs => t.heartbeat_timeout) END,
+       lease_expires_at = now() + make_interval(secs => t.response_timeout)
+  FROM unnest($2::uuid[], $3::int[], $4::jsonb[]) AS r(id, epoch, output)
+ WHERE t.id = r.id AND t.epoch = r.epoch AND t.status = 'IN_PROGRESS' AND t.namespace = $1 AND t.type = 'SIMPLE'
+RETURNING t.id
+"""
+_LOCK_FOR_SNOOZE = """
+SELECT close_deadline, now() + make_interval(secs => $4) AS due FROM tasks
+ WHERE id = $2 AND epoch = $3 AND status = 'IN_PROGRESS' AND namespace = $1 AND type = 'SIMPLE'
+   FOR UPDATE
+"""
+_SNOOZE = """
+UPDATE tasks
+   SET status = 'SCHEDULED', available_at = $2::timestamptz, worker_id = NULL, output = output || $3,
+       start_to_close_at = NULL, heartbeat_at = NULL, lease_expires_at = NULL, wait_until = NULL,
+       schedule_to_start_at = CASE WHEN schedule_to_start_timeout > 0
+                                   THEN $2::timestamptz + make_interval(secs => schedule_to_start_timeout) END,
+       schedule_to_close_at = close_deadline
+ WHERE id = $1
+"""
+_DEADLINE_EXCEEDED = f"""
+UPDATE tasks SET status = 'FAILED_WITH_TERMINAL_ERROR', ended_at = now(),
+       reason = 'DeadlineExceeded: the snooze would land past scheduleToCloseTimeout', {_CLEAR_TIMERS}
+ WHERE id = $1
+RETURNING execution_id
+"""
+
+OK = 200
+NOT_FOUND = 404
+CONFLICT = 409
+
+
+@dataclass(frozen=True)
+class Outcome:
+    code: int
+    error: str | None = None
+
+
+async def apply_results(conn: asyncpg.Connection, namespace: str, results: list[TaskResult]) -> dict[str, Outcome]:
+    """Apply a batch of results in the caller's transaction; one outcome per task id."""
+    outcomes: dict[str, Outcome] = {}
+    for result in results:
+        if not _is_uuid(result.task_id):
+            outcomes[result.task_id] = Outcome(NOT_FOUND, "not a task id")
+    results = [r for r in results if r.task_id not in outcomes]
+    finishing = [r for r in results if r.status is not ResultStatus.IN_PROGRESS]
+    snoozing = [r for r in results if r.status is ResultStatus.IN_PROGRESS and r.callback_after_seconds]
+    progress = [r for r in results if r.status is ResultStatus.IN_PROGRESS and not r.callback_after_seconds]
+    woken: set[uuid.UUID] = set()
+    if finishing:
+        rows = await conn.fetch(
+            _FINISH_ATTEMPTS, namespace, [uuid.UUID(r.task_id) for r in finishing], [r.epoch for r in finishing],
+            [r.status.value for r in finishing], [r.output for r in finishing], [r.reason for r in finishing],
+            [r.retry_after_seconds if r.status is ResultStatus.FAILED else None for r in finishing],
+        )
+        for row in rows:
+            outcomes[str(row["id"])] = Outcome(OK)
+            woken.add(row["execution_id"])
+    if progress:
+        rows = await conn.fetch(_PROGRESS, namespace, [uuid.UUID(r.task_id) for r in progress],
+                                [r.epoch for r in progress], [r.output for r in progress])
+        outcomes.update({str(row["id"]): Outcome(OK) for row in rows})
+    for result in snoozing:
+        execution = await _snooze(conn, namespace, result)
+        if execution is not False:
+            outcomes[result.task_id] = Outcome(OK)
+            if isinstance(execution, uuid.UUID):
+                woken.add(execution)
+    await executions.enqueue_decides(conn, sorted(woken), "task_updated")
+    refused = [r.task_id for r in results if r.task_id not in outcomes]
+    if refused:
+        outcomes.update(await explain(conn, namespace, refused, {r.task_id: r.epoch for r in results}))
+    return outcomes
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+async def _snooze(conn: asyncpg.Connection, namespace: str, result: TaskResult) -> uuid.UUID | bool:
+    """True when snoozed; the run's id when the snooze hit the deadline instead; False when refused."""
+    task_id = uuid.UUID(result.task_id)
+    delay = float(result.callback_after_seconds or 0)
+    row = await conn.fetchrow(_LOCK_FOR_SNOOZE, namespace, task_id, result.epoch, delay)
+    if row is None:
+        return False
+    if row["close_deadline"] is not None and row["due"] > row["close_deadline"]:
+        execution: uuid.UUID = await conn.fetchval(_DEADLINE_EXCEEDED, task_id)
+        return execution
+    await conn.execute(_SNOOZE, task_id, row["due"], result.output)
+    return True
+
+
+async def explain(conn: asyncpg.Connection, namespace: str, task_ids: list[str],
+                  epochs: dict[str, int]) -> dict[str, Outcome]:
+    """Why each of these updates changed nothing."""
+    valid = {}
+    outcomes: dict[str, Outcome] = {}
+    for task_id in task_ids:
+        try:
+            valid[task_id] = uuid.UUID(task_id)
+        except ValueError:
+            outcomes[task_id] = Outcome(NOT_FOUND, "not a task id")
+    rows = {str(r["id"]): r for r in await conn.fetch(
+        "SELECT id, status, epoch, namespace FROM tasks WHERE id = ANY($1)", list(valid.values()))}
+    for task_id in valid:
+        row = rows.get(task_id)
+        if row is None or row["namespace"] != namespace:
+            outcomes[task_id] = Outcome(NOT_FOUND, "no such task in this namespace")
+        elif row["epoch"] != epochs.get(task_id):
+            outcomes[task_id] = Outcome(CONFLICT, f"stale epoch {epochs.get(task_id)}: the task was leased again "
+                                                  f"(epoch {row['epoch']})")
+        else:
+            outcomes[task_id] = Outcome(CONFLICT, f"the task is {row['status']}, no longer leased")
+    return outcomes

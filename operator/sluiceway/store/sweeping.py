@@ -1,0 +1,138 @@
+"""The sweeper: fires due timers from the indexed `next_deadline` column.
+
+Each due task is locked, the pure `expiry` says which deadline was missed and
+what that means, and the transition is applied in the same transaction as the
+decide event it causes. Run-level timers (the workflow timeout) wake the
+decider; a passed soft SLA is only flagged. Rows are claimed with
+SKIP LOCKED, so several replicas sweep without firing a timer twice."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import asyncpg
+
+from sluiceway.controls.policy import Timeouts
+from sluiceway.controls.timeouts import Deadlines, Expiry, expiry
+from sluiceway.model.taskdefinition import TimeoutPolicy
+from sluiceway.store import executions
+
+_DUE_TASKS = """
+SELECT id, execution_id, name, status, schedule_to_start_at, start_to_close_at, total_at, heartbeat_at,
+       lease_expires_at, schedule_to_close_at, wait_until, schedule_to_start_timeout, start_to_close_timeout,
+       timeout_seconds, heartbeat_timeout, response_timeout, timeout_policy
+  FROM tasks
+ WHERE status IN ('SCHEDULED', 'IN_PROGRESS') AND next_deadline IS NOT NULL AND next_deadline <= now()
+ ORDER BY next_deadline
+ LIMIT $1
+   FOR UPDATE SKIP LOCKED
+"""
+_EXPIRE = """
+UPDATE tasks SET status = $2, reason = $3, ended_at = now(),
+       schedule_to_start_at = NULL, start_to_close_at = NULL, total_at = NULL, heartbeat_at = NULL,
+       lease_expires_at = NULL, schedule_to_close_at = NULL, wait_until = NULL
+ WHERE id = $1
+"""
+_REARM = """
+UPDATE tasks SET schedule_to_start_at = $2, start_to_close_at = $3, total_at = $4, heartbeat_at = $5,
+       lease_expires_at = $6, schedule_to_close_at = $7, wait_until = $8
+ WHERE id = $1
+"""
+_DUE_RUNS = """
+SELECT e.id FROM executions e
+ WHERE e.status = 'RUNNING' AND e.timeout_at IS NOT NULL AND e.timeout_at <= now()
+   AND NOT EXISTS (SELECT 1 FROM decide_queue q WHERE q.execution_id = e.id)
+ LIMIT $1
+   FOR UPDATE SKIP LOCKED
+"""
+_SLA = """
+UPDATE executions SET sla_breached_at = now(), mirror_seq = mirror_seq + 1
+ WHERE id IN (SELECT id FROM executions
+               WHERE status = 'RUNNING' AND sla_at IS NOT NULL AND sla_breached_at IS NULL AND sla_at <= now()
+               LIMIT $1 FOR UPDATE SKIP LOCKED)
+RETURNING namespace, workflow_name
+"""
+_PRUNE_COUNTS = "DELETE FROM execution_counts WHERE bucket < now() - interval '15 minutes'"
+_PRUNE_ORPHAN_EVENTS = """
+DELETE FROM decide_queue q WHERE q.due_at < now() - interval '1 minute'
+   AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.id = q.execution_id)
+"""
+
+
+@dataclass
+class SweepReport:
+    expired: list[Expiry] = field(default_factory=list)
+    alerts: list[tuple[str, Expiry]] = field(default_factory=list)  # (task type, expiry) under ALERT_ONLY
+    runs_timed_out: int = 0
+    sla_breaches: list[tuple[str, str]] = field(default_factory=list)  # (namespace, workflow)
+
+    def fired(self) -> int:
+        return len(self.expired) + len(self.alerts) + self.runs_timed_out + len(self.sla_breaches)
+
+
+def _deadlines(row: asyncpg.Record) -> Deadlines:
+    return Deadlines(
+        schedule_to_start=row["schedule_to_start_at"], start_to_close=row["start_to_close_at"],
+        total=row["total_at"], heartbeat=row["heartbeat_at"], lease=row["lease_expires_at"],
+        schedule_to_close=row["schedule_to_close_at"], wait_until=row["wait_until"],
+    )
+
+
+def _timeouts(row: asyncpg.Record) -> Timeouts:
+    return Timeouts(
+        schedule_to_start=row["schedule_to_start_timeout"], start_to_close=row["start_to_close_timeout"],
+        timeout_seconds=row["timeout_seconds"], heartbeat=row["heartbeat_timeout"],
+        response_timeout=row["response_timeout"], policy=TimeoutPolicy(row["timeout_policy"]),
+    )
+
+
+async def sweep(pool: asyncpg.Pool, batch: int = 500,
+                on_report: Callable[[SweepReport], None] | None = None) -> SweepReport:
+    report = SweepReport()
+    async with pool.acquire() as conn, conn.transaction():
+        now: datetime.datetime = await conn.fetchval("SELECT now()")
+        woken: set[uuid.UUID] = set()
+        for row in await conn.fetch(_DUE_TASKS, batch):
+            result = expiry(_deadlines(row), _timeouts(row), now, row["name"])
+            if result is None:  # not due after all (clock granularity); leave it
+                continue
+            if result.status is None:
+                d = result.deadlines
+                await conn.execute(_REARM, row["id"], d.schedule_to_start, d.start_to_close, d.total, d.heartbeat,
+                                   d.lease, d.schedule_to_close, d.wait_until)
+                report.alerts.append((row["name"], result))
+                continue
+            await conn.execute(_EXPIRE, row["id"], result.status.value, result.reason)
+            report.expired.append(result)
+            woken.add(row["execution_id"])
+        runs = [r["id"] for r in await conn.fetch(_DUE_RUNS, batch)]
+        report.runs_timed_out = len(runs)
+        await executions.enqueue_decides(conn, sorted(woken), "task_updated")
+        await executions.enqueue_decides(conn, runs, "timer")
+        report.sla_breaches = [(r["namespace"], r["workflow_name"]) for r in await conn.fetch(_SLA, batch)]
+    if on_report is not None:
+        on_report(report)
+    return report
+
+
+async def next_due(pool: asyncpg.Pool) -> datetime.datetime | None:
+    """The earliest armed timer, so the sweeper can sleep until exactly then."""
+    async with pool.acquire() as conn:
+        value: datetime.datetime | None = await conn.fetchval(
+            "SELECT least("
+            " (SELECT min(next_deadline) FROM tasks WHERE status IN ('SCHEDULED', 'IN_PROGRESS')"
+            "   AND next_deadline IS NOT NULL),"
+            " (SELECT min(timeout_at) FROM executions WHERE status = 'RUNNING' AND timeout_at IS NOT NULL),"
+            " (SELECT min(sla_at) FROM executions WHERE status = 'RUNNING' AND sla_at IS NOT NULL"
+            "   AND sla_breached_at IS NULL))"
+        )
+        return value
+
+
+async def housekeeping(pool: asyncpg.Pool) -> None:
+    async with pool.acquire() as conn:
+        await conn.execute(_PRUNE_COUNTS)
+        await conn.execute(_PRUNE_ORPHAN_EVENTS)

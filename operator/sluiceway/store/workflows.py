@@ -1,0 +1,84 @@
+"""Workflow definitions: versions that runs pin, and the live Workflow objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from sluiceway.store.definitions import Claim
+
+
+@dataclass(frozen=True)
+class WorkflowVersion:
+    name: str
+    version: int
+    spec: dict[str, Any]
+
+
+_OWNER = "SELECT resource_name FROM workflows WHERE namespace = $1 AND name = $2"
+_RELEASE_OLD_NAME = "DELETE FROM workflows WHERE namespace = $1 AND resource_name = $2 AND name <> $3"
+_LATEST = """
+SELECT v.version, v.spec FROM workflow_versions v
+ WHERE v.namespace = $1 AND v.name = $2 ORDER BY v.version DESC LIMIT 1
+"""
+_ADD_VERSION = "INSERT INTO workflow_versions (namespace, name, version, spec) VALUES ($1, $2, $3, $4)"
+_UPSERT = """
+INSERT INTO workflows (namespace, name, resource_name, generation, latest_version)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (namespace, name) DO UPDATE
+   SET generation = EXCLUDED.generation, latest_version = EXCLUDED.latest_version, updated_at = now()
+ WHERE workflows.resource_name = EXCLUDED.resource_name
+RETURNING resource_name
+"""
+_DELETE = "DELETE FROM workflows WHERE namespace = $1 AND resource_name = $2"
+_GET_VERSION = "SELECT version, spec FROM workflow_versions WHERE namespace = $1 AND name = $2 AND version = $3"
+_GET_LIVE = """
+SELECT v.version, v.spec FROM workflows w
+  JOIN workflow_versions v ON v.namespace = w.namespace AND v.name = w.name AND v.version = w.latest_version
+ WHERE w.namespace = $1 AND w.name = $2
+"""
+_COUNT = "SELECT count(*) FROM workflows WHERE namespace = $1"
+
+
+async def upsert_workflow(
+    conn: asyncpg.Connection, namespace: str, name: str, resource_name: str, generation: int,
+    spec: dict[str, Any],
+) -> tuple[Claim, int]:
+    """Store the spec under a new version if it changed; return the claim and
+    the version new runs start on."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('workflow:' || $1 || '/' || $2))", namespace, name)
+        owner = await conn.fetchval(_OWNER, namespace, name)
+        if owner is not None and owner != resource_name:
+            latest = await conn.fetchrow(_LATEST, namespace, name)
+            return Claim(owner), int(latest["version"]) if latest else 0
+        await conn.execute(_RELEASE_OLD_NAME, namespace, resource_name, name)
+        latest = await conn.fetchrow(_LATEST, namespace, name)
+        version = int(latest["version"]) if latest else 0
+        if latest is None or latest["spec"] != spec:
+            version += 1
+            await conn.execute(_ADD_VERSION, namespace, name, version, spec)
+        await conn.fetchval(_UPSERT, namespace, name, resource_name, generation, version)
+        return Claim(resource_name), version
+
+
+async def delete_workflow(conn: asyncpg.Connection, namespace: str, resource_name: str) -> None:
+    """Stop new runs; versions stay for the runs that pinned them."""
+    await conn.execute(_DELETE, namespace, resource_name)
+
+
+async def find_version(
+    conn: asyncpg.Connection, namespace: str, name: str, version: int | None
+) -> WorkflowVersion | None:
+    """A pinned version (even of a deleted Workflow), or the live latest one."""
+    if version is None:
+        row = await conn.fetchrow(_GET_LIVE, namespace, name)
+    else:
+        row = await conn.fetchrow(_GET_VERSION, namespace, name, version)
+    return WorkflowVersion(name, int(row["version"]), row["spec"]) if row else None
+
+
+async def count_workflows(conn: asyncpg.Connection, namespace: str) -> int:
+    return int(await conn.fetchval(_COUNT, namespace))
