@@ -82,8 +82,10 @@ async def test_unknown_and_foreign_tasks_are_404(pool: asyncpg.Pool) -> None:
     async with pool.acquire() as conn, conn.transaction():
         foreign = await results.apply_results(conn, "other-namespace", [
             TaskResult(task_id=job.task_id, epoch=job.epoch, status=ResultStatus.COMPLETED)])
+        # The API refuses such an id with 422; the store must still not trip over one.
         bogus = await results.apply_results(conn, NS, [
-            TaskResult(task_id="not-a-uuid", epoch=1, status=ResultStatus.COMPLETED)])
+            TaskResult.model_construct(task_id="not-a-uuid", epoch=1, status=ResultStatus.COMPLETED, output={},
+                                       reason="", retry_after_seconds=None, callback_after_seconds=None)])
     assert foreign[job.task_id].code == 404, "a worker of one namespace cannot complete another's task"
     assert bogus["not-a-uuid"].code == 404
 

@@ -26,7 +26,13 @@ from sluiceway.model.quota import QuotaSpec
 from sluiceway.model.resources import QUOTA, SEMAPHORE, TASK_DEFINITION, ResourceKind
 from sluiceway.model.semaphore import SemaphoreSpec
 from sluiceway.model.taskdefinition import TaskDefinitionSpec
-from sluiceway.store import definitions
+from sluiceway.engine.graph import problems
+from sluiceway.k8s.runs import timestamp
+from sluiceway.model.execution import RunStatus
+from sluiceway.model.resources import WORKFLOW, WORKFLOW_RUN
+from sluiceway.model.workflow import ActiveRunsPolicy, WorkflowSpec
+from sluiceway.model.workflowrun import RunPhase, WorkflowRunSpec
+from sluiceway.store import definitions, executions, workflows
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +87,17 @@ def _reconciles(registry: kopf.OperatorRegistry, kind: ResourceKind) -> Callable
         for on in (kopf.on.resume, kopf.on.create):
             fn = on(GROUP, VERSION, kind.plural, registry=registry)(fn)
         return kopf.on.update(GROUP, VERSION, kind.plural, field="spec", registry=registry)(fn)
+
+    return decorate
+
+
+def _starts(registry: kopf.OperatorRegistry, kind: ResourceKind) -> Callable[[Any], Any]:
+    """Register one function for resume and create (spec changes are refused by the CRD)."""
+
+    def decorate(fn: Any) -> Any:
+        for on in (kopf.on.resume, kopf.on.create):
+            fn = on(GROUP, VERSION, kind.plural, registry=registry)(fn)
+        return fn
 
     return decorate
 
@@ -182,3 +199,99 @@ async def _delete(context: Context, remove: Callable[[asyncpg.Connection, str, s
                   namespace: str, name: str) -> None:
     async with context.pool.acquire() as conn:
         await remove(conn, namespace, name)
+
+
+def register_workflows(registry: kopf.OperatorRegistry) -> None:
+    """Workflows (versioned definitions) and WorkflowRuns (the kubectl front door to a run)."""
+
+    @_reconciles(registry, WORKFLOW)
+    async def reconcile_workflow(spec: Any, meta: Any, status: Any, namespace: str, name: str,
+                                 patch: kopf.Patch, memo: Any, **_: Any) -> None:
+        context = _context(memo)
+        parsed = _parse(WorkflowSpec, spec, patch, status, meta, context)
+        if parsed is None:
+            return
+        found = problems(parsed)
+        if found:
+            _set_ready(patch, status, meta, context, False, "InvalidGraph", "; ".join(found))
+            return
+        engine_name = parsed.name or name
+
+        async def store() -> None:
+            async with context.pool.acquire() as conn:
+                claim, version = await workflows.upsert_workflow(
+                    conn, namespace, engine_name, name, int(meta["generation"]), parsed.to_wire())
+            patch.status["workflowName"] = engine_name
+            if not claim.is_ours(name):
+                _set_ready(patch, status, meta, context, False, "NameConflict",
+                           f"workflow {engine_name} is already defined by Workflow {claim.owner}")
+                return
+            patch.status["version"] = version
+            _set_ready(patch, status, meta, context, True, "Stored", f"new runs start on version {version}")
+
+        await _guard(store())
+
+    @_deletes(registry, WORKFLOW)
+    async def delete_workflow(spec: Any, namespace: str, name: str, memo: Any, logger: Any, **_: Any) -> None:
+        context = _context(memo)
+        engine_name = spec.get("name") or name
+        policy = ActiveRunsPolicy(spec.get("activeRunsPolicy", ActiveRunsPolicy.FINISH.value))
+
+        async def remove() -> None:
+            async with context.pool.acquire() as conn, conn.transaction():
+                await workflows.delete_workflow(conn, namespace, name)
+                if policy is ActiveRunsPolicy.TERMINATE:
+                    stopped = await executions.terminate_all(
+                        conn, namespace, engine_name, f"Workflow {name} was deleted (activeRunsPolicy Terminate)")
+                    logger.info(f"terminating {stopped} active runs of {engine_name}")
+
+        await _guard(remove())
+
+    @_starts(registry, WORKFLOW_RUN)
+    async def start_workflow_run(spec: Any, meta: Any, status: Any, namespace: str, name: str, uid: str,
+                                 patch: kopf.Patch, memo: Any, **_: Any) -> None:
+        context = _context(memo)
+        if status.get("executionId") or status.get("phase") == RunPhase.REFUSED.value:
+            return  # already started (or refused): a WorkflowRun starts one run, once
+        parsed = _parse(WorkflowRunSpec, spec, patch, status, meta, context)
+        if parsed is None:
+            patch.status["phase"] = RunPhase.FAILED.value
+            return
+
+        async def start() -> None:
+            async with context.pool.acquire() as conn, conn.transaction():
+                outcome = await executions.start_run(
+                    conn, namespace, parsed.workflow, parsed.version, parsed.input,
+                    correlation_id=parsed.correlation_id, run_id=uid, resource_name=name)
+            patch.status["observedGeneration"] = int(meta.get("generation", 1))
+            if isinstance(outcome, executions.WorkflowNotFound):
+                patch.status["phase"] = RunPhase.PENDING.value
+                patch.status["reasonForIncompletion"] = f"waiting: {outcome.message}"
+                raise kopf.TemporaryError(outcome.message, delay=10)
+            if isinstance(outcome, executions.Refused):
+                patch.status.update({"phase": RunPhase.REFUSED.value, "control": outcome.control,
+                                     "reasonForIncompletion": outcome.message, "refusal": outcome.body})
+                return
+            patch.status.update({
+                "phase": RunPhase.RUNNING.value if not outcome.status.is_terminal() else outcome.status.value,
+                "executionId": outcome.id, "awaitingAdmission": outcome.awaiting_admission,
+                "startTime": timestamp(context.clock()), "reasonForIncompletion": None,
+            })
+
+        await _guard(start())
+
+    @_deletes(registry, WORKFLOW_RUN)
+    async def delete_workflow_run(namespace: str, name: str, uid: str, status: Any, memo: Any,
+                                  **_: Any) -> None:
+        """Deleting a WorkflowRun ends its run: its permits and slots must not leak."""
+        context = _context(memo)
+        execution_id = status.get("executionId") or uid
+
+        async def stop() -> None:
+            async with context.pool.acquire() as conn, conn.transaction():
+                run = await executions.get_run(conn, namespace, execution_id)
+                if run is not None and run.status is RunStatus.RUNNING:
+                    await executions.request_termination(conn, namespace, run.id,
+                                                         f"WorkflowRun {name} was deleted")
+
+        await _guard(stop())

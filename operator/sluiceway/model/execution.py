@@ -4,11 +4,15 @@ worker protocol."""
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from sluiceway.model.common import EngineName, Spec
+
+
+TaskId = Annotated[str, Field(pattern=r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$",
+                                description="A task id, as leased")]
 
 
 class RunStatus(StrEnum):
@@ -102,7 +106,7 @@ class ResultStatus(StrEnum):
 
 
 class TaskResult(Spec):
-    task_id: str
+    task_id: TaskId
     epoch: int
     status: ResultStatus
     output: dict[str, Any] = Field(default_factory=dict)
@@ -121,6 +125,11 @@ class TaskResult(Spec):
 class ResultBatch(Spec):
     results: list[TaskResult] = Field(min_length=1, max_length=1000)
 
+    @model_validator(mode="after")
+    def _one_result_per_task(self) -> ResultBatch:
+        _refuse_duplicates([r.task_id for r in self.results])
+        return self
+
 
 class ItemOutcome(Spec):
     task_id: str
@@ -133,9 +142,62 @@ class ResultBatchResponse(Spec):
 
 
 class Heartbeat(Spec):
-    task_id: str
+    task_id: TaskId
     epoch: int
 
 
 class HeartbeatBatch(Spec):
     heartbeats: list[Heartbeat] = Field(min_length=1, max_length=1000)
+
+    @model_validator(mode="after")
+    def _one_beat_per_task(self) -> HeartbeatBatch:
+        _refuse_duplicates([b.task_id for b in self.heartbeats])
+        return self
+
+
+def _refuse_duplicates(task_ids: list[str]) -> None:
+    seen: set[str] = set()
+    for task_id in task_ids:
+        if task_id in seen:
+            raise ValueError(f"taskId {task_id} appears more than once in one batch")
+        seen.add(task_id)
+
+
+# --- Reading runs -------------------------------------------------------------
+
+
+class TaskView(Spec):
+    task_id: str
+    reference_name: str
+    task_type: str
+    type: str
+    status: str
+    attempt: int
+    reason: str = ""
+    worker_id: str | None = None
+    scheduled_at: str
+    available_at: str
+    started_at: str | None = None
+    ended_at: str | None = None
+    input: dict[str, Any] = Field(default_factory=dict)
+    output: dict[str, Any] = Field(default_factory=dict)
+    sub_workflow_id: str | None = None
+
+
+class ExecutionView(Spec):
+    id: str
+    namespace: str
+    workflow_name: str
+    workflow_version: int
+    status: RunStatus
+    awaiting_admission: bool
+    reason_for_incompletion: str = ""
+    correlation_id: str | None = None
+    parent_workflow_id: str | None = None
+    workflow_run: str | None = Field(None, description="The WorkflowRun object that started it, if any.")
+    input: dict[str, Any] = Field(default_factory=dict)
+    output: dict[str, Any] = Field(default_factory=dict)
+    start_time: str
+    end_time: str | None = None
+    sla_breached_at: str | None = None
+    tasks: list[TaskView] = Field(default_factory=list)

@@ -1,0 +1,1 @@
+"""Prometheus metrics (declared once, `sluiceway_*`) and logging."""

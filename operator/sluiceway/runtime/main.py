@@ -48,6 +48,12 @@ def _up(args: argparse.Namespace) -> int:
     return up.main(Path(args.state_dir))
 
 
+def _worker(args: argparse.Namespace) -> int:
+    from sluiceway.worker import cli
+
+    return cli.run(args)
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="sluiceway", description=__doc__)
     root.add_argument("--version", action="version", version=f"sluiceway {__version__}")
@@ -55,6 +61,12 @@ def parser() -> argparse.ArgumentParser:
 
     op = commands.add_parser("operator", help="run the operator (settings from SLUICEWAY_* variables)")
     op.set_defaults(run=_operator)
+
+    from sluiceway.worker import cli as worker_cli
+
+    worker = commands.add_parser("worker", help="run the task handlers of a Python module")
+    worker_cli.add_arguments(worker)
+    worker.set_defaults(run=_worker)
 
     crd = commands.add_parser("crds", help="print, write or check the CRDs generated from the models")
     crd.add_argument("dirs", nargs="*", default=["crds", "charts/sluiceway/crds"])

@@ -1,17 +1,36 @@
-"""`sluiceway operator`: kopf reconcilers against a PostgreSQL store."""
+"""`sluiceway operator`: one process with every part of the operator.
+
+- the reconcilers (kopf) and the WorkflowRun status mirror,
+- the decider and the sweeper,
+- the HTTP API (worker protocol, runs, metrics).
+
+Every part runs on every replica against the same PostgreSQL; transactions
+and SKIP LOCKED keep them from doing anything twice.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 import signal
+from collections.abc import Coroutine, Iterator
+from typing import Any
 
 import kopf
+import uvicorn
 
-from sluiceway.k8s.handlers import Context, register
+from sluiceway.api.app import create_app
+from sluiceway.api.services import Services
+from sluiceway.k8s.handlers import Context, register, register_workflows
+from sluiceway.k8s.mirror import run_mirror
+from sluiceway.kubeapi.client import KubeClient
+from sluiceway.runtime import loops
 from sluiceway.runtime.settings import Settings
 from sluiceway.store.database import open_pool
+from sluiceway.store.deciding import DeciderConfig
+from sluiceway.store.notifications import Notifications
 
 log = logging.getLogger(__name__)
 
@@ -38,29 +57,67 @@ def utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
 
 
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: the supervisor owns signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
 class _Memo(kopf.Memo):
     context: Context
 
 
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
-    pool = await open_pool(settings.database_url)
-    registry = kopf.OperatorRegistry()
-    register(registry)
-    memo = _Memo()
-    memo.context = Context(pool=pool, clock=utc_now)
+    pool = await open_pool(settings.database_url, min_size=2, max_size=settings.pool_size)
+    notifications = Notifications(settings.database_url)
+    await notifications.start()
+    server = _Server(uvicorn.Config(
+        create_app(Services(pool, notifications)), host=settings.api_host, port=settings.api_port,
+        log_level="warning", access_log=False, lifespan="off",
+    ))
+    config = DeciderConfig(defaults=settings.operator_defaults())
+    parts: list[Coroutine[Any, Any, None]] = [
+        *(loops.run_decider(pool, notifications, config, stop) for _ in range(settings.deciders)),
+        loops.run_sweeper(pool, stop),
+        loops.run_gauges(pool, stop),
+        server.serve(),
+    ]
+    kube: KubeClient | None = None
+    if settings.kubernetes:
+        kube = KubeClient.from_environment()
+        registry = kopf.OperatorRegistry()
+        register(registry)
+        register_workflows(registry)
+        memo = _Memo()
+        memo.context = Context(pool=pool, clock=utc_now)
+        parts.append(kopf.operator(
+            registry=registry, settings=kopf_settings(), clusterwide=not settings.namespaces,
+            namespaces=settings.namespaces, standalone=True, memo=memo, stop_flag=stop,
+        ))
+        parts.append(run_mirror(pool, kube, stop))
+    tasks = [asyncio.create_task(part) for part in parts]
     try:
-        await kopf.operator(
-            registry=registry,
-            settings=kopf_settings(),
-            clusterwide=not settings.namespaces,
-            namespaces=settings.namespaces,
-            standalone=True,
-            memo=memo,
-            stop_flag=stop,
-        )
+        done, _ = await asyncio.wait([*tasks, asyncio.create_task(stop.wait())],
+                                     return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task in tasks and task.exception() is not None:
+                log.error("a part of the operator failed: %r", task.exception())
     finally:
+        stop.set()
+        server.should_exit = True
+        await asyncio.wait(tasks, timeout=15)
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        await notifications.stop()
         await pool.close()
+        if kube is not None:
+            kube.close()
 
 
 def main(settings: Settings) -> None:

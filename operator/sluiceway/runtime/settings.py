@@ -1,15 +1,34 @@
-"""Operator settings, read once from the environment (SLUICEWAY_*)."""
+"""Operator settings, read once from the environment (SLUICEWAY_*). A bad
+value is refused at start with a message naming the variable."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sluiceway.controls.policy import DEFAULT_MAX_RETRY_BACKOFF_SECONDS, OperatorDefaults
+from sluiceway.model.common import Spec
+from sluiceway.model.taskdefinition import RetryLogic
 
 
 class SettingsError(ValueError):
     """A setting is missing or malformed; the message names the variable."""
+
+
+class DefaultRetryPolicy(Spec):
+    """SLUICEWAY_DEFAULT_RETRY_POLICY: the fleet-wide floor for task types that set none."""
+
+    retry_count: int | None = Field(None, ge=0, le=100)
+    retry_logic: RetryLogic | None = None
+    retry_delay_seconds: float | None = Field(None, ge=0)
+    backoff_scale_factor: float | None = Field(None, ge=1)
+    max_retry_delay_seconds: float | None = Field(None, ge=0)
+    jitter: float | None = Field(None, ge=0, le=1)
+    retry_budget: float | None = Field(None, ge=0, le=1)
 
 
 class Settings(BaseModel):
@@ -18,21 +37,55 @@ class Settings(BaseModel):
     database_url: str = Field(min_length=1)
     namespaces: tuple[str, ...] = ()
     log_level: str = "INFO"
+    api_host: str = "0.0.0.0"
+    api_port: int = Field(8080, ge=0, le=65535)
+    kubernetes: bool = True
+    deciders: int = Field(2, ge=1, le=32)
+    pool_size: int = Field(20, ge=2, le=500)
+    default_retry_policy: DefaultRetryPolicy = Field(default_factory=DefaultRetryPolicy)
+    default_start_to_close_timeout: int | None = Field(None, ge=0)
+    max_retry_backoff: float = Field(DEFAULT_MAX_RETRY_BACKOFF_SECONDS, gt=0)
+
+    def operator_defaults(self) -> OperatorDefaults:
+        policy = self.default_retry_policy
+        return OperatorDefaults(
+            retry_count=policy.retry_count, retry_logic=policy.retry_logic,
+            retry_delay_seconds=policy.retry_delay_seconds, backoff_scale_factor=policy.backoff_scale_factor,
+            max_retry_delay_seconds=policy.max_retry_delay_seconds, jitter=policy.jitter,
+            retry_budget=policy.retry_budget, start_to_close_timeout=self.default_start_to_close_timeout,
+            max_retry_backoff_seconds=self.max_retry_backoff,
+        )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
-        raw: dict[str, object] = {}
-        if "SLUICEWAY_DATABASE_URL" in env:
-            raw["database_url"] = env["SLUICEWAY_DATABASE_URL"]
-        else:
+        if "SLUICEWAY_DATABASE_URL" not in env:
             raise SettingsError("SLUICEWAY_DATABASE_URL is required: a PostgreSQL 14+ DSN")
+        raw: dict[str, Any] = {"database_url": env["SLUICEWAY_DATABASE_URL"]}
         if env.get("SLUICEWAY_NAMESPACES"):
             raw["namespaces"] = tuple(n.strip() for n in env["SLUICEWAY_NAMESPACES"].split(",") if n.strip())
         if env.get("SLUICEWAY_LOG_LEVEL"):
             raw["log_level"] = env["SLUICEWAY_LOG_LEVEL"].upper()
+        if env.get("SLUICEWAY_API_ADDRESS"):
+            host, _, port = env["SLUICEWAY_API_ADDRESS"].rpartition(":")
+            raw["api_host"], raw["api_port"] = host or "0.0.0.0", port
+        if env.get("SLUICEWAY_KUBERNETES"):
+            raw["kubernetes"] = env["SLUICEWAY_KUBERNETES"].lower() not in ("0", "false", "no", "off")
+        for variable, key in (("SLUICEWAY_DECIDERS", "deciders"), ("SLUICEWAY_DB_POOL_SIZE", "pool_size"),
+                              ("SLUICEWAY_DEFAULT_START_TO_CLOSE_TIMEOUT", "default_start_to_close_timeout"),
+                              ("SLUICEWAY_MAX_RETRY_BACKOFF", "max_retry_backoff")):
+            if env.get(variable):
+                raw[key] = env[variable]
+        if env.get("SLUICEWAY_DEFAULT_RETRY_POLICY"):
+            try:
+                raw["default_retry_policy"] = DefaultRetryPolicy.model_validate(
+                    json.loads(env["SLUICEWAY_DEFAULT_RETRY_POLICY"]))
+            except (ValueError, ValidationError) as error:
+                raise SettingsError(f"SLUICEWAY_DEFAULT_RETRY_POLICY: {error}") from error
         try:
             return cls.model_validate(raw)
         except ValidationError as error:
-            field = str(error.errors()[0]["loc"][0])
-            raise SettingsError(f"SLUICEWAY_{field.upper()}: {error.errors()[0]['msg']}") from error
+            first = error.errors()[0]
+            field = str(first["loc"][0]) if first["loc"] else "settings"
+            names = {"api_host": "API_ADDRESS", "api_port": "API_ADDRESS", "pool_size": "DB_POOL_SIZE"}
+            raise SettingsError(f"SLUICEWAY_{names.get(field, field.upper())}: {first['msg']}") from error

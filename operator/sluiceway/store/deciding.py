@@ -288,7 +288,8 @@ class _Applier:
         counts = self.counts[(snapshot.namespace, command.name)]
         counts[0] += 1
         counts[1] += 1 if command.attempt > 1 else 0
-        if command.type is TaskType.SIMPLE and command.available_at <= self.now:
+        if command.type is TaskType.SIMPLE:
+            # Delayed tasks too: a waiting poll then knows exactly how long to sleep.
             self.ready.add((snapshot.namespace, command.name))
         return task_id
 

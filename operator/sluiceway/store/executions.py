@@ -214,3 +214,17 @@ SELECT status, count(*) AS n FROM (
 async def task_counts(conn: asyncpg.Connection, execution_id: str) -> dict[str, int]:
     """Latest attempt of each task, counted by status."""
     return {row["status"]: int(row["n"]) for row in await conn.fetch(_TASK_COUNTS, _uuid(execution_id))}
+
+
+_TERMINATE_ALL = """
+UPDATE executions SET terminate_requested = $3
+ WHERE namespace = $1 AND workflow_name = $2 AND status = 'RUNNING' AND terminate_requested IS NULL
+RETURNING id
+"""
+
+
+async def terminate_all(conn: asyncpg.Connection, namespace: str, workflow_name: str, reason: str) -> int:
+    """Ask the decider to end every running run of a workflow."""
+    ids = [r["id"] for r in await conn.fetch(_TERMINATE_ALL, namespace, workflow_name, reason)]
+    await enqueue_decides(conn, ids, "terminate")
+    return len(ids)

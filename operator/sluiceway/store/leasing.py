@@ -7,7 +7,6 @@ each state transition happens exactly once."""
 
 from __future__ import annotations
 
-import datetime
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -61,18 +60,19 @@ async def lease_ungated(conn: asyncpg.Connection, namespace: str, task_type: str
     return [_lease(r) for r in await conn.fetch(_LEASE_UNGATED, namespace, task_type, count, worker_id)]
 
 
-_NEXT_AVAILABLE = """
-SELECT min(available_at) FROM tasks
+_SECONDS_UNTIL_AVAILABLE = """
+SELECT extract(epoch FROM min(available_at) - clock_timestamp()) FROM tasks
  WHERE namespace = $1 AND name = ANY($2) AND type = 'SIMPLE' AND status = 'SCHEDULED'
 """
 
 
-async def next_available(conn: asyncpg.Connection, namespace: str, task_types: list[str]
-                         ) -> datetime.datetime | None:
-    """When the earliest queued task of these types becomes leasable (it may
-    already be: a gate may be what holds it)."""
-    value: datetime.datetime | None = await conn.fetchval(_NEXT_AVAILABLE, namespace, task_types)
-    return value
+async def seconds_until_available(conn: asyncpg.Connection, namespace: str, task_types: list[str]
+                                  ) -> float | None:
+    """Seconds until the earliest queued task of these types becomes leasable
+    (zero or less: it already is, and a gate or a race is what holds it);
+    None when nothing is queued. Measured on the database's clock."""
+    value = await conn.fetchval(_SECONDS_UNTIL_AVAILABLE, namespace, task_types)
+    return None if value is None else float(value)
 
 
 _HEARTBEAT = """

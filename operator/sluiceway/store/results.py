@@ -53,6 +53,7 @@ UPDATE tasks
                                    THEN $2::timestamptz + make_interval(secs => schedule_to_start_timeout) END,
        schedule_to_close_at = close_deadline
  WHERE id = $1
+RETURNING name
 """
 _DEADLINE_EXCEEDED = f"""
 UPDATE tasks SET status = 'FAILED_WITH_TERMINAL_ERROR', ended_at = now(),
@@ -80,8 +81,8 @@ async def apply_results(conn: asyncpg.Connection, namespace: str, results: list[
             outcomes[result.task_id] = Outcome(NOT_FOUND, "not a task id")
     results = [r for r in results if r.task_id not in outcomes]
     finishing = [r for r in results if r.status is not ResultStatus.IN_PROGRESS]
-    snoozing = [r for r in results if r.status is ResultStatus.IN_PROGRESS and r.callback_after_seconds]
-    progress = [r for r in results if r.status is ResultStatus.IN_PROGRESS and not r.callback_after_seconds]
+    snoozing = [r for r in results if r.status is ResultStatus.IN_PROGRESS and r.callback_after_seconds is not None]
+    progress = [r for r in results if r.status is ResultStatus.IN_PROGRESS and r.callback_after_seconds is None]
     woken: set[uuid.UUID] = set()
     if finishing:
         rows = await conn.fetch(
@@ -127,7 +128,8 @@ async def _snooze(conn: asyncpg.Connection, namespace: str, result: TaskResult) 
     if row["close_deadline"] is not None and row["due"] > row["close_deadline"]:
         execution: uuid.UUID = await conn.fetchval(_DEADLINE_EXCEEDED, task_id)
         return execution
-    await conn.execute(_SNOOZE, task_id, row["due"], result.output)
+    name = await conn.fetchval(_SNOOZE, task_id, row["due"], result.output)
+    await conn.execute(f"SELECT pg_notify('{executions.READY_CHANNEL}', $1)", f"{namespace}/{name}")
     return True
 
 

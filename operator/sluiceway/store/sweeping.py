@@ -118,18 +118,19 @@ async def sweep(pool: asyncpg.Pool, batch: int = 500,
     return report
 
 
-async def next_due(pool: asyncpg.Pool) -> datetime.datetime | None:
-    """The earliest armed timer, so the sweeper can sleep until exactly then."""
+async def seconds_until_due(pool: asyncpg.Pool) -> float | None:
+    """Seconds until the earliest armed timer (database clock), so the sweeper
+    can sleep until exactly then; None when nothing is armed."""
     async with pool.acquire() as conn:
-        value: datetime.datetime | None = await conn.fetchval(
-            "SELECT least("
+        value = await conn.fetchval(
+            "SELECT extract(epoch FROM least("
             " (SELECT min(next_deadline) FROM tasks WHERE status IN ('SCHEDULED', 'IN_PROGRESS')"
             "   AND next_deadline IS NOT NULL),"
             " (SELECT min(timeout_at) FROM executions WHERE status = 'RUNNING' AND timeout_at IS NOT NULL),"
             " (SELECT min(sla_at) FROM executions WHERE status = 'RUNNING' AND sla_at IS NOT NULL"
-            "   AND sla_breached_at IS NULL))"
+            "   AND sla_breached_at IS NULL)) - clock_timestamp())"
         )
-        return value
+        return None if value is None else float(value)
 
 
 async def housekeeping(pool: asyncpg.Pool) -> None:

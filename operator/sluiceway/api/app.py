@@ -1,0 +1,49 @@
+"""The FastAPI application."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from sluiceway import __version__
+from sluiceway.api import errors, executions, workers
+from sluiceway.api.services import Services
+
+DESCRIPTION = """
+Sluiceway's HTTP API: start and inspect runs, and the worker protocol.
+
+**Workers** lease tasks with `POST /v1/ns/{namespace}/tasks/poll` (a long poll:
+held open up to `pollTimeoutSeconds` until a task is ready), renew leases with
+heartbeats, and report results, several per request. Every lease carries an
+`epoch`; a result or heartbeat with a stale epoch is refused with 409 and
+changes nothing. Every task may be delivered more than once: give side effects
+an idempotency key (the task id is a good one).
+"""
+
+
+def create_app(services: Services) -> FastAPI:
+    app = FastAPI(title="Sluiceway", version=__version__, description=DESCRIPTION)
+    app.state.services = services
+    errors.install(app)
+    app.include_router(executions.router)
+    app.include_router(workers.router)
+
+    @app.get("/healthz", tags=["health"], summary="Liveness: the process serves requests")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"], summary="Readiness: PostgreSQL answers")
+    async def readyz() -> JSONResponse:
+        try:
+            async with services.pool.acquire(timeout=2) as conn:
+                await conn.fetchval("SELECT 1")
+        except Exception as error:  # noqa: BLE001 - any failure means "not ready"
+            return JSONResponse({"status": "unavailable", "reason": type(error).__name__}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/metrics", tags=["health"], summary="Prometheus metrics")
+    async def metrics() -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    return app

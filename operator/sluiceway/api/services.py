@@ -1,0 +1,38 @@
+"""What the API handlers need, built once by the composition root."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import asyncpg
+from fastapi import Request
+
+from sluiceway.store.notifications import Notifications
+
+
+@dataclass
+class Services:
+    pool: asyncpg.Pool
+    notifications: Notifications | None = None
+    # Poller bookkeeping is written at most once per interval per worker and
+    # queue: "who polled and when" needs seconds, not every poll.
+    poll_record_interval: float = 5.0
+    _last_recorded: dict[tuple[str, str, str], float] = field(default_factory=dict)
+
+    def should_record_poll(self, namespace: str, task_types: list[str], worker_id: str) -> list[str]:
+        now = time.monotonic()
+        due = []
+        for task_type in task_types:
+            key = (namespace, task_type, worker_id)
+            if now - self._last_recorded.get(key, 0.0) >= self.poll_record_interval:
+                self._last_recorded[key] = now
+                due.append(task_type)
+        if len(self._last_recorded) > 100_000:  # forget long-gone workers
+            self._last_recorded.clear()
+        return due
+
+
+def services(request: Request) -> Services:
+    found: Services = request.app.state.services
+    return found

@@ -1,0 +1,149 @@
+"""The worker protocol: poll (long-poll, batched), results (batched),
+heartbeats. Every result and heartbeat carries the lease epoch; a stale one
+is refused with 409 and changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path
+from fastapi.responses import JSONResponse
+
+from sluiceway.api.errors import ApiError
+from sluiceway.api.services import Services, services
+from sluiceway.model.execution import (
+    Heartbeat,
+    HeartbeatBatch,
+    ItemOutcome,
+    LeasedTask,
+    PollRequest,
+    PollResponse,
+    ResultBatch,
+    ResultBatchResponse,
+    TaskResult,
+)
+from sluiceway.observability import metrics
+from sluiceway.store import leasing, results
+
+NAMESPACE = Annotated[str, Path(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", description="Kubernetes namespace")]
+TASK_ID = Annotated[str, Path(pattern=r"^[0-9a-fA-F-]{32,36}$")]
+DEFAULT_POLL_TIMEOUT = 30.0
+# Even with no notification, a waiting poll re-checks this often, so a lost
+# wake-up costs latency, never a stuck worker.
+_RECHECK_SECONDS = 2.0
+
+router = APIRouter(prefix="/v1/ns/{namespace}/tasks", tags=["workers"])
+
+
+def _leased(lease: leasing.Lease) -> LeasedTask:
+    return LeasedTask(
+        task_id=lease.task_id, epoch=lease.epoch, task_type=lease.task_type, execution_id=lease.execution_id,
+        reference_name=lease.ref, attempt=lease.attempt, input=lease.input,
+        response_timeout_seconds=lease.response_timeout, heartbeat_timeout_seconds=lease.heartbeat_timeout,
+        start_to_close_timeout_seconds=lease.start_to_close_timeout,
+    )
+
+
+async def _lease_once(svc: Services, namespace: str, request: PollRequest) -> list[leasing.Lease]:
+    started = time.perf_counter()
+    leased: list[leasing.Lease] = []
+    async with svc.pool.acquire() as conn, conn.transaction():
+        for task_type in request.task_types:
+            remaining = request.count - len(leased)
+            if remaining <= 0:
+                break
+            leased.extend(await leasing.lease_ungated(conn, namespace, task_type, request.worker_id, remaining))
+        due = svc.should_record_poll(namespace, request.task_types, request.worker_id)
+        if due:
+            await leasing.record_poll(conn, namespace, due, request.worker_id)
+    metrics.LEASE_LATENCY.observe(time.perf_counter() - started)
+    for lease in leased:
+        metrics.TASKS_LEASED.labels(namespace, lease.task_type).inc()
+    return leased
+
+
+@router.post("/poll", response_model=PollResponse, response_model_by_alias=True, summary="Lease tasks (long poll)")
+async def poll(namespace: NAMESPACE, request: PollRequest, svc: Services = Depends(services)) -> PollResponse:
+    """Lease up to `count` tasks of the given types. When none is ready, the
+    request is held open up to `pollTimeoutSeconds` and answered as soon as a
+    task becomes leasable."""
+    timeout = request.poll_timeout_seconds if request.poll_timeout_seconds is not None else DEFAULT_POLL_TIMEOUT
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        leased = await _lease_once(svc, namespace, request)
+        remaining = deadline - loop.time()
+        if leased or remaining <= 0:
+            return PollResponse(tasks=[_leased(lease) for lease in leased])
+        async with svc.pool.acquire() as conn:
+            until = await leasing.seconds_until_available(conn, namespace, request.task_types)
+        wait = min(remaining, _RECHECK_SECONDS)
+        if until is not None and until > 0:
+            wait = min(wait, until)
+        if svc.notifications is not None:
+            await svc.notifications.wait_ready(namespace, request.task_types, wait)
+        else:
+            await asyncio.sleep(min(wait, 0.2))
+
+
+async def _apply(svc: Services, namespace: str, batch: list[TaskResult]) -> dict[str, results.Outcome]:
+    started = time.perf_counter()
+    async with svc.pool.acquire() as conn, conn.transaction():
+        outcomes = await results.apply_results(conn, namespace, batch)
+    metrics.COMPLETE_LATENCY.observe(time.perf_counter() - started)
+    for result in batch:
+        outcome = outcomes[result.task_id]
+        metrics.RESULTS.labels(result.status.value if outcome.code == 200 else f"refused_{outcome.code}").inc()
+    return outcomes
+
+
+@router.post("/results", response_model=ResultBatchResponse, response_model_by_alias=True,
+             responses={207: {"model": ResultBatchResponse, "description": "Some results were refused"}},
+             summary="Report results of several tasks in one request")
+async def report_results(namespace: NAMESPACE, batch: ResultBatch,
+                         svc: Services = Depends(services)) -> JSONResponse | ResultBatchResponse:
+    """200 when every result was applied; 207 with a code per task otherwise
+    (404 unknown task, 409 stale epoch or no longer leased)."""
+    outcomes = await _apply(svc, namespace, batch.results)
+    body = ResultBatchResponse(results=[
+        ItemOutcome(task_id=r.task_id, code=outcomes[r.task_id].code, error=outcomes[r.task_id].error)
+        for r in batch.results
+    ])
+    if all(item.code == 200 for item in body.results):
+        return body
+    return JSONResponse(body.to_wire(), status_code=207)
+
+
+@router.post("/{task_id}/result", summary="Report the result of one task",
+             responses={404: {"description": "Unknown task"}, 409: {"description": "Stale epoch or not leased"}})
+async def report_result(namespace: NAMESPACE, task_id: TASK_ID, result: TaskResult,
+                        svc: Services = Depends(services)) -> dict[str, str]:
+    if result.task_id != task_id:
+        raise ApiError(422, "INVALID_REQUEST", f"taskId {result.task_id} does not match the path's {task_id}")
+    outcome = (await _apply(svc, namespace, [result]))[task_id]
+    if outcome.code != 200:
+        raise ApiError(outcome.code, "STALE_LEASE" if outcome.code == 409 else "NOT_FOUND", outcome.error or "")
+    return {"status": "accepted"}
+
+
+@router.post("/heartbeats", summary="Renew the leases of several tasks")
+async def heartbeats(namespace: NAMESPACE, batch: HeartbeatBatch,
+                     svc: Services = Depends(services)) -> dict[str, list[str]]:
+    """`alive`: leases renewed. `gone`: tasks no longer leased under that epoch
+    (completed elsewhere, timed out, canceled): stop working on them."""
+    async with svc.pool.acquire() as conn:
+        alive = await leasing.heartbeat(conn, namespace, [(b.task_id, b.epoch) for b in batch.heartbeats])
+    return {"alive": sorted(alive), "gone": sorted({b.task_id for b in batch.heartbeats} - alive)}
+
+
+@router.post("/{task_id}/heartbeat", summary="Renew one lease",
+             responses={409: {"description": "No longer leased under this epoch: stop working on it"}})
+async def heartbeat(namespace: NAMESPACE, task_id: TASK_ID, beat: Heartbeat,
+                    svc: Services = Depends(services)) -> dict[str, str]:
+    async with svc.pool.acquire() as conn:
+        alive = await leasing.heartbeat(conn, namespace, [(task_id, beat.epoch)])
+    if task_id not in alive:
+        raise ApiError(409, "STALE_LEASE", f"task {task_id} is not leased under epoch {beat.epoch}")
+    return {"status": "alive"}

@@ -1,0 +1,62 @@
+"""The status mirror: writes the state of runs started by a WorkflowRun into
+that object's status, coalesced. Runs change many times a second; their
+WorkflowRun is written at most once per pass, and never per task."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import asyncpg
+
+from sluiceway.k8s.runs import run_status
+from sluiceway.kubeapi.client import KubeClient, KubeError
+from sluiceway.model.execution import RunStatus
+from sluiceway.model.resources import WORKFLOW_RUN
+from sluiceway.observability import metrics
+from sluiceway.store import mirroring
+
+log = logging.getLogger(__name__)
+
+
+async def mirror_once(pool: asyncpg.Pool, kube: KubeClient, batch: int = 100) -> int:
+    async with pool.acquire() as conn:
+        pending = await mirroring.pending(conn, batch)
+    written: list[tuple[str, int]] = []
+    for run in pending:
+        status = run_status(
+            execution_id=run.id, status=RunStatus(run.status), reason=run.reason,
+            awaiting_admission=run.awaiting_admission, version=run.workflow_version, output=run.output,
+            created_at=run.created_at, ended_at=run.ended_at, task_counts=run.counts,
+        )
+        try:
+            await kube.patch_status(WORKFLOW_RUN.plural, run.namespace, run.resource_name, status)
+        except KubeError as error:
+            if error.status in (400, 422):
+                # The API server will never accept this write: give it up, loudly.
+                log.error("dead-lettering the status of WorkflowRun %s/%s: %s", run.namespace, run.resource_name,
+                          error.message)
+                metrics.OUTBOX_DEAD_LETTERED.inc()
+            elif error.status != 404:  # a deleted WorkflowRun needs no status; anything else is retried
+                log.warning("cannot mirror run %s into WorkflowRun %s/%s: %s", run.id, run.namespace,
+                            run.resource_name, error.message)
+                continue
+        written.append((run.id, run.mirror_seq))
+    async with pool.acquire() as conn:
+        await mirroring.mark_mirrored(conn, written)
+    return len(pending)
+
+
+async def run_mirror(pool: asyncpg.Pool, kube: KubeClient, stop: asyncio.Event, interval: float = 1.0) -> None:
+    """Mirror until `stop`; a full batch means more is waiting, so go again at once."""
+    while not stop.is_set():
+        try:
+            busy = await mirror_once(pool, kube) >= 100
+        except (OSError, asyncpg.PostgresError) as error:
+            log.warning("status mirror pass failed: %s", error)
+            busy = False
+        if not busy:
+            try:
+                await asyncio.wait_for(stop.wait(), interval)
+            except asyncio.TimeoutError:
+                pass

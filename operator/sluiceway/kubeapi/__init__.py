@@ -1,0 +1,3 @@
+"""A thin asynchronous face on the official Kubernetes client, for what the
+operator does outside kopf's handlers: status mirroring, definitions written on
+behalf of API callers, Events, TokenReview and SubjectAccessReview."""

@@ -1,0 +1,82 @@
+"""Calls to the Kubernetes API, run in threads so the event loop never blocks."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import kubernetes
+from kubernetes.client.exceptions import ApiException
+
+from sluiceway.model import GROUP, VERSION
+
+log = logging.getLogger(__name__)
+
+
+class KubeError(Exception):
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+def _error(exc: ApiException) -> KubeError:
+    import json
+
+    message = exc.reason or ""
+    try:
+        body = json.loads(exc.body or "{}")
+        message = body.get("message", message)
+    except (ValueError, TypeError):
+        pass
+    return KubeError(int(exc.status or 0), str(exc.reason or ""), message)
+
+
+def load_client_configuration() -> kubernetes.client.Configuration:
+    """In a pod: the ServiceAccount. Elsewhere: $KUBECONFIG or ~/.kube/config."""
+    configuration = kubernetes.client.Configuration()
+    try:
+        kubernetes.config.load_incluster_config(client_configuration=configuration)
+    except kubernetes.config.ConfigException:
+        kubernetes.config.load_kube_config(client_configuration=configuration)
+    return configuration
+
+
+@dataclass
+class KubeClient:
+    api: kubernetes.client.ApiClient
+
+    @classmethod
+    def from_environment(cls) -> KubeClient:
+        return cls(kubernetes.client.ApiClient(load_client_configuration()))
+
+    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        except ApiException as exc:
+            raise _error(exc) from exc
+
+    def _custom(self) -> kubernetes.client.CustomObjectsApi:
+        return kubernetes.client.CustomObjectsApi(self.api)
+
+    async def patch_status(self, plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
+        await self._call(
+            self._custom().patch_namespaced_custom_object_status, GROUP, VERSION, namespace, plural, name,
+            {"status": status},
+        )
+
+    async def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = await self._call(
+                self._custom().get_namespaced_custom_object, GROUP, VERSION, namespace, plural, name)
+            return found
+        except KubeError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def close(self) -> None:
+        self.api.close()

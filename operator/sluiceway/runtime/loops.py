@@ -1,0 +1,127 @@
+"""The background loops of an operator process: decider, sweeper, gauges.
+
+Each survives a database outage: it logs, waits and tries again, so a
+PostgreSQL restart costs latency, never a crashed replica."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import asyncpg
+
+from sluiceway.engine.commands import Decision
+from sluiceway.observability import metrics
+from sluiceway.store import diagnostics
+from sluiceway.store.deciding import DeciderConfig, decide_batch
+from sluiceway.store.notifications import Notifications
+from sluiceway.store.sweeping import SweepReport, housekeeping, seconds_until_due, sweep
+
+log = logging.getLogger(__name__)
+
+_OUTAGE_PAUSE = 1.0
+# Even with nothing armed, the sweeper looks again this often: a timer armed
+# by another replica a moment ago may be due sooner than anything it knew of.
+_SWEEP_RECHECK = 0.5
+
+
+async def _pause(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except asyncio.TimeoutError:
+        pass
+
+
+async def _guarded(name: str, stop: asyncio.Event, step: Callable[[], Awaitable[bool]]) -> None:
+    """Run `step` until stopped; it returns True when it wants to run again at once."""
+    while not stop.is_set():
+        try:
+            busy = await step()
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            log.warning("%s: database unavailable (%s); retrying", name, error)
+            await _pause(stop, _OUTAGE_PAUSE)
+            continue
+        if not busy:
+            await asyncio.sleep(0)
+
+
+def _observe(_: str, decision: Decision) -> None:
+    metrics.DECISIONS.inc()
+    finish = decision.finish()
+    if finish is not None:
+        metrics.RUNS_FINISHED.labels(finish.status.value).inc()
+    for hold in decision.holds:
+        metrics.GATE_HOLDS.labels(hold.control).inc()
+
+
+async def run_decider(pool: asyncpg.Pool, notifications: Notifications | None, config: DeciderConfig,
+                      stop: asyncio.Event) -> None:
+    config.on_decision = config.on_decision or _observe
+
+    async def step() -> bool:
+        if notifications is not None:
+            notifications.decide.clear()
+        started = time.perf_counter()
+        decided = await decide_batch(pool, config)
+        if decided:
+            metrics.DECIDE_BATCH_LATENCY.observe(time.perf_counter() - started)
+            return True
+        if notifications is not None:
+            try:
+                await asyncio.wait_for(notifications.decide.wait(), 1.0)
+            except asyncio.TimeoutError:
+                pass
+        else:
+            await _pause(stop, 0.05)
+        return False
+
+    await _guarded("decider", stop, step)
+
+
+def _report(report: SweepReport) -> None:
+    for expired in report.expired:
+        metrics.TIMERS_FIRED.labels(expired.missed.value).inc()
+    for task_type, expiry in report.alerts:
+        metrics.TIMEOUT_ALERTS.labels(task_type, expiry.missed.value).inc()
+        log.warning("ALERT_ONLY timeout of a %s task: %s", task_type, expiry.reason)
+    for namespace, workflow in report.sla_breaches:
+        metrics.SLA_BREACHES.labels(namespace, workflow).inc()
+        log.warning("a run of workflow %s/%s passed its SLA", namespace, workflow)
+
+
+async def run_sweeper(pool: asyncpg.Pool, stop: asyncio.Event, batch: int = 500) -> None:
+    last_housekeeping = 0.0
+
+    async def step() -> bool:
+        nonlocal last_housekeeping
+        report = await sweep(pool, batch, _report)
+        if report.fired() >= batch:
+            return True
+        if time.monotonic() - last_housekeeping > 60:
+            await housekeeping(pool)
+            last_housekeeping = time.monotonic()
+        due = await seconds_until_due(pool)
+        wait = _SWEEP_RECHECK if due is None else min(max(due, 0.0), _SWEEP_RECHECK)
+        await _pause(stop, wait)
+        return False
+
+    await _guarded("sweeper", stop, step)
+
+
+async def run_gauges(pool: asyncpg.Pool, stop: asyncio.Event, interval: float = 5.0) -> None:
+    async def step() -> bool:
+        async with pool.acquire() as conn:
+            health = await diagnostics.health(conn)
+        metrics.DECIDE_QUEUE_OLDEST.set(health.decide_lag_seconds)
+        metrics.TIMERS_OVERDUE.set(health.timers_overdue)
+        metrics.TASKS_READY.clear()
+        metrics.TASKS_DELAYED.clear()
+        for queue in health.queues:
+            metrics.TASKS_READY.labels(queue.namespace, queue.name).set(queue.ready)
+            metrics.TASKS_DELAYED.labels(queue.namespace, queue.name).set(queue.delayed)
+        await _pause(stop, interval)
+        return False
+
+    await _guarded("gauges", stop, step)

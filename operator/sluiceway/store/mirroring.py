@@ -1,0 +1,71 @@
+"""What the status mirror reads: runs started by a WorkflowRun whose state
+changed since their status was last written."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+
+@dataclass(frozen=True)
+class PendingMirror:
+    id: str
+    namespace: str
+    resource_name: str
+    status: str
+    reason: str
+    awaiting_admission: bool
+    workflow_version: int
+    output: dict[str, Any]
+    created_at: datetime.datetime
+    ended_at: datetime.datetime | None
+    mirror_seq: int
+    counts: dict[str, int]
+
+
+_PENDING = """
+SELECT id, namespace, resource_name, status, reason, awaiting_admission, workflow_version, output, created_at,
+       ended_at, mirror_seq
+  FROM executions
+ WHERE resource_name IS NOT NULL AND mirror_seq > mirrored_seq
+ ORDER BY id
+ LIMIT $1
+"""
+_COUNTS = """
+SELECT execution_id, status, count(*)::int AS n FROM (
+    SELECT DISTINCT ON (execution_id, ref) execution_id, status FROM tasks
+     WHERE execution_id = ANY($1) ORDER BY execution_id, ref, attempt DESC
+) latest GROUP BY execution_id, status
+"""
+_MARK = """
+UPDATE executions e SET mirrored_seq = m.seq
+  FROM unnest($1::uuid[], $2::bigint[]) AS m(id, seq)
+ WHERE e.id = m.id AND e.mirrored_seq < m.seq
+"""
+
+
+async def pending(conn: asyncpg.Connection, limit: int) -> list[PendingMirror]:
+    rows = await conn.fetch(_PENDING, limit)
+    if not rows:
+        return []
+    counts: dict[uuid.UUID, dict[str, int]] = {r["id"]: {} for r in rows}
+    for row in await conn.fetch(_COUNTS, list(counts)):
+        counts[row["execution_id"]][row["status"]] = row["n"]
+    return [
+        PendingMirror(
+            id=str(r["id"]), namespace=r["namespace"], resource_name=r["resource_name"], status=r["status"],
+            reason=r["reason"], awaiting_admission=r["awaiting_admission"], workflow_version=r["workflow_version"],
+            output=r["output"], created_at=r["created_at"], ended_at=r["ended_at"], mirror_seq=r["mirror_seq"],
+            counts=counts[r["id"]],
+        )
+        for r in rows
+    ]
+
+
+async def mark_mirrored(conn: asyncpg.Connection, written: list[tuple[str, int]]) -> None:
+    if written:
+        await conn.execute(_MARK, [uuid.UUID(i) for i, _ in written], [seq for _, seq in written])

@@ -1,0 +1,104 @@
+"""Wake-ups over LISTEN/NOTIFY: the decider is told when runs are queued,
+long polls when tasks become ready. One dedicated connection per process;
+NOTIFY is sent once per transaction and queue, never per task.
+
+A notification can be missed (a reconnect, another replica's pass); every
+waiter therefore also wakes on its own timeout and re-checks the database, so
+a lost wake-up costs latency, never correctness."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+
+import asyncpg
+
+from sluiceway.store.executions import DECIDE_CHANNEL, READY_CHANNEL
+
+log = logging.getLogger(__name__)
+
+
+class Notifications:
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self._conn: asyncpg.Connection | None = None
+        self._ready: dict[tuple[str, str], set[asyncio.Event]] = defaultdict(set)
+        self.decide = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    async def start(self) -> None:
+        await self._connect()
+        self._task = asyncio.create_task(self._watch(), name="notifications")
+
+    async def _connect(self) -> None:
+        conn = await asyncpg.connect(self.dsn)
+        await conn.add_listener(READY_CHANNEL, self._on_ready)
+        await conn.add_listener(DECIDE_CHANNEL, self._on_decide)
+        self._conn = conn
+        # Anything may have happened while we were not listening.
+        self.decide.set()
+        self._wake_all()
+
+    async def _watch(self) -> None:
+        """Reconnect when the listening connection drops."""
+        while not self._stopping:
+            await asyncio.sleep(1.0)
+            if self._conn is None or self._conn.is_closed():
+                try:
+                    await self._connect()
+                    log.info("notification listener reconnected")
+                except (OSError, asyncpg.PostgresError) as error:
+                    log.warning("notification listener cannot reconnect: %s", error)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._conn is not None and not self._conn.is_closed():
+            await self._conn.close()
+
+    def _on_ready(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        namespace, _, name = payload.partition("/")
+        for event in self._ready.get((namespace, name), ()):
+            event.set()
+
+    def _on_decide(self, *_: object) -> None:
+        self.decide.set()
+
+    def _wake_all(self) -> None:
+        for events in self._ready.values():
+            for event in events:
+                event.set()
+
+    def wake(self, namespace: str, names: Iterable[str]) -> None:
+        """Wake local waiters directly (this process made the change)."""
+        for name in names:
+            for event in self._ready.get((namespace, name), ()):
+                event.set()
+
+    async def wait_ready(self, namespace: str, names: list[str], timeout: float) -> bool:
+        """Wait until one of these queues may have work, or `timeout` passes."""
+        if timeout <= 0:
+            return False
+        event = asyncio.Event()
+        keys = [(namespace, name) for name in names]
+        for key in keys:
+            self._ready[key].add(event)
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            for key in keys:
+                waiters = self._ready.get(key)
+                if waiters is not None:
+                    waiters.discard(event)
+                    if not waiters:
+                        del self._ready[key]

@@ -1,0 +1,87 @@
+"""The worker protocol over HTTP. Nothing else: the SDK knows the server only
+through the public API, like a worker in any other language."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+
+class WorkerApiError(Exception):
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"HTTP {status}: {body[:500]}")
+        self.status = status
+        self.body = body
+
+
+def credentials(token: str | None = None, token_file: str | Path | None = None,
+                api_key: str | None = None) -> Callable[[], dict[str, str]]:
+    """Request headers for the worker's identity. A token file is re-read on
+    every request: projected ServiceAccount tokens rotate under our feet."""
+    def headers() -> dict[str, str]:
+        if token_file:
+            return {"Authorization": f"Bearer {Path(token_file).read_text().strip()}"}
+        if token:
+            return {"Authorization": f"Bearer {token}"}
+        if api_key:
+            return {"X-API-Key": api_key}
+        return {}
+
+    return headers
+
+
+class WorkerClient:
+    def __init__(self, url: str, namespace: str, headers: Callable[[], dict[str, str]] | None = None) -> None:
+        self.base = f"{url.rstrip('/')}/v1/ns/{namespace}/tasks"
+        self.headers = headers or (lambda: {})
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> WorkerClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=64, keepalive_timeout=60),
+                json_serialize=json.dumps,
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def _post(self, path: str, body: dict[str, Any], timeout: float) -> tuple[int, Any]:
+        async with self._http().post(
+            f"{self.base}/{path}", json=body, headers=self.headers(),
+            timeout=aiohttp.ClientTimeout(total=timeout),
+        ) as response:
+            text = await response.text()
+            if response.status >= 400:
+                raise WorkerApiError(response.status, text)
+            return response.status, json.loads(text) if text else {}
+
+    async def poll(self, task_types: list[str], worker_id: str, count: int, poll_timeout: float
+                   ) -> list[dict[str, Any]]:
+        _, body = await self._post("poll", {"taskTypes": task_types, "workerId": worker_id, "count": count,
+                                            "pollTimeoutSeconds": poll_timeout}, timeout=poll_timeout + 30)
+        tasks: list[dict[str, Any]] = body.get("tasks", [])
+        return tasks
+
+    async def results(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Per-task outcomes: code 200 applied, 404 unknown, 409 stale or no longer leased."""
+        _, body = await self._post("results", {"results": results}, timeout=60)
+        outcomes: list[dict[str, Any]] = body.get("results", [])
+        return outcomes
+
+    async def heartbeats(self, beats: list[tuple[str, int]]) -> tuple[set[str], set[str]]:
+        _, body = await self._post("heartbeats", {"heartbeats": [{"taskId": t, "epoch": e} for t, e in beats]},
+                                   timeout=30)
+        return set(body.get("alive", [])), set(body.get("gone", []))

@@ -1,0 +1,340 @@
+"""The worker runner: polls, runs handlers with bounded concurrency, beats,
+reports in batches, and shuts down gracefully.
+
+- One long poll per task type asks for as many tasks as it has free slots.
+- Async handlers run on the event loop; sync handlers in threads.
+- Heartbeats for every in-flight task go out in one request; a task the
+  server reports gone (timed out, canceled, re-leased) is abandoned.
+- Results queue up and leave in batches, so a busy worker pays one round trip
+  per batch, not per task.
+- SIGTERM: stop polling, let in-flight work finish within the grace period,
+  then hand back what is left (a zero snooze: another worker leases it at
+  once, no attempt spent; the epoch fences this process off).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import os
+import signal
+import socket
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from sluiceway.worker.classifiers import Classifier, RetryOverride, compose_retry_classifiers
+from sluiceway.worker.client import WorkerApiError, WorkerClient, credentials
+from sluiceway.worker.errors import RetryAfter, Snooze, TerminalError
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["Task"], Any]
+
+
+@dataclass
+class Task:
+    """One leased task, as a handler sees it."""
+
+    task_id: str
+    epoch: int
+    task_type: str
+    execution_id: str
+    reference_name: str
+    attempt: int
+    input: dict[str, Any]
+    heartbeat_timeout: int = 0
+    response_timeout: int = 3600
+    start_to_close_timeout: int = 0
+    leased_at: float = field(default_factory=time.monotonic)
+    last_beat: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> Task:
+        return cls(
+            task_id=body["taskId"], epoch=body["epoch"], task_type=body["taskType"],
+            execution_id=body["executionId"], reference_name=body["referenceName"], attempt=body["attempt"],
+            input=body.get("input") or {}, heartbeat_timeout=body.get("heartbeatTimeoutSeconds", 0),
+            response_timeout=body.get("responseTimeoutSeconds", 3600),
+            start_to_close_timeout=body.get("startToCloseTimeoutSeconds", 0),
+        )
+
+    def beat_interval(self) -> float:
+        """A third of the tightest deadline a beat renews."""
+        bounds = [b for b in (self.heartbeat_timeout, self.response_timeout) if b > 0]
+        return max(0.2, min(bounds) / 3) if bounds else 60.0
+
+
+@dataclass
+class _Registration:
+    task_type: str
+    handler: Handler
+    concurrency: int
+    classifier: Classifier | None
+    in_flight: int = 0
+    freed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def _result(task: Task, status: str, **fields: Any) -> dict[str, Any]:
+    return {"taskId": task.task_id, "epoch": task.epoch, "status": status, **fields}
+
+
+def _reason(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text[:8000]
+
+
+class Worker:
+    def __init__(self, url: str | None = None, namespace: str | None = None, *, worker_id: str | None = None,
+                 token: str | None = None, token_file: str | None = None, api_key: str | None = None,
+                 poll_timeout: float = 10.0, classifier: Classifier | None = None,
+                 default_snooze_seconds: float = 30.0, shutdown_grace: float = 30.0,
+                 result_batch: int = 100) -> None:
+        self.url = url
+        self.namespace = namespace
+        self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
+        self._auth = (token, token_file, api_key)
+        self.poll_timeout = poll_timeout
+        self.classifier = classifier
+        self.default_snooze_seconds = default_snooze_seconds
+        self.shutdown_grace = shutdown_grace
+        self.result_batch = result_batch
+        self.registrations: dict[str, _Registration] = {}
+        self.in_flight: dict[str, tuple[Task, asyncio.Task[None]]] = {}
+        self._results: asyncio.Queue[dict[str, Any] | None] | None = None
+        self.completed = 0  # results accepted by the server, for tests and benchmarks
+
+    # -- registration ----------------------------------------------------------
+
+    def task(self, task_type: str, *, concurrency: int = 1,
+             classifier: Classifier | None = None) -> Callable[[Handler], Handler]:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+
+        def register(handler: Handler) -> Handler:
+            if task_type in self.registrations:
+                raise ValueError(f"task type {task_type!r} already has a handler")
+            self.registrations[task_type] = _Registration(task_type, handler, concurrency, classifier)
+            return handler
+
+        return register
+
+    # -- running ---------------------------------------------------------------
+
+    def run_forever(self) -> None:
+        """Run until SIGTERM or SIGINT, then shut down gracefully."""
+        async def main() -> None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            await self.run(stop)
+
+        asyncio.run(main())
+
+    async def run(self, stop: asyncio.Event) -> None:
+        if not self.url or not self.namespace:
+            raise ValueError("a Worker needs the API url and a namespace (SLUICEWAY_URL, SLUICEWAY_NAMESPACE)")
+        if not self.registrations:
+            raise ValueError("no task handlers registered: decorate functions with @worker.task(...)")
+        token, token_file, api_key = self._auth
+        self._results = asyncio.Queue()
+        async with WorkerClient(self.url, self.namespace, credentials(token, token_file, api_key)) as client:
+            flusher = asyncio.create_task(self._flush_results(client, stop))
+            beater = asyncio.create_task(self._heartbeats(client, stop))
+            pollers = [asyncio.create_task(self._poll(client, r, stop)) for r in self.registrations.values()]
+            log.info("worker %s polling %s in namespace %s", self.worker_id, sorted(self.registrations),
+                     self.namespace)
+            await stop.wait()
+            log.info("worker %s stopping: finishing %d in-flight tasks", self.worker_id, len(self.in_flight))
+            await asyncio.gather(*pollers, return_exceptions=True)
+            await self._drain(client)
+            self._results.put_nowait(None)  # the flusher sends what is queued, then ends
+            await flusher
+            beater.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beater
+
+    async def _poll(self, client: WorkerClient, reg: _Registration, stop: asyncio.Event) -> None:
+        backoff = 0.5
+        while not stop.is_set():
+            free = reg.concurrency - reg.in_flight
+            if free <= 0:
+                reg.freed.clear()
+                await _first(reg.freed.wait(), stop.wait())
+                continue
+            try:
+                leased = await client.poll([reg.task_type], self.worker_id, free, self.poll_timeout)
+                backoff = 0.5
+            except (aiohttp.ClientError, asyncio.TimeoutError, WorkerApiError) as error:
+                log.warning("poll for %s failed: %s; retrying in %.1f s", reg.task_type, error, backoff)
+                await _first(asyncio.sleep(backoff), stop.wait())
+                backoff = min(backoff * 2, 30.0)
+                continue
+            for body in leased:
+                task = Task.from_wire(body)
+                if stop.is_set():  # leased during shutdown: hand it straight back
+                    self._enqueue(_result(task, "IN_PROGRESS", callbackAfterSeconds=0))
+                    continue
+                reg.in_flight += 1
+                runner = asyncio.create_task(self._execute(reg, task))
+                self.in_flight[task.task_id] = (task, runner)
+
+    async def _execute(self, reg: _Registration, task: Task) -> None:
+        try:
+            result = await self._outcome(reg, task)
+        except asyncio.CancelledError:
+            result = None  # abandoned: the lease is gone or we are shutting down
+        finally:
+            reg.in_flight -= 1
+            reg.freed.set()
+            self.in_flight.pop(task.task_id, None)
+        if result is not None:
+            self._enqueue(result)
+
+    async def _call(self, reg: _Registration, task: Task) -> Any:
+        if inspect.iscoroutinefunction(reg.handler):
+            call: Awaitable[Any] = reg.handler(task)
+        else:
+            call = asyncio.to_thread(reg.handler, task)
+        if task.start_to_close_timeout > 0:
+            return await asyncio.wait_for(call, task.start_to_close_timeout)
+        return await call
+
+    async def _outcome(self, reg: _Registration, task: Task) -> dict[str, Any]:
+        try:
+            output = await self._call(reg, task)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            raise
+        except TerminalError as exc:
+            return _result(task, "FAILED_WITH_TERMINAL_ERROR", reason=_reason(exc))
+        except Snooze as exc:
+            return _result(task, "IN_PROGRESS", callbackAfterSeconds=exc.seconds)
+        except RetryAfter as exc:
+            if not exc.consume_budget:
+                return _result(task, "IN_PROGRESS", callbackAfterSeconds=exc.seconds)
+            return _result(task, "FAILED", reason=_reason(exc), retryAfterSeconds=exc.seconds)
+        except BaseException as exc:  # noqa: BLE001 - any failure of user code is an outcome, never a crash
+            log.debug("task %s failed:\n%s", task.task_id, traceback.format_exc())
+            return self._classified(reg, task, exc)
+        if output is None:
+            output = {}
+        if not isinstance(output, dict):
+            output = {"result": output}
+        return _result(task, "COMPLETED", output=output)
+
+    def _classified(self, reg: _Registration, task: Task, exc: BaseException) -> dict[str, Any]:
+        chain = [c for c in (reg.classifier, self.classifier) if c is not None]
+        verdict = compose_retry_classifiers(*chain)(exc, task.attempt) if chain else None
+        reason = _reason(exc)
+        if verdict is None or verdict.kind is None:
+            fields: dict[str, Any] = {"reason": reason}
+            if verdict is not None and verdict.delay is not None:
+                fields["retryAfterSeconds"] = verdict.delay
+            return _result(task, "FAILED", **fields)
+        return self._apply(task, verdict, reason)
+
+    def _apply(self, task: Task, verdict: RetryOverride, reason: str) -> dict[str, Any]:
+        if verdict.kind == "non_retryable":
+            return _result(task, "FAILED_WITH_TERMINAL_ERROR", reason=reason)
+        if verdict.kind == "indefinite":
+            # Wait it out without spending attempts; scheduleToCloseTimeout bounds it.
+            delay = verdict.delay if verdict.delay is not None else self.default_snooze_seconds
+            return _result(task, "IN_PROGRESS", callbackAfterSeconds=delay)
+        fields: dict[str, Any] = {"reason": reason}
+        if verdict.delay is not None:
+            fields["retryAfterSeconds"] = verdict.delay
+        return _result(task, "FAILED", **fields)
+
+    # -- results and heartbeats ------------------------------------------------
+
+    def _enqueue(self, result: dict[str, Any]) -> None:
+        assert self._results is not None
+        self._results.put_nowait(result)
+
+    async def _flush_results(self, client: WorkerClient, stop: asyncio.Event) -> None:
+        """Send results in batches until the None sentinel, after everything before it."""
+        assert self._results is not None
+        closing = False
+        while not closing:
+            first = await self._results.get()
+            if first is None:
+                return
+            batch = [first]
+            await asyncio.sleep(0.002)  # linger briefly: results of one poll batch finish together
+            while len(batch) < self.result_batch and not self._results.empty():
+                item = self._results.get_nowait()
+                if item is None:
+                    closing = True
+                    break
+                batch.append(item)
+            await self._send(client, batch)
+
+    async def _send(self, client: WorkerClient, batch: list[dict[str, Any]]) -> None:
+        backoff = 0.2
+        for _ in range(8):
+            try:
+                outcomes = await client.results(batch)
+                break
+            except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+                log.warning("reporting %d results failed: %s; retrying", len(batch), error)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+            except WorkerApiError as error:
+                log.error("the server refused %d results: %s", len(batch), error)
+                return
+        else:
+            log.error("giving up on %d results; their leases will expire and the tasks be retried", len(batch))
+            return
+        for outcome in outcomes:
+            if outcome.get("code") == 200:
+                self.completed += 1
+            else:
+                log.info("result for task %s not applied: %s", outcome.get("taskId"), outcome.get("error"))
+
+    async def _heartbeats(self, client: WorkerClient, stop: asyncio.Event) -> None:
+        while True:
+            await asyncio.sleep(0.2)
+            now = time.monotonic()
+            due = [task for task, _ in self.in_flight.values() if now - task.last_beat >= task.beat_interval()]
+            if not due:
+                continue
+            try:
+                _, gone = await client.heartbeats([(t.task_id, t.epoch) for t in due])
+            except (aiohttp.ClientError, asyncio.TimeoutError, WorkerApiError) as error:
+                log.warning("heartbeat failed: %s", error)
+                continue
+            for task in due:
+                task.last_beat = now
+            for task_id in gone:
+                entry = self.in_flight.get(task_id)
+                if entry is not None:
+                    log.warning("task %s is no longer ours (timed out, canceled or re-leased); abandoning it",
+                                task_id)
+                    entry[1].cancel()
+
+    async def _drain(self, client: WorkerClient) -> None:
+        """Shutdown: wait for in-flight work, then hand back what is left."""
+        if self.in_flight:
+            await asyncio.wait([runner for _, runner in self.in_flight.values()], timeout=self.shutdown_grace)
+        leftovers = list(self.in_flight.values())
+        for task, runner in leftovers:
+            runner.cancel()
+            self._enqueue(_result(task, "IN_PROGRESS", callbackAfterSeconds=0))
+        if leftovers:
+            log.info("handed back %d unfinished tasks", len(leftovers))
+
+
+async def _first(*awaitables: Awaitable[Any]) -> None:
+    tasks = [asyncio.ensure_future(a) for a in awaitables]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()

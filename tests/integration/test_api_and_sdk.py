@@ -1,0 +1,278 @@
+"""The HTTP API and the worker SDK together, on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import aiohttp
+import pytest
+
+from sluiceway.worker import RetryAfter, Task, TerminalError, Worker
+from tests.integration.conftest import Plane
+from tests.integration.engine_helpers import NS, define_task, define_workflow
+
+T = TypeVar("T")
+
+
+async def eventually(probe: Callable[[], Awaitable[T | None]], timeout: float = 20.0) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = await probe()
+        if value:
+            return value
+        await asyncio.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+async def post(plane: Plane, path: str, body: Any) -> tuple[int, Any]:
+    async with aiohttp.ClientSession() as http, http.post(f"{plane.url}{path}", json=body) as response:
+        return response.status, await response.json()
+
+
+async def get(plane: Plane, path: str) -> tuple[int, Any]:
+    async with aiohttp.ClientSession() as http, http.get(f"{plane.url}{path}") as response:
+        return response.status, await response.json()
+
+
+async def finished(plane: Plane, run_id: str) -> dict[str, Any]:
+    async def probe() -> dict[str, Any] | None:
+        _, body = await get(plane, f"/v1/ns/{NS}/executions/{run_id}")
+        return body if body["status"] != "RUNNING" else None
+
+    return await eventually(probe)
+
+
+class Running:
+    """A Worker running in the background of a test."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.stop = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Worker:
+        self.task = asyncio.create_task(self.worker.run(self.stop))
+        return self.worker
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop.set()
+        assert self.task is not None
+        await asyncio.wait_for(self.task, 30)
+
+
+async def test_a_run_started_over_http_completes_on_sdk_workers(plane: Plane) -> None:
+    await define_workflow(plane.pool, "greet", [
+        {"name": "hello", "taskReferenceName": "hello", "inputParameters": {"who": "${workflow.input.who}"}},
+        {"name": "shout", "taskReferenceName": "shout", "inputParameters": {"text": "${hello.output.text}"}},
+    ])
+    worker = Worker(plane.url, NS, poll_timeout=2)
+
+    @worker.task("hello", concurrency=2)
+    async def hello(task: Task) -> dict[str, Any]:
+        return {"text": f"hello {task.input['who']}"}
+
+    @worker.task("shout")
+    def shout(task: Task) -> dict[str, Any]:  # sync handlers run in threads
+        return {"text": task.input["text"].upper()}
+
+    async with Running(worker):
+        status, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "greet", "input": {"who": "ada"}})
+        assert status == 201 and started["status"] == "RUNNING"
+        run = await finished(plane, started["id"])
+    assert run["status"] == "COMPLETED" and run["output"] == {"text": "HELLO ADA"}
+    assert [t["referenceName"] for t in run["tasks"]] == ["hello", "shout"]
+
+
+async def test_retries_land_inside_the_backoff_band(plane: Plane) -> None:
+    await define_task(plane.pool, "flaky", retryCount=3, retryLogic="EXPONENTIAL_BACKOFF", retryDelaySeconds=1,
+                      backoffScaleFactor=2, jitter=0.2)
+    await define_workflow(plane.pool, "retrying", [{"name": "flaky", "taskReferenceName": "f"}])
+    calls: list[float] = []
+    worker = Worker(plane.url, NS, poll_timeout=5)
+
+    @worker.task("flaky")
+    async def flaky(task: Task) -> dict[str, Any]:
+        calls.append(time.monotonic())
+        if task.attempt < 3:
+            raise RuntimeError(f"attempt {task.attempt} fails")
+        return {"attempt": task.attempt}
+
+    async with Running(worker):
+        _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "retrying"})
+        run = await finished(plane, started["id"])
+    assert run["status"] == "COMPLETED" and run["output"] == {"attempt": 3}
+    gaps = [b - a for a, b in zip(calls, calls[1:])]
+    # Delay before retry 1 is 1 s ±20%, before retry 2 is 2 s ±20%; allow scheduling slack on top.
+    assert 0.8 <= gaps[0] <= 1.2 + 0.5, gaps
+    assert 1.6 <= gaps[1] <= 2.4 + 0.5, gaps
+    assert [t["status"] for t in run["tasks"]] == ["FAILED", "FAILED", "COMPLETED"]
+    assert run["tasks"][0]["reason"] == "RuntimeError: attempt 1 fails"
+
+
+async def test_terminal_errors_and_non_retryable_reasons_are_not_retried(plane: Plane) -> None:
+    await define_task(plane.pool, "charge", retryCount=5, nonRetryableErrors=["card_declined"])
+    await define_workflow(plane.pool, "pay", [{"name": "charge", "taskReferenceName": "c"}])
+    await define_workflow(plane.pool, "pay2", [{"name": "validate", "taskReferenceName": "v", "retryCount": 5}])
+    worker = Worker(plane.url, NS, poll_timeout=2)
+
+    @worker.task("charge")
+    async def charge(task: Task) -> None:
+        raise RuntimeError("Stripe error: card_declined (do_not_honor)")
+
+    @worker.task("validate")
+    async def validate(task: Task) -> None:
+        raise TerminalError("amount must be positive")
+
+    async with Running(worker):
+        _, a = await post(plane, f"/v1/ns/{NS}/executions", {"name": "pay"})
+        _, b = await post(plane, f"/v1/ns/{NS}/executions", {"name": "pay2"})
+        first, second = await finished(plane, a["id"]), await finished(plane, b["id"])
+    assert first["status"] == "FAILED" and len(first["tasks"]) == 1
+    assert "nonRetryableErrors" in first["reasonForIncompletion"]
+    assert second["status"] == "FAILED" and len(second["tasks"]) == 1
+    assert second["tasks"][0]["status"] == "FAILED_WITH_TERMINAL_ERROR"
+
+
+async def test_retry_after_is_honored_exactly(plane: Plane) -> None:
+    await define_task(plane.pool, "metered", retryCount=2, retryDelaySeconds=30, jitter=0.2)
+    await define_workflow(plane.pool, "meter", [{"name": "metered", "taskReferenceName": "m"}])
+    calls: list[float] = []
+    worker = Worker(plane.url, NS, poll_timeout=5)
+
+    @worker.task("metered")
+    async def metered(task: Task) -> dict[str, Any]:
+        calls.append(time.monotonic())
+        if task.attempt == 1:
+            raise RetryAfter(0.7)  # not the policy's 30 s ±20%
+        return {}
+
+    async with Running(worker):
+        _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "meter"})
+        run = await finished(plane, started["id"])
+    assert run["status"] == "COMPLETED"
+    assert 0.7 <= calls[1] - calls[0] <= 0.7 + 0.5
+
+
+async def test_a_429_with_retry_after_snoozes_without_spending_an_attempt(plane: Plane) -> None:
+    from sluiceway.worker import rate_limit_aware_classifier
+
+    class Http429(Exception):
+        status = 429
+        headers = {"Retry-After": "0.5"}
+
+    await define_workflow(plane.pool, "limited", [{"name": "partner", "taskReferenceName": "p", "retryCount": 0}])
+    seen: list[int] = []
+    worker = Worker(plane.url, NS, poll_timeout=5, classifier=rate_limit_aware_classifier)
+
+    @worker.task("partner")
+    async def partner(task: Task) -> dict[str, Any]:
+        seen.append(task.attempt)
+        if len(seen) < 3:
+            raise Http429()
+        return {"ok": True}
+
+    async with Running(worker):
+        _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "limited"})
+        run = await finished(plane, started["id"])
+    assert run["status"] == "COMPLETED", "retryCount 0, yet two 429s did not fail it"
+    assert seen == [1, 1, 1]
+
+
+async def test_stale_results_get_409_over_http(plane: Plane) -> None:
+    await define_workflow(plane.pool, "one", [{"name": "job", "taskReferenceName": "j"}])
+    await post(plane, f"/v1/ns/{NS}/executions", {"name": "one"})
+    await post(plane, f"/v1/ns/{NS}/executions", {"name": "one"})
+    leased: list[dict[str, Any]] = []
+    while len(leased) < 2:
+        status, body = await post(plane, f"/v1/ns/{NS}/tasks/poll",
+                                  {"taskTypes": ["job"], "workerId": "w", "count": 2, "pollTimeoutSeconds": 5})
+        assert status == 200
+        leased += body["tasks"]
+    task, other = leased
+    stale = {"taskId": task["taskId"], "epoch": task["epoch"] + 7, "status": "COMPLETED"}
+    status, body = await post(plane, f"/v1/ns/{NS}/tasks/{task['taskId']}/result", stale)
+    assert status == 409 and body["error"] == "STALE_LEASE" and "stale epoch" in body["message"]
+    status, body = await post(plane, f"/v1/ns/{NS}/tasks/heartbeats",
+                              {"heartbeats": [{"taskId": task["taskId"], "epoch": task["epoch"] + 7}]})
+    assert status == 200 and body == {"alive": [], "gone": [task["taskId"]]}
+    good = {"taskId": other["taskId"], "epoch": other["epoch"], "status": "COMPLETED"}
+    status, body = await post(plane, f"/v1/ns/{NS}/tasks/results", {"results": [good, stale]})
+    assert status == 207
+    assert [r["code"] for r in body["results"]] == [200, 409]
+    status, body = await post(plane, f"/v1/ns/{NS}/tasks/results", {"results": [good, good]})
+    assert status == 422 and "more than once" in body["message"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("executions", {"input": {}}, "name"),
+        ("executions", {"name": "x", "version": 0}, "version"),
+        ("tasks/poll", {"taskTypes": [], "workerId": "w"}, "taskTypes"),
+        ("tasks/poll", {"taskTypes": ["a"], "workerId": "w", "count": 5000}, "count"),
+        ("tasks/results", {"results": [{"taskId": "nope", "epoch": 1, "status": "COMPLETED"}]}, "results.0.taskId"),
+        ("tasks/results", {"results": [{"taskId": "0" * 32, "epoch": 1, "status": "DONE"}]}, "results.0.status"),
+    ],
+)
+async def test_invalid_requests_are_422_naming_the_field(plane: Plane, path: str, body: dict[str, Any],
+                                                         field: str) -> None:
+    status, answer = await post(plane, f"/v1/ns/{NS}/{path}", body)
+    assert status == 422 and answer["error"] == "INVALID_REQUEST"
+    assert field in [f["field"] for f in answer["fields"]], answer
+
+
+async def test_a_long_poll_is_answered_as_soon_as_a_task_is_ready(plane: Plane) -> None:
+    await define_workflow(plane.pool, "later", [{"name": "soon", "taskReferenceName": "s"}])
+    started = time.monotonic()
+    poll = asyncio.create_task(post(plane, f"/v1/ns/{NS}/tasks/poll",
+                                    {"taskTypes": ["soon"], "workerId": "w", "pollTimeoutSeconds": 20}))
+    await asyncio.sleep(0.5)
+    assert not poll.done()
+    await post(plane, f"/v1/ns/{NS}/executions", {"name": "later"})
+    status, body = await asyncio.wait_for(poll, 10)
+    assert status == 200 and len(body["tasks"]) == 1
+    assert time.monotonic() - started < 5, "the poll waited for its timeout instead of the task"
+
+
+async def test_unknown_workflow_and_run_are_404(plane: Plane) -> None:
+    status, body = await post(plane, f"/v1/ns/{NS}/executions", {"name": "ghost"})
+    assert status == 404 and body["error"] == "WORKFLOW_NOT_FOUND"
+    status, _ = await get(plane, f"/v1/ns/{NS}/executions/00000000-0000-0000-0000-000000000000")
+    assert status == 404
+
+
+async def test_terminate_and_force_decide(plane: Plane) -> None:
+    await define_workflow(plane.pool, "idle", [{"name": "nobody", "taskReferenceName": "n"}])
+    _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "idle"})
+    status, _ = await post(plane, f"/v1/ns/{NS}/executions/{started['id']}/decide", {})
+    assert status == 202
+    status, _ = await post(plane, f"/v1/ns/{NS}/executions/{started['id']}/terminate", {"reason": "not needed"})
+    assert status == 202
+    run = await finished(plane, started["id"])
+    assert run["status"] == "TERMINATED" and run["reasonForIncompletion"] == "not needed"
+    status, body = await post(plane, f"/v1/ns/{NS}/executions/{started['id']}/terminate", {})
+    assert status == 409 and body["error"] == "NOT_RUNNING"
+
+
+async def test_graceful_shutdown_hands_back_unfinished_work(plane: Plane) -> None:
+    await define_workflow(plane.pool, "slowrun", [{"name": "slow", "taskReferenceName": "s"}])
+    entered = asyncio.Event()
+    worker = Worker(plane.url, NS, poll_timeout=2, shutdown_grace=0.5)
+
+    @worker.task("slow")
+    async def slow(task: Task) -> None:
+        entered.set()
+        await asyncio.sleep(3600)
+
+    running = Running(worker)
+    async with running:
+        _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "slowrun"})
+        await asyncio.wait_for(entered.wait(), 10)
+    # The task went back to the queue at once, not after the one-hour lease.
+    status, body = await post(plane, f"/v1/ns/{NS}/tasks/poll",
+                              {"taskTypes": ["slow"], "workerId": "next", "pollTimeoutSeconds": 5})
+    assert status == 200 and len(body["tasks"]) == 1
+    assert body["tasks"][0]["attempt"] == 1 and body["tasks"][0]["epoch"] == 2
