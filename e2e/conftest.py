@@ -11,8 +11,9 @@ import json
 import os
 import shutil
 import sys
+import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import pytest
 
 from e2e.kube import Kube
 from sluiceway.devenv.controlplane import REPO_ROOT, ControlPlane
-from sluiceway.devenv.processes import Child
+from sluiceway.devenv.processes import Child, free_port, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -74,6 +75,7 @@ def operator_database(postgres_server: str) -> Iterator[str]:
 class OperatorProcess:
     child: Child
     database_url: str
+    api_url: str
 
     def logs(self) -> str:
         return self.child.tail(200)
@@ -83,14 +85,18 @@ class OperatorProcess:
 def operator(cluster: Cluster, operator_database: str, tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[OperatorProcess]:
     logs = tmp_path_factory.mktemp("operator")
+    port = free_port()
     env = {
         **os.environ,
         "KUBECONFIG": str(cluster.kube.kubeconfig),
         "SLUICEWAY_DATABASE_URL": operator_database,
         "SLUICEWAY_LOG_LEVEL": "DEBUG",
+        "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
     }
     child = Child("operator", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env)
-    process = OperatorProcess(child, operator_database)
+    process = OperatorProcess(child, operator_database, f"http://127.0.0.1:{port}")
+    wait_until(lambda: urllib.request.urlopen(f"{process.api_url}/readyz", timeout=2).status == 200,
+               timeout=60, what="the operator's API /readyz", child=child)
     yield process
     child.stop()
     if os.environ.get("SLUICEWAY_E2E_SHOW_LOGS"):
@@ -127,3 +133,23 @@ def fetch(database_url: str, query: str, *args: object) -> list[dict[str, object
     return asyncio.run(go())
 
 
+
+
+@pytest.fixture
+def start_worker(operator: OperatorProcess, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[Callable[..., Child]]:
+    """Start `sluiceway worker` processes, as a user would; all are stopped after the test."""
+    started: list[Child] = []
+    logs = tmp_path_factory.mktemp("workers")
+
+    def start(target: str, namespace: str, **env: str) -> Child:
+        child = Child(f"worker-{len(started)}", [
+            sys.executable, "-m", "sluiceway", "worker", target, "--url", operator.api_url,
+            "--namespace", namespace,
+        ], logs, env={**os.environ, **env})
+        started.append(child)
+        return child
+
+    yield start
+    for child in started:
+        child.stop()

@@ -174,7 +174,8 @@ class WorkflowSpec(Spec):
 
     model_config = ConfigDict(**Spec.model_config, json_schema_extra={"x-kubernetes-validations": [
         {
-            "rule": "self.slaSeconds == 0 || self.timeoutSeconds == 0 || self.slaSeconds <= self.timeoutSeconds",
+            "rule": "!has(self.slaSeconds) || !has(self.timeoutSeconds) || self.slaSeconds == 0"
+                    " || self.timeoutSeconds == 0 || self.slaSeconds <= self.timeoutSeconds",
             "message": "slaSeconds must not exceed timeoutSeconds: the hard timeout would always fire first",
             "fieldPath": ".slaSeconds",
         }
