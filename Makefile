@@ -48,3 +48,7 @@ crds: venv
 
 clean:
 	rm -rf $(VENV) .run .mypy_cache .pytest_cache
+
+bench: venv
+	$(PY) -m pip install --quiet -c requirements/constraints.txt pgqueuer==1.6.0
+	$(PY) bench/throughput.py

@@ -47,9 +47,11 @@ async def plane(pool: asyncpg.Pool, database_url: str) -> AsyncIterator[Plane]:
     server = _QuietServer(uvicorn.Config(create_app(Services(pool, notifications)), host="127.0.0.1", port=port,
                                          log_level="warning", lifespan="off"))
     stop = asyncio.Event()
+    config = DeciderConfig()
+    notifications.caches.append(config.definitions)
     tasks = [
         asyncio.create_task(server.serve()),
-        asyncio.create_task(loops.run_decider(pool, notifications, DeciderConfig(), stop)),
+        asyncio.create_task(loops.run_decider(pool, notifications, config, stop)),
         asyncio.create_task(loops.run_sweeper(pool, stop)),
     ]
     while not server.started:

@@ -33,6 +33,6 @@ class Services:
         return due
 
 
-def services(request: Request) -> Services:
+async def services(request: Request) -> Services:
     found: Services = request.app.state.services
     return found

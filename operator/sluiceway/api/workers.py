@@ -8,16 +8,14 @@ import asyncio
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path
-from fastapi.responses import JSONResponse
+import orjson
+from fastapi import APIRouter, Depends, Path, Response
 
 from sluiceway.api.errors import ApiError
 from sluiceway.api.services import Services, services
 from sluiceway.model.execution import (
     Heartbeat,
     HeartbeatBatch,
-    ItemOutcome,
-    LeasedTask,
     PollRequest,
     PollResponse,
     ResultBatch,
@@ -37,19 +35,25 @@ _RECHECK_SECONDS = 2.0
 router = APIRouter(prefix="/v1/ns/{namespace}/tasks", tags=["workers"])
 
 
-def _leased(lease: leasing.Lease) -> LeasedTask:
-    return LeasedTask(
-        task_id=lease.task_id, epoch=lease.epoch, task_type=lease.task_type, execution_id=lease.execution_id,
-        reference_name=lease.ref, attempt=lease.attempt, input=lease.input,
-        response_timeout_seconds=lease.response_timeout, heartbeat_timeout_seconds=lease.heartbeat_timeout,
-        start_to_close_timeout_seconds=lease.start_to_close_timeout,
-    )
+def _leased(lease: leasing.Lease) -> dict[str, object]:
+    """The LeasedTask wire shape, built directly: polls are the hot path."""
+    return {
+        "taskId": lease.task_id, "epoch": lease.epoch, "taskType": lease.task_type,
+        "executionId": lease.execution_id, "referenceName": lease.ref, "attempt": lease.attempt,
+        "input": lease.input, "responseTimeoutSeconds": lease.response_timeout,
+        "heartbeatTimeoutSeconds": lease.heartbeat_timeout,
+        "startToCloseTimeoutSeconds": lease.start_to_close_timeout,
+    }
+
+
+def _json(body: object, status: int = 200) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
 
 
 async def _lease_once(svc: Services, namespace: str, request: PollRequest) -> list[leasing.Lease]:
     started = time.perf_counter()
     leased: list[leasing.Lease] = []
-    async with svc.pool.acquire() as conn, conn.transaction():
+    async with svc.pool.acquire() as conn:  # each lease statement is atomic on its own
         for task_type in request.task_types:
             remaining = request.count - len(leased)
             if remaining <= 0:
@@ -65,7 +69,7 @@ async def _lease_once(svc: Services, namespace: str, request: PollRequest) -> li
 
 
 @router.post("/poll", response_model=PollResponse, response_model_by_alias=True, summary="Lease tasks (long poll)")
-async def poll(namespace: NAMESPACE, request: PollRequest, svc: Services = Depends(services)) -> PollResponse:
+async def poll(namespace: NAMESPACE, request: PollRequest, svc: Services = Depends(services)) -> Response:
     """Lease up to `count` tasks of the given types. When none is ready, the
     request is held open up to `pollTimeoutSeconds` and answered as soon as a
     task becomes leasable."""
@@ -76,7 +80,7 @@ async def poll(namespace: NAMESPACE, request: PollRequest, svc: Services = Depen
         leased = await _lease_once(svc, namespace, request)
         remaining = deadline - loop.time()
         if leased or remaining <= 0:
-            return PollResponse(tasks=[_leased(lease) for lease in leased])
+            return _json({"tasks": [_leased(lease) for lease in leased]})
         async with svc.pool.acquire() as conn:
             until = await leasing.seconds_until_available(conn, namespace, request.task_types)
         wait = min(remaining, _RECHECK_SECONDS)
@@ -90,7 +94,7 @@ async def poll(namespace: NAMESPACE, request: PollRequest, svc: Services = Depen
 
 async def _apply(svc: Services, namespace: str, batch: list[TaskResult]) -> dict[str, results.Outcome]:
     started = time.perf_counter()
-    async with svc.pool.acquire() as conn, conn.transaction():
+    async with svc.pool.acquire() as conn:
         outcomes = await results.apply_results(conn, namespace, batch)
     metrics.COMPLETE_LATENCY.observe(time.perf_counter() - started)
     for result in batch:
@@ -103,17 +107,18 @@ async def _apply(svc: Services, namespace: str, batch: list[TaskResult]) -> dict
              responses={207: {"model": ResultBatchResponse, "description": "Some results were refused"}},
              summary="Report results of several tasks in one request")
 async def report_results(namespace: NAMESPACE, batch: ResultBatch,
-                         svc: Services = Depends(services)) -> JSONResponse | ResultBatchResponse:
+                         svc: Services = Depends(services)) -> Response:
     """200 when every result was applied; 207 with a code per task otherwise
     (404 unknown task, 409 stale epoch or no longer leased)."""
     outcomes = await _apply(svc, namespace, batch.results)
-    body = ResultBatchResponse(results=[
-        ItemOutcome(task_id=r.task_id, code=outcomes[r.task_id].code, error=outcomes[r.task_id].error)
-        for r in batch.results
-    ])
-    if all(item.code == 200 for item in body.results):
-        return body
-    return JSONResponse(body.to_wire(), status_code=207)
+    items = []
+    for result in batch.results:
+        outcome = outcomes[result.task_id]
+        item: dict[str, object] = {"taskId": result.task_id, "code": outcome.code}
+        if outcome.error is not None:
+            item["error"] = outcome.error
+        items.append(item)
+    return _json({"results": items}, 200 if all(i["code"] == 200 for i in items) else 207)
 
 
 @router.post("/{task_id}/result", summary="Report the result of one task",

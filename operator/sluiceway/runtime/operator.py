@@ -79,6 +79,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         log_level="warning", access_log=False, lifespan="off",
     ))
     config = DeciderConfig(defaults=settings.operator_defaults())
+    notifications.caches.append(config.definitions)
     parts: list[Coroutine[Any, Any, None]] = [
         *(loops.run_decider(pool, notifications, config, stop) for _ in range(settings.deciders)),
         loops.run_sweeper(pool, stop),

@@ -17,7 +17,7 @@ import logging
 import random
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,8 @@ from sluiceway.engine.decider import Event, decide
 from sluiceway.engine.snapshot import RunSnapshot, TaskRow
 from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.model.taskdefinition import TaskDefinitionSpec
-from sluiceway.model.workflow import TaskType, WorkflowSpec, iter_tasks
+from sluiceway.store.definitions import DefinitionCache
+from sluiceway.model.workflow import TaskType, WorkflowSpec, WorkflowTask, iter_tasks
 from sluiceway.store import executions
 
 log = logging.getLogger(__name__)
@@ -51,9 +52,10 @@ _ERROR_BACKOFF = datetime.timedelta(seconds=30)
 
 @dataclass
 class DeciderConfig:
-    batch_size: int = 64
+    batch_size: int = 128
     defaults: OperatorDefaults = field(default_factory=OperatorDefaults)
     rng: random.Random = field(default_factory=random.Random)
+    definitions: DefinitionCache = field(default_factory=DefinitionCache)
     on_decision: Callable[[str, Decision], None] | None = None  # metrics and tracing hooks
 
 
@@ -64,22 +66,25 @@ def _workflow(namespace: str, name: str, version: int, raw: str) -> WorkflowSpec
     return WorkflowSpec.model_validate(json.loads(raw))
 
 
-_CANDIDATES = """
-SELECT DISTINCT execution_id FROM (
-    SELECT execution_id FROM decide_queue WHERE due_at <= now() ORDER BY due_at, id LIMIT $1
-) due
-"""
-_LOCK_RUNS = """
-SELECT e.id, e.namespace, e.workflow_name, e.workflow_version, e.status, e.input, e.correlation_id,
-       e.evaluated, e.timeout_at, e.terminate_requested, e.awaiting_admission, v.spec::text AS spec
+# Lock due runs and read their events in one round trip.
+_LOCK_DUE = """
+SELECT now() AS now, e.id, e.namespace, e.workflow_name, e.workflow_version, e.status, e.input,
+       e.correlation_id, e.evaluated, e.timeout_at, e.terminate_requested, e.awaiting_admission,
+       e.resource_name IS NOT NULL AS mirrored, v.spec::text AS spec,
+       ARRAY(SELECT q.id FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now()) AS event_ids,
+       ARRAY(SELECT DISTINCT q.event FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now())
+           AS events
   FROM executions e
   JOIN workflow_versions v ON v.namespace = e.namespace AND v.name = e.workflow_name
                           AND v.version = e.workflow_version
- WHERE e.id = ANY($1)
+ WHERE e.id IN (SELECT execution_id FROM decide_queue WHERE due_at <= now() ORDER BY due_at, id LIMIT $1 * 4)
  ORDER BY e.id
+ LIMIT $1
    FOR UPDATE OF e SKIP LOCKED
 """
-_EVENTS = "SELECT id, execution_id, event FROM decide_queue WHERE execution_id = ANY($1) AND due_at <= now()"
+_LOCK_ONE = _LOCK_DUE.replace(
+    "e.id IN (SELECT execution_id FROM decide_queue WHERE due_at <= now() ORDER BY due_at, id LIMIT $1 * 4)",
+    "e.id = $1").replace(" LIMIT $1\n", "\n")
 _LATEST_TASKS = """
 SELECT DISTINCT ON (execution_id, ref)
        id, execution_id, ref, type, name, status, attempt, input, output, reason, retry_after_seconds,
@@ -87,86 +92,78 @@ SELECT DISTINCT ON (execution_id, ref)
   FROM tasks WHERE execution_id = ANY($1)
  ORDER BY execution_id, ref, attempt DESC
 """
-_DEFINITIONS = "SELECT name, spec FROM task_definitions WHERE namespace = $1 AND name = ANY($2)"
 _BUDGETS = """
 SELECT name, sum(executions)::int AS executions, sum(retries)::int AS retries FROM execution_counts
  WHERE namespace = $1 AND name = ANY($2) AND bucket > now() - make_interval(secs => $3)
  GROUP BY name
 """
-_CONSUME = "DELETE FROM decide_queue WHERE id = ANY($1)"
-_DEFER = "INSERT INTO decide_queue (execution_id, event, due_at) VALUES ($1, 'retry_after_error', now() + $2)"
+_HEAD_EVENTS = "SELECT execution_id FROM decide_queue WHERE due_at <= now() ORDER BY due_at, id LIMIT $1"
+_DEFER = """
+WITH consumed AS (DELETE FROM decide_queue WHERE execution_id = $1 AND due_at <= now())
+INSERT INTO decide_queue (execution_id, event, due_at) VALUES ($1, 'retry_after_error', now() + $2)
+"""
 
 
 async def decide_batch(pool: asyncpg.Pool, config: DeciderConfig) -> int:
     """Decide one batch of due runs; return how many runs were decided."""
     async with pool.acquire() as conn:
-        candidates = [r["execution_id"] for r in await conn.fetch(_CANDIDATES, config.batch_size * 4)]
-        if not candidates:
-            return 0
         try:
             async with conn.transaction():
-                return await _decide(conn, candidates[: config.batch_size], config)
+                decided = await _decide(conn, await conn.fetch(_LOCK_DUE, config.batch_size), config)
         except (asyncpg.PostgresError, ValidationError) as error:
             log.warning("bulk decision failed (%s); deciding runs one by one", error)
-        decided = 0
-        for execution_id in candidates[: config.batch_size]:
-            try:
-                async with conn.transaction():
-                    decided += await _decide(conn, [execution_id], config)
-            except (asyncpg.PostgresError, ValidationError) as error:
-                log.error("deciding run %s failed: %s; retrying it in %s", execution_id, error, _ERROR_BACKOFF)
-                async with conn.transaction():
-                    events = await conn.fetch(_EVENTS, [execution_id])
-                    await conn.execute(_CONSUME, [e["id"] for e in events])
-                    await conn.execute(_DEFER, execution_id, _ERROR_BACKOFF)
+            return await _decide_one_by_one(conn, config)
         return decided
 
 
-async def _decide(conn: asyncpg.Connection, candidates: list[uuid.UUID], config: DeciderConfig) -> int:
-    now: datetime.datetime = await conn.fetchval("SELECT now()")
-    runs = await conn.fetch(_LOCK_RUNS, candidates)
+async def _decide_one_by_one(conn: asyncpg.Connection, config: DeciderConfig) -> int:
+    """Isolate a run whose decision cannot be applied, so it cannot wedge the queue."""
+    decided = 0
+    candidates = list(dict.fromkeys(r["execution_id"] for r in await conn.fetch(_HEAD_EVENTS, config.batch_size)))
+    for execution_id in candidates:
+        try:
+            async with conn.transaction():
+                decided += await _decide(conn, await conn.fetch(_LOCK_ONE, execution_id), config)
+        except (asyncpg.PostgresError, ValidationError) as error:
+            log.error("deciding run %s failed: %s; retrying it in %s", execution_id, error, _ERROR_BACKOFF)
+            await conn.execute(_DEFER, execution_id, _ERROR_BACKOFF)
+    return decided
+
+
+async def _decide(conn: asyncpg.Connection, runs: list[asyncpg.Record], config: DeciderConfig) -> int:
     if not runs:
-        # Events for runs that no longer exist are dropped here.
-        await _drop_orphans(conn, candidates)
         return 0
+    now: datetime.datetime = runs[0]["now"]
     ids = [r["id"] for r in runs]
-    events = await conn.fetch(_EVENTS, ids)
     rows_by_run: dict[uuid.UUID, dict[str, TaskRow]] = defaultdict(dict)
     for row in await conn.fetch(_LATEST_TASKS, ids):
         rows_by_run[row["execution_id"]][row["ref"]] = _task_row(row)
-    snapshots = await _snapshots(conn, runs, rows_by_run, events, config.defaults)
+    snapshots = await _snapshots(conn, runs, rows_by_run, config)
     applier = _Applier(now)
-    for snapshot in snapshots:
-        event = _event_of(events, snapshot.id)
-        decision = decide(snapshot, event, now, config.rng)
-        applier.add(snapshot, decision)
+    for run, snapshot in zip(runs, snapshots):
+        decision = decide(snapshot, _event_of(set(run["events"])), now, config.rng)
+        applier.add(snapshot, decision, mirrored=run["mirrored"])
         if config.on_decision is not None:
             config.on_decision(snapshot.id, decision)
-    await applier.apply(conn, config)
-    await conn.execute(_CONSUME, [e["id"] for e in events])
-    await _drop_orphans(conn, [c for c in candidates if c not in set(ids)])
+    await applier.apply(conn, [event for run in runs for event in run["event_ids"]])
     return len(snapshots)
 
 
-async def _drop_orphans(conn: asyncpg.Connection, candidates: list[uuid.UUID]) -> None:
-    if candidates:
-        await conn.execute(
-            "DELETE FROM decide_queue q WHERE q.execution_id = ANY($1)"
-            " AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.id = q.execution_id)", candidates)
-
-
-def _event_of(events: Iterable[asyncpg.Record], execution_id: str) -> Event:
-    names = {e["event"] for e in events if str(e["execution_id"]) == execution_id}
+def _event_of(names: set[str]) -> Event:
     for candidate in (Event.TERMINATE, Event.STARTED, Event.TIMER, Event.CHILD_FINISHED, Event.ADMITTED):
         if candidate.value in names:
             return candidate
     return Event.FORCED if "forced" in names else Event.TASK_UPDATED
 
 
+_TYPES = {t.value: t for t in TaskType}
+_STATUSES = {s.value: s for s in TaskStatus}
+
+
 def _task_row(row: asyncpg.Record) -> TaskRow:
     return TaskRow(
-        id=str(row["id"]), ref=row["ref"], type=TaskType(row["type"]), name=row["name"],
-        status=TaskStatus(row["status"]), attempt=row["attempt"], input=row["input"], output=row["output"],
+        id=str(row["id"]), ref=row["ref"], type=_TYPES[row["type"]], name=row["name"],
+        status=_STATUSES[row["status"]], attempt=row["attempt"], input=row["input"], output=row["output"],
         reason=row["reason"], retry_after_seconds=row["retry_after_seconds"],
         schedule_to_close_at=row["close_deadline"], first_scheduled_at=row["first_scheduled_at"],
     )
@@ -174,7 +171,7 @@ def _task_row(row: asyncpg.Record) -> TaskRow:
 
 async def _snapshots(
     conn: asyncpg.Connection, runs: list[asyncpg.Record], rows_by_run: Mapping[uuid.UUID, dict[str, TaskRow]],
-    events: list[asyncpg.Record], defaults: OperatorDefaults,
+    config: DeciderConfig,
 ) -> list[RunSnapshot]:
     specs = {r["id"]: _workflow(r["namespace"], r["workflow_name"], r["workflow_version"], r["spec"]) for r in runs}
     names_by_ns: dict[str, set[str]] = defaultdict(set)
@@ -192,8 +189,7 @@ async def _snapshots(
     definitions: dict[str, dict[str, TaskDefinitionSpec]] = defaultdict(dict)
     budgets: dict[str, dict[str, BudgetWindow]] = defaultdict(dict)
     for namespace, names in names_by_ns.items():
-        for row in await conn.fetch(_DEFINITIONS, namespace, list(names)):
-            definitions[namespace][row["name"]] = TaskDefinitionSpec.model_validate(row["spec"])
+        definitions[namespace] = await config.definitions.get_many(conn, namespace, names)
     for namespace, names in failing_by_ns.items():
         for row in await conn.fetch(_BUDGETS, namespace, list(names), WINDOW_SECONDS):
             budgets[namespace][row["name"]] = BudgetWindow(row["executions"], row["retries"])
@@ -204,13 +200,14 @@ async def _snapshots(
             input=run["input"], tasks=rows_by_run[run["id"]], correlation_id=run["correlation_id"],
             evaluated=run["evaluated"], timeout_at=run["timeout_at"], terminate_requested=run["terminate_requested"],
             awaiting_admission=run["awaiting_admission"], definitions=definitions[run["namespace"]],
-            defaults=defaults, budgets=budgets[run["namespace"]],
+            defaults=config.defaults, budgets=budgets[run["namespace"]],
         )
         for run in runs
     ]
 
 
 _INSERT_TASKS = """
+WITH inserted AS (
 INSERT INTO tasks (id, execution_id, namespace, ref, type, name, attempt, status, input, output, reason,
                    first_scheduled_at, available_at, ended_at, close_deadline,
                    schedule_to_start_timeout, start_to_close_timeout, timeout_seconds, heartbeat_timeout,
@@ -222,21 +219,28 @@ SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[],
                      $20::int[], $21::text[], $22::timestamptz[], $23::timestamptz[], $24::timestamptz[],
                      $25::timestamptz[])
 ON CONFLICT (execution_id, ref, attempt) DO NOTHING
+RETURNING namespace, name, attempt, type
+)
+-- The retry budget's window counts every attempt of a task type that runs work.
+INSERT INTO execution_counts AS c (namespace, name, bucket, shard, executions, retries)
+SELECT namespace, name, $26, $27, count(*), count(*) FILTER (WHERE attempt > 1)
+  FROM inserted WHERE type IN ('SIMPLE', 'HTTP', 'HTTP_POLL', 'SUB_WORKFLOW')
+ GROUP BY namespace, name
+ON CONFLICT (namespace, name, bucket, shard) DO UPDATE
+   SET executions = c.executions + EXCLUDED.executions, retries = c.retries + EXCLUDED.retries
 """
 _UPDATE_TASK = """
 UPDATE tasks SET status = $2, reason = $3, ended_at = coalesce(ended_at, now()) WHERE id = $1
 """
-_MARK_DECIDED = """
+# Mark the runs decided, consume their events and wake the pollers of queues
+# that got work, in one round trip. `notified` is read (count) so that it runs.
+_MARK_DECIDED = f"""
+WITH consumed AS (DELETE FROM decide_queue WHERE id = ANY($3)),
+     notified AS (SELECT pg_notify('{executions.READY_CHANNEL}', queue) FROM unnest($4::text[]) AS queue)
 UPDATE executions e SET evaluated = true, mirror_seq = e.mirror_seq + 1,
        timeout_at = coalesce(t.timeout_at, e.timeout_at)
   FROM unnest($1::uuid[], $2::timestamptz[]) AS t(id, timeout_at)
- WHERE e.id = t.id
-"""
-_COUNT_EXECUTIONS = """
-INSERT INTO execution_counts AS c (namespace, name, bucket, shard, executions, retries)
-SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::smallint[], $5::int[], $6::int[])
-ON CONFLICT (namespace, name, bucket, shard) DO UPDATE
-   SET executions = c.executions + EXCLUDED.executions, retries = c.retries + EXCLUDED.retries
+ WHERE e.id = t.id AND (SELECT count(*) FROM notified) >= 0
 """
 
 
@@ -250,11 +254,11 @@ class _Applier:
         self.decided: list[tuple[uuid.UUID, datetime.datetime | None]] = []
         self.finishes: list[tuple[RunSnapshot, FinishRun]] = []
         self.children: list[tuple[RunSnapshot, StartChild, uuid.UUID]] = []
-        self.counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
         self.ready: set[tuple[str, str]] = set()
         self.shard = random.randrange(_SHARDS)
+        self._task_index: dict[tuple[str, str, int], dict[str, WorkflowTask]] = {}
 
-    def add(self, snapshot: RunSnapshot, decision: Decision) -> None:
+    def add(self, snapshot: RunSnapshot, decision: Decision, mirrored: bool = False) -> None:
         run_id = uuid.UUID(snapshot.id)
         timeout_at: datetime.datetime | None = None
         ids_by_ref: dict[str, uuid.UUID] = {}
@@ -271,12 +275,23 @@ class _Applier:
                 self.children.append((snapshot, command, ids_by_ref[command.parent_ref]))
             elif isinstance(command, FinishRun):
                 self.finishes.append((snapshot, command))
-        self.decided.append((run_id, timeout_at))
+        finishing = bool(self.finishes) and self.finishes[-1][0] is snapshot
+        # Write the run's row only when something about it changed: each write is a new row version.
+        if not finishing and (not snapshot.evaluated or timeout_at is not None
+                              or (mirrored and decision.commands)):
+            self.decided.append((run_id, timeout_at))
+
+    def _tasks_by_ref(self, snapshot: RunSnapshot) -> dict[str, WorkflowTask]:
+        key = (snapshot.namespace, snapshot.workflow_name, snapshot.version)
+        found = self._task_index.get(key)
+        if found is None:
+            found = self._task_index[key] = {t.task_reference_name: t for t in iter_tasks(snapshot.workflow.tasks)}
+        return found
 
     def _schedule(self, snapshot: RunSnapshot, command: ScheduleTask) -> uuid.UUID:
         task_id = uuid.uuid4()
-        task = next((t for t in iter_tasks(snapshot.workflow.tasks) if t.task_reference_name == command.ref), None)
-        timeouts = resolve(snapshot.definitions.get(command.name), snapshot.defaults, task).timeouts
+        timeouts = resolve(snapshot.definitions.get(command.name), snapshot.defaults,
+                           self._tasks_by_ref(snapshot).get(command.ref)).timeouts
         d = command.deadlines
         self.tasks.append((
             task_id, uuid.UUID(snapshot.id), snapshot.namespace, command.ref, command.type.value, command.name,
@@ -285,9 +300,6 @@ class _Applier:
             timeouts.timeout_seconds, timeouts.heartbeat, timeouts.response_timeout, timeouts.policy.value,
             d.schedule_to_start, d.total, d.schedule_to_close, d.wait_until,
         ))
-        counts = self.counts[(snapshot.namespace, command.name)]
-        counts[0] += 1
-        counts[1] += 1 if command.attempt > 1 else 0
         if command.type is TaskType.SIMPLE:
             # Delayed tasks too: a waiting poll then knows exactly how long to sleep.
             self.ready.add((snapshot.namespace, command.name))
@@ -302,25 +314,17 @@ class _Applier:
         ))
         return task_id
 
-    async def apply(self, conn: asyncpg.Connection, config: DeciderConfig) -> None:
+    async def apply(self, conn: asyncpg.Connection, event_ids: list[int]) -> None:
         if self.tasks:
-            await conn.execute(_INSERT_TASKS, *map(list, zip(*self.tasks)))
+            await conn.execute(_INSERT_TASKS, *map(list, zip(*self.tasks)), _bucket(self.now), self.shard)
         if self.updates:
             await conn.executemany(_UPDATE_TASK, self.updates)
-        if self.counts:
-            bucket = _bucket(self.now)
-            keys = list(self.counts)
-            await conn.execute(
-                _COUNT_EXECUTIONS, [k[0] for k in keys], [k[1] for k in keys], [bucket] * len(keys),
-                [self.shard] * len(keys), [self.counts[k][0] for k in keys], [self.counts[k][1] for k in keys],
-            )
-        await conn.execute(_MARK_DECIDED, [d[0] for d in self.decided], [d[1] for d in self.decided])
         for snapshot, child, parent_task in self.children:
             await _start_child(conn, snapshot, child, parent_task)
-        for snapshot, finish in self.finishes:
-            await finish_run(conn, snapshot, finish)
-        for namespace, name in sorted(self.ready):
-            await conn.execute(f"SELECT pg_notify('{executions.READY_CHANNEL}', $1)", f"{namespace}/{name}")
+        if self.finishes:
+            await finish_runs(conn, self.finishes)
+        await conn.execute(_MARK_DECIDED, [d[0] for d in self.decided], [d[1] for d in self.decided], event_ids,
+                           [f"{namespace}/{name}" for namespace, name in sorted(self.ready)])
 
 
 def _bucket(now: datetime.datetime) -> datetime.datetime:
@@ -347,16 +351,19 @@ async def _start_child(conn: asyncpg.Connection, parent: RunSnapshot, child: Sta
 
 
 _FINISH = """
-UPDATE executions SET status = $2, reason = $3, output = $4, failed_task_id = $5, ended_at = now(),
-                      timeout_at = NULL, mirror_seq = mirror_seq + 1
- WHERE id = $1 AND status = 'RUNNING'
-RETURNING parent_execution_id, parent_task_id, workflow_name
+UPDATE executions e
+   SET status = f.status, reason = f.reason, output = f.output, failed_task_id = f.failed_task_id,
+       ended_at = now(), timeout_at = NULL, mirror_seq = e.mirror_seq + 1, evaluated = true
+  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::uuid[])
+       AS f(id, status, reason, output, failed_task_id)
+ WHERE e.id = f.id AND e.status = 'RUNNING'
+RETURNING e.id, e.parent_execution_id, e.parent_task_id
 """
 _CANCEL_ACTIVE = """
-UPDATE tasks SET status = 'CANCELED', ended_at = now(), reason = $2,
+UPDATE tasks SET status = 'CANCELED', ended_at = now(), reason = 'run ended',
        schedule_to_start_at = NULL, start_to_close_at = NULL, total_at = NULL, heartbeat_at = NULL,
        lease_expires_at = NULL, schedule_to_close_at = NULL, wait_until = NULL
- WHERE execution_id = $1 AND status IN ('SCHEDULED', 'IN_PROGRESS')
+ WHERE execution_id = ANY($1) AND status IN ('SCHEDULED', 'IN_PROGRESS')
 RETURNING child_execution_id
 """
 _TERMINATE_CHILDREN = """
@@ -370,30 +377,42 @@ UPDATE tasks SET status = $2, output = $3, reason = $4, ended_at = now(), total_
 """
 
 
-async def finish_run(conn: asyncpg.Connection, snapshot: RunSnapshot, finish: FinishRun) -> None:
-    """End a run and everything hanging off it, in the decider's transaction."""
-    failed_task = uuid.UUID(finish.failed_task_id) if finish.failed_task_id else None
-    ended = await conn.fetchrow(_FINISH, uuid.UUID(snapshot.id), finish.status.value, finish.reason,
-                                finish.output, failed_task)
-    if ended is None:
+async def finish_runs(conn: asyncpg.Connection, finishes: list[tuple[RunSnapshot, FinishRun]]) -> None:
+    """End runs and everything hanging off them, in the decider's transaction:
+    cancel their active tasks, terminate their child runs, tell their parents,
+    start failure workflows. The common case (no parent, no children, no
+    failure workflow) costs two statements for the whole batch."""
+    ended = {
+        row["id"]: row
+        for row in await conn.fetch(
+            _FINISH, [uuid.UUID(s.id) for s, _ in finishes], [f.status.value for _, f in finishes],
+            [f.reason for _, f in finishes], [f.output for _, f in finishes],
+            [uuid.UUID(f.failed_task_id) if f.failed_task_id else None for _, f in finishes],
+        )
+    }
+    if not ended:
         return
-    cancelled = await conn.fetch(_CANCEL_ACTIVE, uuid.UUID(snapshot.id), f"run {finish.status.value.lower()}")
+    cancelled = await conn.fetch(_CANCEL_ACTIVE, list(ended))
     children = [r["child_execution_id"] for r in cancelled if r["child_execution_id"] is not None]
     if children:
-        stopped = await conn.fetch(_TERMINATE_CHILDREN, children, f"parent run {snapshot.id} ended")
+        stopped = await conn.fetch(_TERMINATE_CHILDREN, children, "the parent run ended")
         await executions.enqueue_decides(conn, [r["id"] for r in stopped], "terminate")
-    if ended["parent_task_id"] is not None:
-        ok = finish.status is RunStatus.COMPLETED
-        status = TaskStatus.COMPLETED if ok else TaskStatus.FAILED
-        reason = "" if ok else f"sub-workflow {snapshot.id} {finish.status.value}: {finish.reason}"
-        await conn.execute(_NOTIFY_PARENT_TASK, ended["parent_task_id"], status.value, finish.output, reason)
-        await executions.enqueue_decide(conn, ended["parent_execution_id"], "child_finished")
-    if finish.failure_workflow:
-        started = await executions.start_run(
-            conn, snapshot.namespace, finish.failure_workflow, None,
-            {"workflowId": snapshot.id, "workflowName": snapshot.workflow_name, "reason": finish.reason,
-             "failureStatus": finish.status.value, "failureTaskId": finish.failed_task_id},
-        )
-        if not isinstance(started, executions.Started):
-            log.warning("run %s: failureWorkflow %s not started: %s", snapshot.id, finish.failure_workflow,
-                        started.message)
+    for snapshot, finish in finishes:
+        row = ended.get(uuid.UUID(snapshot.id))
+        if row is None:
+            continue
+        if row["parent_task_id"] is not None:
+            ok = finish.status is RunStatus.COMPLETED
+            status = TaskStatus.COMPLETED if ok else TaskStatus.FAILED
+            reason = "" if ok else f"sub-workflow {snapshot.id} {finish.status.value}: {finish.reason}"
+            await conn.execute(_NOTIFY_PARENT_TASK, row["parent_task_id"], status.value, finish.output, reason)
+            await executions.enqueue_decide(conn, row["parent_execution_id"], "child_finished")
+        if finish.failure_workflow:
+            started = await executions.start_run(
+                conn, snapshot.namespace, finish.failure_workflow, None,
+                {"workflowId": snapshot.id, "workflowName": snapshot.workflow_name, "reason": finish.reason,
+                 "failureStatus": finish.status.value, "failureTaskId": finish.failed_task_id},
+            )
+            if not isinstance(started, executions.Started):
+                log.warning("run %s: failureWorkflow %s not started: %s", snapshot.id, finish.failure_workflow,
+                            started.message)

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 import asyncpg
 
+from sluiceway.store.definitions import DEFINITIONS_CHANNEL, DefinitionCache
 from sluiceway.store.executions import DECIDE_CHANNEL, READY_CHANNEL
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ class Notifications:
         self.decide = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self.caches: list[DefinitionCache] = []
 
     async def start(self) -> None:
         await self._connect()
@@ -38,7 +40,10 @@ class Notifications:
         conn = await asyncpg.connect(self.dsn)
         await conn.add_listener(READY_CHANNEL, self._on_ready)
         await conn.add_listener(DECIDE_CHANNEL, self._on_decide)
+        await conn.add_listener(DEFINITIONS_CHANNEL, self._on_definitions)
         self._conn = conn
+        for cache in self.caches:
+            cache.invalidate()
         # Anything may have happened while we were not listening.
         self.decide.set()
         self._wake_all()
@@ -70,6 +75,10 @@ class Notifications:
 
     def _on_decide(self, *_: object) -> None:
         self.decide.set()
+
+    def _on_definitions(self, _conn: object, _pid: int, _channel: str, namespace: str) -> None:
+        for cache in self.caches:
+            cache.invalidate(namespace)
 
     def _wake_all(self) -> None:
         for events in self._ready.values():

@@ -21,15 +21,24 @@ _CLEAR_TIMERS = """
        schedule_to_start_at = NULL, start_to_close_at = NULL, total_at = NULL, heartbeat_at = NULL,
        lease_expires_at = NULL, schedule_to_close_at = NULL, wait_until = NULL"""
 
+# One statement, one round trip: end the attempts, queue their runs for the
+# decider and wake it.
 _FINISH_ATTEMPTS = f"""
-UPDATE tasks t
-   SET status = r.status, output = r.output, reason = r.reason, retry_after_seconds = r.retry_after,
-       ended_at = now(), {_CLEAR_TIMERS}
-  FROM unnest($2::uuid[], $3::int[], $4::text[], $5::jsonb[], $6::text[], $7::float8[])
-       AS r(id, epoch, status, output, reason, retry_after)
- WHERE t.id = r.id AND t.epoch = r.epoch AND t.status = 'IN_PROGRESS' AND t.namespace = $1
-   AND t.type IN ('SIMPLE', 'WAIT')
-RETURNING t.id, t.execution_id
+WITH done AS (
+    UPDATE tasks t
+       SET status = r.status, output = r.output, reason = r.reason, retry_after_seconds = r.retry_after,
+           ended_at = now(), {_CLEAR_TIMERS}
+      FROM unnest($2::uuid[], $3::int[], $4::text[], $5::jsonb[], $6::text[], $7::float8[])
+           AS r(id, epoch, status, output, reason, retry_after)
+     WHERE t.id = r.id AND t.epoch = r.epoch AND t.status = 'IN_PROGRESS' AND t.namespace = $1
+       AND t.type IN ('SIMPLE', 'WAIT')
+    RETURNING t.id, t.execution_id
+), queued AS (
+    INSERT INTO decide_queue (execution_id, event) SELECT DISTINCT execution_id, 'task_updated' FROM done
+), woken AS (
+    SELECT pg_notify('{executions.DECIDE_CHANNEL}', '')
+)
+SELECT done.id, (SELECT count(*) FROM woken) AS woken FROM done
 """
 _PROGRESS = """
 UPDATE tasks t
@@ -74,7 +83,8 @@ class Outcome:
 
 
 async def apply_results(conn: asyncpg.Connection, namespace: str, results: list[TaskResult]) -> dict[str, Outcome]:
-    """Apply a batch of results in the caller's transaction; one outcome per task id."""
+    """Apply a batch of results; one outcome per task id. Each transition is
+    atomic on its own, so no transaction spans the batch."""
     outcomes: dict[str, Outcome] = {}
     for result in results:
         if not _is_uuid(result.task_id):
@@ -90,15 +100,14 @@ async def apply_results(conn: asyncpg.Connection, namespace: str, results: list[
             [r.status.value for r in finishing], [r.output for r in finishing], [r.reason for r in finishing],
             [r.retry_after_seconds if r.status is ResultStatus.FAILED else None for r in finishing],
         )
-        for row in rows:
-            outcomes[str(row["id"])] = Outcome(OK)
-            woken.add(row["execution_id"])
+        outcomes.update({str(row["id"]): Outcome(OK) for row in rows})
     if progress:
         rows = await conn.fetch(_PROGRESS, namespace, [uuid.UUID(r.task_id) for r in progress],
                                 [r.epoch for r in progress], [r.output for r in progress])
         outcomes.update({str(row["id"]): Outcome(OK) for row in rows})
     for result in snoozing:
-        execution = await _snooze(conn, namespace, result)
+        async with conn.transaction():
+            execution = await _snooze(conn, namespace, result)
         if execution is not False:
             outcomes[result.task_id] = Outcome(OK)
             if isinstance(execution, uuid.UUID):

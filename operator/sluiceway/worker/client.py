@@ -3,7 +3,7 @@ through the public API, like a worker in any other language."""
 
 from __future__ import annotations
 
-import json
+import orjson
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,7 @@ class WorkerClient:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=64, keepalive_timeout=60),
-                json_serialize=json.dumps,
+                json_serialize=lambda value: orjson.dumps(value).decode(),
             )
         return self._session
 
@@ -60,13 +60,14 @@ class WorkerClient:
 
     async def _post(self, path: str, body: dict[str, Any], timeout: float) -> tuple[int, Any]:
         async with self._http().post(
-            f"{self.base}/{path}", json=body, headers=self.headers(),
+            f"{self.base}/{path}", data=orjson.dumps(body),
+            headers={"Content-Type": "application/json", **self.headers()},
             timeout=aiohttp.ClientTimeout(total=timeout),
         ) as response:
-            text = await response.text()
+            data = await response.read()
             if response.status >= 400:
-                raise WorkerApiError(response.status, text)
-            return response.status, json.loads(text) if text else {}
+                raise WorkerApiError(response.status, data.decode(errors="replace"))
+            return response.status, orjson.loads(data) if data else {}
 
     async def poll(self, task_types: list[str], worker_id: str, count: int, poll_timeout: float
                    ) -> list[dict[str, Any]]:
