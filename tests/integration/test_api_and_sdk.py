@@ -276,3 +276,18 @@ async def test_graceful_shutdown_hands_back_unfinished_work(plane: Plane) -> Non
                               {"taskTypes": ["slow"], "workerId": "next", "pollTimeoutSeconds": 5})
     assert status == 200 and len(body["tasks"]) == 1
     assert body["tasks"][0]["attempt"] == 1 and body["tasks"][0]["epoch"] == 2
+
+
+async def test_the_worker_protocol_is_in_the_served_openapi_document(plane: Plane) -> None:
+    status, document = await get(plane, "/openapi.json")
+    assert status == 200
+    paths = document["paths"]
+    for path in ("/v1/ns/{namespace}/tasks/poll", "/v1/ns/{namespace}/tasks/results",
+                 "/v1/ns/{namespace}/tasks/heartbeats", "/v1/ns/{namespace}/tasks/{task_id}/result",
+                 "/v1/ns/{namespace}/executions", "/v1/ns/{namespace}/executions/{execution_id}/decide"):
+        assert path in paths, path
+    poll = paths["/v1/ns/{namespace}/tasks/poll"]["post"]
+    assert "long poll" in poll["summary"].lower()
+    schemas = document["components"]["schemas"]
+    assert "epoch" in schemas["LeasedTask"]["properties"]
+    assert "callbackAfterSeconds" in schemas["TaskResult"]["properties"]

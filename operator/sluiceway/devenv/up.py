@@ -9,14 +9,16 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import urllib.request
 from pathlib import Path
 
 from sluiceway.devenv.controlplane import REPO_ROOT, ControlPlane
 from sluiceway.devenv.postgres import LocalPostgres
-from sluiceway.devenv.processes import Child
+from sluiceway.devenv.processes import Child, free_port, wait_until
 
 BANNER = """
 Sluiceway is up: a local kube-apiserver, PostgreSQL and the operator.
@@ -26,15 +28,30 @@ Sluiceway is up: a local kube-apiserver, PostgreSQL and the operator.
 Try first:
   kubectl apply -f {examples}/
   kubectl get sluiceway
-  kubectl get taskdefinitions -o wide
+  python -m sluiceway worker {examples}/workers.py --url {api} --namespace default
+  kubectl get workflowruns
+
+The HTTP API is at {api} (OpenAPI document at {api}/docs).
 
 Logs: {logs}
 Press Ctrl-C to stop everything.
 """
 
 
-def start_operator(state: Path, kubeconfig: Path, dsn: str, extra_env: dict[str, str] | None = None) -> Child:
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "SLUICEWAY_DATABASE_URL": dsn, **(extra_env or {})}
+def api_port(preferred: int = 8080) -> int:
+    """8080 when it is free, else any free port."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", preferred))
+            return preferred
+        except OSError:
+            return free_port()
+
+
+def start_operator(state: Path, kubeconfig: Path, dsn: str, port: int,
+                   extra_env: dict[str, str] | None = None) -> Child:
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "SLUICEWAY_DATABASE_URL": dsn,
+           "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}", **(extra_env or {})}
     return Child("operator", [sys.executable, "-m", "sluiceway", "operator"], state, env=env)
 
 
@@ -57,9 +74,14 @@ def main(state: Path) -> int:
         subprocess.run([str(cluster.bin / "kubectl"), f"--kubeconfig={kubeconfig}", "wait",
                         "--for=condition=Established", "-f", str(REPO_ROOT / "crds"), "--timeout=60s"],
                        check=True, stdout=subprocess.DEVNULL)
-        operator = start_operator(state, kubeconfig, pg.dsn)
+        port = api_port()
+        operator = start_operator(state, kubeconfig, pg.dsn, port)
+        api = f"http://127.0.0.1:{port}"
         try:
-            print(BANNER.format(kubeconfig=kubeconfig, examples=REPO_ROOT / "examples", logs=state), flush=True)
+            wait_until(lambda: urllib.request.urlopen(f"{api}/readyz", timeout=2).status == 200, timeout=60,
+                       what="the operator's API", child=operator)
+            print(BANNER.format(kubeconfig=kubeconfig, examples=REPO_ROOT / "examples", logs=state, api=api),
+                  flush=True)
             while not stop.wait(1.0):
                 if not operator.alive():
                     print(f"the operator exited:\n{operator.tail()}", file=sys.stderr)

@@ -76,7 +76,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     await notifications.start()
     server = _Server(uvicorn.Config(
         create_app(Services(pool, notifications)), host=settings.api_host, port=settings.api_port,
-        log_level="warning", access_log=False, lifespan="off",
+        log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=3,
     ))
     config = DeciderConfig(defaults=settings.operator_defaults())
     notifications.caches.append(config.definitions)

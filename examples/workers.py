@@ -1,0 +1,48 @@
+"""Workers for the examples: `python -m sluiceway worker examples/workers.py
+--url http://127.0.0.1:8080 --namespace default`."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from sluiceway.worker import Task, TerminalError, Worker, compose_retry_classifiers
+from sluiceway.worker import failure_taxonomy_classifier, rate_limit_aware_classifier
+
+worker = Worker(classifier=compose_retry_classifiers(rate_limit_aware_classifier, failure_taxonomy_classifier()))
+
+
+@worker.task("charge", concurrency=4)
+async def charge(task: Task) -> dict[str, Any]:
+    amount = task.input.get("amount", 0)
+    if amount <= 0:
+        raise TerminalError("INVALID_ARGUMENT: amount must be positive")
+    # A real worker passes task.task_id to the provider as the idempotency key.
+    return {"charged": amount, "idempotencyKey": task.task_id}
+
+
+@worker.task("resize_image", concurrency=8)
+async def resize_image(task: Task) -> dict[str, Any]:
+    await asyncio.sleep(0.5)  # pretend to work
+    return {"url": task.input.get("url"), "width": task.input.get("width")}
+
+
+@worker.task("sync_tenant", concurrency=4)
+async def sync_tenant(task: Task) -> dict[str, Any]:
+    await asyncio.sleep(2)
+    return {"tenant": task.input.get("tenantId"), "synced": True}
+
+
+@worker.task("export_report")
+def export_report(task: Task) -> dict[str, Any]:
+    return {"report": "ok"}
+
+
+@worker.task("sync_inventory")
+def sync_inventory(task: Task) -> dict[str, Any]:
+    return {"inventory": "ok"}
+
+
+@worker.task("partner_api", concurrency=4)
+async def partner_api(task: Task) -> dict[str, Any]:
+    return {"partner": "ok"}
