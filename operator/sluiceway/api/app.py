@@ -7,8 +7,9 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sluiceway import __version__
-from sluiceway.api import errors, executions, workers
+from sluiceway.api import definitions, diagnostics, errors, executions, workers
 from sluiceway.api.services import Services
+from sluiceway.store.database import ping
 
 DESCRIPTION = """
 Sluiceway's HTTP API: start and inspect runs, and the worker protocol.
@@ -28,6 +29,8 @@ def create_app(services: Services) -> FastAPI:
     errors.install(app)
     app.include_router(executions.router)
     app.include_router(workers.router)
+    app.include_router(diagnostics.router)
+    app.include_router(definitions.router)
 
     @app.get("/healthz", tags=["health"], summary="Liveness: the process serves requests")
     async def healthz() -> dict[str, str]:
@@ -36,8 +39,7 @@ def create_app(services: Services) -> FastAPI:
     @app.get("/readyz", tags=["health"], summary="Readiness: PostgreSQL answers")
     async def readyz() -> JSONResponse:
         try:
-            async with services.pool.acquire(timeout=2) as conn:
-                await conn.fetchval("SELECT 1")
+            await ping(services.pool)
         except Exception as error:  # noqa: BLE001 - any failure means "not ready"
             return JSONResponse({"status": "unavailable", "reason": type(error).__name__}, status_code=503)
         return JSONResponse({"status": "ok"})

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 import asyncpg
 from fastapi import Request
 
+from sluiceway.controls.policy import OperatorDefaults, TaskPolicy, resolve
+from sluiceway.kubeapi.client import KubeClient
+from sluiceway.store.definitions import DefinitionCache
 from sluiceway.store.notifications import Notifications
 
 
@@ -15,10 +18,23 @@ from sluiceway.store.notifications import Notifications
 class Services:
     pool: asyncpg.Pool
     notifications: Notifications | None = None
+    definitions: DefinitionCache = field(default_factory=DefinitionCache)
+    defaults: OperatorDefaults = field(default_factory=OperatorDefaults)
+    kube: KubeClient | None = None  # the operator's own client; None without Kubernetes
+    authenticate: bool = False  # False: local development, writes use the operator's identity
     # Poller bookkeeping is written at most once per interval per worker and
     # queue: "who polled and when" needs seconds, not every poll.
     poll_record_interval: float = 5.0
     _last_recorded: dict[tuple[str, str, str], float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.notifications is not None:
+            self.notifications.caches.append(self.definitions)
+
+    async def policies(self, conn: asyncpg.Connection, namespace: str, task_types: list[str]
+                       ) -> dict[str, TaskPolicy]:
+        specs = await self.definitions.get_many(conn, namespace, task_types)
+        return {t: resolve(specs.get(t), self.defaults) for t in task_types}
 
     def should_record_poll(self, namespace: str, task_types: list[str], worker_id: str) -> list[str]:
         now = time.monotonic()

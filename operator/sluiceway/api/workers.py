@@ -22,6 +22,8 @@ from sluiceway.model.execution import (
     ResultBatchResponse,
     TaskResult,
 )
+from sluiceway.controls.gates import GateHold
+from sluiceway.controls.policy import TaskPolicy
 from sluiceway.observability import metrics
 from sluiceway.store import leasing, results
 
@@ -50,44 +52,63 @@ def _json(body: object, status: int = 200) -> Response:
     return Response(orjson.dumps(body), status_code=status, media_type="application/json")
 
 
-async def _lease_once(svc: Services, namespace: str, request: PollRequest) -> list[leasing.Lease]:
+async def _lease_once(svc: Services, namespace: str, request: PollRequest, policies: dict[str, TaskPolicy]
+                      ) -> tuple[list[leasing.Lease], list[GateHold]]:
     started = time.perf_counter()
     leased: list[leasing.Lease] = []
-    async with svc.pool.acquire() as conn:  # each lease statement is atomic on its own
+    holds: list[GateHold] = []
+    async with svc.pool.acquire() as conn:
         for task_type in request.task_types:
             remaining = request.count - len(leased)
             if remaining <= 0:
                 break
-            leased.extend(await leasing.lease_ungated(conn, namespace, task_type, request.worker_id, remaining))
+            outcome = await leasing.lease(conn, namespace, task_type, request.worker_id, remaining,
+                                          policies[task_type].gates)
+            leased.extend(outcome.leases)
+            holds.extend(outcome.holds)
         due = svc.should_record_poll(namespace, request.task_types, request.worker_id)
         if due:
             await leasing.record_poll(conn, namespace, due, request.worker_id)
     metrics.LEASE_LATENCY.observe(time.perf_counter() - started)
     for lease in leased:
         metrics.TASKS_LEASED.labels(namespace, lease.task_type).inc()
-    return leased
+    for hold in holds:
+        metrics.GATE_HOLDS.labels(hold.control.split(":", 1)[0]).inc()
+    return leased, holds
 
 
 @router.post("/poll", response_model=PollResponse, response_model_by_alias=True, summary="Lease tasks (long poll)")
 async def poll(namespace: NAMESPACE, request: PollRequest, svc: Services = Depends(services)) -> Response:
-    """Lease up to `count` tasks of the given types. When none is ready, the
-    request is held open up to `pollTimeoutSeconds` and answered as soon as a
-    task becomes leasable."""
-    timeout = request.poll_timeout_seconds if request.poll_timeout_seconds is not None else DEFAULT_POLL_TIMEOUT
+    """Lease up to `count` tasks of the given types, within each type's gates
+    (concurrentExecLimit, rate limit, semaphores: the most restrictive wins).
+    When none can be leased, the request is held open up to
+    `pollTimeoutSeconds` (at most the task types' own pollTimeoutSeconds) and
+    answered as soon as a task becomes leasable or a gate opens."""
+    async with svc.pool.acquire() as conn:
+        policies = await svc.policies(conn, namespace, request.task_types)
+    ceiling = max(p.timeouts.poll_timeout for p in policies.values())
+    timeout = min(request.poll_timeout_seconds if request.poll_timeout_seconds is not None
+                  else DEFAULT_POLL_TIMEOUT, ceiling)
+    wake_keys = list(request.task_types) + sorted(
+        {f"@sem:{s}" for p in policies.values() for s in p.gates.semaphores})
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
-        leased = await _lease_once(svc, namespace, request)
+        leased, holds = await _lease_once(svc, namespace, request, policies)
         remaining = deadline - loop.time()
         if leased or remaining <= 0:
             return _json({"tasks": [_leased(lease) for lease in leased]})
-        async with svc.pool.acquire() as conn:
-            until = await leasing.seconds_until_available(conn, namespace, request.task_types)
         wait = min(remaining, _RECHECK_SECONDS)
-        if until is not None and until > 0:
-            wait = min(wait, until)
+        reopening = [h.retry_in for h in holds if h.retry_in is not None]
+        if reopening:
+            wait = min(wait, max(min(reopening), 0.01))
+        if not holds:
+            async with svc.pool.acquire() as conn:
+                until = await leasing.seconds_until_available(conn, namespace, request.task_types)
+            if until is not None and until > 0:
+                wait = min(wait, until)
         if svc.notifications is not None:
-            await svc.notifications.wait_ready(namespace, request.task_types, wait)
+            await svc.notifications.wait_ready(namespace, wake_keys, wait)
         else:
             await asyncio.sleep(min(wait, 0.2))
 

@@ -32,7 +32,7 @@ from sluiceway.model.execution import RunStatus
 from sluiceway.model.resources import WORKFLOW, WORKFLOW_RUN
 from sluiceway.model.workflow import ActiveRunsPolicy, WorkflowSpec
 from sluiceway.model.workflowrun import RunPhase, WorkflowRunSpec
-from sluiceway.store import definitions, executions, workflows
+from sluiceway.store import definitions, diagnostics, executions, workflows
 
 log = logging.getLogger(__name__)
 
@@ -219,8 +219,12 @@ def register_workflows(registry: kopf.OperatorRegistry) -> None:
 
         async def store() -> None:
             async with context.pool.acquire() as conn:
-                claim, version = await workflows.upsert_workflow(
-                    conn, namespace, engine_name, name, int(meta["generation"]), parsed.to_wire())
+                try:
+                    claim, version = await workflows.upsert_workflow(
+                        conn, namespace, engine_name, name, int(meta["generation"]), parsed.to_wire())
+                except workflows.DefinitionQuotaExceeded as refused:
+                    _set_ready(patch, status, meta, context, False, "QuotaExceeded", str(refused))
+                    return
             patch.status["workflowName"] = engine_name
             if not claim.is_ours(name):
                 _set_ready(patch, status, meta, context, False, "NameConflict",
@@ -295,3 +299,72 @@ def register_workflows(registry: kopf.OperatorRegistry) -> None:
                                                          f"WorkflowRun {name} was deleted")
 
         await _guard(stop())
+
+
+_STATUS_INTERVAL = 5.0
+
+
+def _changed(patch: kopf.Patch, status: Any, values: dict[str, Any]) -> None:
+    """Write only what changed: a re-applied manifest must not cause status churn."""
+    for key, value in values.items():
+        if status.get(key) != value:
+            patch.status[key] = value
+
+
+def _timer(registry: kopf.OperatorRegistry, kind: ResourceKind) -> Callable[[Any], Any]:
+    decorator: Callable[[Any], Any] = kopf.timer(GROUP, VERSION, kind.plural, interval=_STATUS_INTERVAL,
+                                                  initial_delay=1.0, registry=registry)
+    return decorator
+
+
+def register_status_reports(registry: kopf.OperatorRegistry) -> None:
+    """Periodic, change-only status: what each object governs, right now."""
+
+    @_timer(registry, TASK_DEFINITION)
+    async def report_task_definition(status: Any, namespace: str, patch: kopf.Patch, memo: Any, **_: Any) -> None:
+        task_type = status.get("taskType")
+        if not task_type:
+            return
+        async with _context(memo).pool.acquire() as conn:
+            found = await diagnostics.queues(conn, namespace, task_type)
+            pollers = [(w, at) for q, w, at in await diagnostics.workers(conn, namespace) if q == task_type]
+        queue = found[0] if found else diagnostics.Queue(task_type, 0, 0, 0, 0, None)
+        recent = sorted(pollers, key=lambda p: p[1], reverse=True)[:10]
+        _changed(patch, status, {
+            "ready": queue.ready, "inFlight": queue.in_flight, "delayed": queue.delayed,
+            "pollers": [{"workerId": w, "lastPollTime": timestamp(at)} for w, at in recent],
+        })
+
+    @_timer(registry, SEMAPHORE)
+    async def report_semaphore(status: Any, namespace: str, patch: kopf.Patch, memo: Any, **_: Any) -> None:
+        name = status.get("semaphoreName")
+        if not name:
+            return
+        async with _context(memo).pool.acquire() as conn:
+            found = await diagnostics.semaphores(conn, namespace, name)
+            holders = await diagnostics.holders(conn, namespace, name, 10)
+        if not found:
+            return
+        _changed(patch, status, {
+            "permits": found[0].permits, "held": found[0].held,
+            "holders": [{"taskId": h.task_id, "executionId": h.execution_id, "taskType": h.task_type,
+                         "since": timestamp(h.since)} for h in holders],
+        })
+
+    @_timer(registry, QUOTA)
+    async def report_quota(status: Any, namespace: str, patch: kopf.Patch, memo: Any, **_: Any) -> None:
+        async with _context(memo).pool.acquire() as conn:
+            used = await diagnostics.usage(conn, namespace)
+        _changed(patch, status, {"used": {
+            "concurrentExecutions": used.concurrent_executions, "executionsThisMinute": used.executions_this_minute,
+            "workflowDefinitions": used.workflow_definitions, "schedules": used.schedules,
+        }})
+
+    @_timer(registry, WORKFLOW)
+    async def report_workflow(status: Any, namespace: str, patch: kopf.Patch, memo: Any, **_: Any) -> None:
+        name = status.get("workflowName")
+        if not name:
+            return
+        async with _context(memo).pool.acquire() as conn:
+            active = await diagnostics.active_runs(conn, namespace, name)
+        _changed(patch, status, {"activeRuns": active})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -77,6 +78,33 @@ class KubeClient:
             if error.status == 404:
                 return None
             raise
+
+    def with_token(self, token: str) -> KubeClient:
+        """The same cluster, as the holder of `token`: calls are made with the
+        caller's authority, not the operator's."""
+        configuration = copy.copy(self.api.configuration)
+        configuration.cert_file = None
+        configuration.key_file = None
+        configuration.api_key = {"authorization": token}
+        configuration.api_key_prefix = {"authorization": "Bearer"}
+        return KubeClient(kubernetes.client.ApiClient(configuration))
+
+    def impersonating(self, user: str, groups: list[str]) -> KubeClient:
+        """The operator's credentials acting as `user` (needs the impersonate verb)."""
+        client = kubernetes.client.ApiClient(self.api.configuration)
+        client.set_default_header("Impersonate-User", user)
+        for group in groups:
+            client.set_default_header("Impersonate-Group", group)
+        return KubeClient(client)
+
+    async def apply(self, plural: str, namespace: str, name: str, manifest: dict[str, Any],
+                    field_manager: str = "sluiceway-api") -> dict[str, Any]:
+        """Server-side apply: exactly these fields, owned by `field_manager`."""
+        applied: dict[str, Any] = await self._call(
+            self._custom().patch_namespaced_custom_object, GROUP, VERSION, namespace, plural, name, manifest,
+            field_manager=field_manager, force=True, _content_type="application/apply-patch+yaml",
+        )
+        return applied
 
     def close(self) -> None:
         self.api.close()

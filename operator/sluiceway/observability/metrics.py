@@ -34,3 +34,9 @@ TIMEOUT_ALERTS = Counter("sluiceway_timeout_alerts_total", "Deadlines missed und
 SLA_BREACHES = Counter("sluiceway_workflow_sla_breached_total", "Runs past their soft SLA.",
                        ["namespace", "workflow"])
 GATE_HOLDS = Counter("sluiceway_gate_holds_total", "Work a gate held back, by control.", ["control"])
+BREAKER_STATE = Gauge("sluiceway_circuit_breaker_state",
+                      "Circuit breaker of a target host: 0 closed, 1 half-open, 2 open.", ["target"])
+BREAKER_REJECTIONS = Counter("sluiceway_circuit_breaker_rejections_total",
+                             "System-task calls failed fast by an open breaker.", ["target"])
+HTTP_TASK_CALLS = Counter("sluiceway_http_task_calls_total", "HTTP system-task calls, by outcome class.",
+                          ["outcome"])

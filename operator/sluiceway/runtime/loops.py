@@ -17,7 +17,7 @@ from sluiceway.observability import metrics
 from sluiceway.store import diagnostics
 from sluiceway.store.deciding import DeciderConfig, decide_batch
 from sluiceway.store.notifications import Notifications
-from sluiceway.store.sweeping import SweepReport, housekeeping, seconds_until_due, sweep
+from sluiceway.store.sweeping import SweepReport, admit_waiting_runs, housekeeping, seconds_until_due, sweep
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +92,16 @@ def _report(report: SweepReport) -> None:
 
 
 async def run_sweeper(pool: asyncpg.Pool, stop: asyncio.Event, batch: int = 500) -> None:
-    last_housekeeping = 0.0
+    last_housekeeping = last_admission = 0.0
 
     async def step() -> bool:
-        nonlocal last_housekeeping
+        nonlocal last_housekeeping, last_admission
         report = await sweep(pool, batch, _report)
         if report.fired() >= batch:
             return True
+        if time.monotonic() - last_admission > 5:
+            await admit_waiting_runs(pool)
+            last_admission = time.monotonic()
         if time.monotonic() - last_housekeeping > 60:
             await housekeeping(pool)
             last_housekeeping = time.monotonic()

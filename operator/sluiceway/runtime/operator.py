@@ -15,6 +15,7 @@ import contextlib
 import datetime
 import logging
 import signal
+import socket
 from collections.abc import Coroutine, Iterator
 from typing import Any
 
@@ -22,8 +23,9 @@ import kopf
 import uvicorn
 
 from sluiceway.api.app import create_app
+from sluiceway.controls.breaker import Breakers
 from sluiceway.api.services import Services
-from sluiceway.k8s.handlers import Context, register, register_workflows
+from sluiceway.k8s.handlers import Context, register, register_status_reports, register_workflows
 from sluiceway.k8s.mirror import run_mirror
 from sluiceway.kubeapi.client import KubeClient
 from sluiceway.runtime import loops
@@ -31,6 +33,7 @@ from sluiceway.runtime.settings import Settings
 from sluiceway.store.database import open_pool
 from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.notifications import Notifications
+from sluiceway.systemtasks.http import HttpTaskRunner
 
 log = logging.getLogger(__name__)
 
@@ -74,24 +77,34 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     pool = await open_pool(settings.database_url, min_size=2, max_size=settings.pool_size)
     notifications = Notifications(settings.database_url)
     await notifications.start()
+    kube: KubeClient | None = KubeClient.from_environment() if settings.kubernetes else None
+    services = Services(pool, notifications, defaults=settings.operator_defaults(), kube=kube,
+                        authenticate=settings.auth == "kubernetes")
     server = _Server(uvicorn.Config(
-        create_app(Services(pool, notifications)), host=settings.api_host, port=settings.api_port,
+        create_app(services),
+        host=settings.api_host, port=settings.api_port,
         log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=3,
     ))
     config = DeciderConfig(defaults=settings.operator_defaults())
     notifications.caches.append(config.definitions)
+    http_tasks = HttpTaskRunner(
+        pool, Breakers(settings.circuit_breaker), notifications=notifications, defaults=settings.operator_defaults(),
+        concurrency=settings.http_concurrency, allowed_hosts=settings.http_allowed_hosts,
+        worker_id=f"{socket.gethostname()}/http",
+    )
+    notifications.caches.append(http_tasks.definitions)
     parts: list[Coroutine[Any, Any, None]] = [
+        http_tasks.run(stop),
         *(loops.run_decider(pool, notifications, config, stop) for _ in range(settings.deciders)),
         loops.run_sweeper(pool, stop),
         loops.run_gauges(pool, stop),
         server.serve(),
     ]
-    kube: KubeClient | None = None
-    if settings.kubernetes:
-        kube = KubeClient.from_environment()
+    if kube is not None:
         registry = kopf.OperatorRegistry()
         register(registry)
         register_workflows(registry)
+        register_status_reports(registry)
         memo = _Memo()
         memo.context = Context(pool=pool, clock=utc_now)
         parts.append(kopf.operator(

@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sluiceway.controls.breaker import BreakerConfig
 from sluiceway.controls.policy import DEFAULT_MAX_RETRY_BACKOFF_SECONDS, OperatorDefaults
 from sluiceway.model.common import Spec
 from sluiceway.model.taskdefinition import RetryLogic
@@ -40,11 +41,15 @@ class Settings(BaseModel):
     api_host: str = "0.0.0.0"
     api_port: int = Field(8080, ge=0, le=65535)
     kubernetes: bool = True
+    auth: Literal["kubernetes", "none"] = "none"
     deciders: int = Field(2, ge=1, le=32)
     pool_size: int = Field(20, ge=2, le=500)
     default_retry_policy: DefaultRetryPolicy = Field(default_factory=DefaultRetryPolicy)
     default_start_to_close_timeout: int | None = Field(None, ge=0)
     max_retry_backoff: float = Field(DEFAULT_MAX_RETRY_BACKOFF_SECONDS, gt=0)
+    circuit_breaker: BreakerConfig = Field(default_factory=BreakerConfig)
+    http_allowed_hosts: tuple[str, ...] = ()
+    http_concurrency: int = Field(32, ge=1, le=1024)
 
     def operator_defaults(self) -> OperatorDefaults:
         policy = self.default_retry_policy
@@ -69,6 +74,8 @@ class Settings(BaseModel):
         if env.get("SLUICEWAY_API_ADDRESS"):
             host, _, port = env["SLUICEWAY_API_ADDRESS"].rpartition(":")
             raw["api_host"], raw["api_port"] = host or "0.0.0.0", port
+        if env.get("SLUICEWAY_AUTH"):
+            raw["auth"] = env["SLUICEWAY_AUTH"].lower()
         if env.get("SLUICEWAY_KUBERNETES"):
             raw["kubernetes"] = env["SLUICEWAY_KUBERNETES"].lower() not in ("0", "false", "no", "off")
         for variable, key in (("SLUICEWAY_DECIDERS", "deciders"), ("SLUICEWAY_DB_POOL_SIZE", "pool_size"),
@@ -76,6 +83,16 @@ class Settings(BaseModel):
                               ("SLUICEWAY_MAX_RETRY_BACKOFF", "max_retry_backoff")):
             if env.get(variable):
                 raw[key] = env[variable]
+        if env.get("SLUICEWAY_CIRCUIT_BREAKER"):
+            try:
+                raw["circuit_breaker"] = BreakerConfig.parse(env["SLUICEWAY_CIRCUIT_BREAKER"])
+            except ValueError as error:
+                raise SettingsError(str(error)) from error
+        if env.get("SLUICEWAY_HTTP_ALLOWED_HOSTS"):
+            raw["http_allowed_hosts"] = tuple(h.strip() for h in env["SLUICEWAY_HTTP_ALLOWED_HOSTS"].split(",")
+                                              if h.strip())
+        if env.get("SLUICEWAY_HTTP_CONCURRENCY"):
+            raw["http_concurrency"] = env["SLUICEWAY_HTTP_CONCURRENCY"]
         if env.get("SLUICEWAY_DEFAULT_RETRY_POLICY"):
             try:
                 raw["default_retry_policy"] = DefaultRetryPolicy.model_validate(

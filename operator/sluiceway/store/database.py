@@ -43,3 +43,9 @@ async def open_pool(dsn: str, *, min_size: int = 2, max_size: int = 10, **kwargs
         dsn, min_size=min_size, max_size=max_size, init=init_connection, reset=_no_reset, **kwargs
     )
     return pool
+
+
+async def ping(pool: asyncpg.Pool, timeout: float = 2.0) -> None:
+    """Raise unless PostgreSQL answers within `timeout`."""
+    async with pool.acquire(timeout=timeout) as conn:
+        await conn.fetchval("SELECT 1", timeout=timeout)

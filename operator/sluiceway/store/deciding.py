@@ -40,8 +40,10 @@ from sluiceway.engine.snapshot import RunSnapshot, TaskRow
 from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.model.taskdefinition import TaskDefinitionSpec
 from sluiceway.store.definitions import DefinitionCache
+
+SYSTEM_WAKE = ("@system", "@http")  # what the HTTP task runner waits on
 from sluiceway.model.workflow import TaskType, WorkflowSpec, WorkflowTask, iter_tasks
-from sluiceway.store import executions
+from sluiceway.store import admission, executions
 
 log = logging.getLogger(__name__)
 
@@ -303,6 +305,8 @@ class _Applier:
         if command.type is TaskType.SIMPLE:
             # Delayed tasks too: a waiting poll then knows exactly how long to sleep.
             self.ready.add((snapshot.namespace, command.name))
+        elif command.type in (TaskType.HTTP, TaskType.HTTP_POLL):
+            self.ready.add(SYSTEM_WAKE)
         return task_id
 
     def _record(self, snapshot: RunSnapshot, command: RecordTask) -> uuid.UUID:
@@ -357,14 +361,18 @@ UPDATE executions e
   FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::uuid[])
        AS f(id, status, reason, output, failed_task_id)
  WHERE e.id = f.id AND e.status = 'RUNNING'
-RETURNING e.id, e.parent_execution_id, e.parent_task_id
+RETURNING e.id, e.parent_execution_id, e.parent_task_id, e.admission_key, e.awaiting_admission
 """
-_CANCEL_ACTIVE = """
-UPDATE tasks SET status = 'CANCELED', ended_at = now(), reason = 'run ended',
-       schedule_to_start_at = NULL, start_to_close_at = NULL, total_at = NULL, heartbeat_at = NULL,
-       lease_expires_at = NULL, schedule_to_close_at = NULL, wait_until = NULL
- WHERE execution_id = ANY($1) AND status IN ('SCHEDULED', 'IN_PROGRESS')
-RETURNING child_execution_id
+_CANCEL_ACTIVE = f"""
+WITH cancelled AS (
+    UPDATE tasks SET status = 'CANCELED', ended_at = now(), reason = 'run ended',
+           schedule_to_start_at = NULL, start_to_close_at = NULL, total_at = NULL, heartbeat_at = NULL,
+           lease_expires_at = NULL, schedule_to_close_at = NULL, wait_until = NULL
+     WHERE execution_id = ANY($1) AND status IN ('SCHEDULED', 'IN_PROGRESS')
+    RETURNING child_execution_id, namespace, name, CASE WHEN status = 'CANCELED' THEN holds END AS holds
+), freed AS ({executions.released("cancelled")}
+)
+SELECT child_execution_id, (SELECT count(*) FROM freed) FROM cancelled
 """
 _TERMINATE_CHILDREN = """
 UPDATE executions SET terminate_requested = $2
@@ -397,10 +405,16 @@ async def finish_runs(conn: asyncpg.Connection, finishes: list[tuple[RunSnapshot
     if children:
         stopped = await conn.fetch(_TERMINATE_CHILDREN, children, "the parent run ended")
         await executions.enqueue_decides(conn, [r["id"] for r in stopped], "terminate")
+    admitted: list[uuid.UUID] = []
     for snapshot, finish in finishes:
         row = ended.get(uuid.UUID(snapshot.id))
         if row is None:
             continue
+        config = snapshot.workflow.rate_limit_config
+        if row["admission_key"] is not None and not row["awaiting_admission"] and config is not None:
+            # A holder finished: the oldest run waiting on its key goes next.
+            admitted += await admission.admit_waiting(conn, snapshot.namespace, snapshot.workflow_name,
+                                                      row["admission_key"], config.concurrent_exec_limit)
         if row["parent_task_id"] is not None:
             ok = finish.status is RunStatus.COMPLETED
             status = TaskStatus.COMPLETED if ok else TaskStatus.FAILED
@@ -416,3 +430,4 @@ async def finish_runs(conn: asyncpg.Connection, finishes: list[tuple[RunSnapshot
             if not isinstance(started, executions.Started):
                 log.warning("run %s: failureWorkflow %s not started: %s", snapshot.id, finish.failure_workflow,
                             started.message)
+    await executions.enqueue_decides(conn, admitted, "admitted")

@@ -188,3 +188,10 @@ class DefinitionCache:
             if spec is not None:
                 specs[name] = spec
         return specs
+
+
+_LIST_TASK_DEFINITIONS = "SELECT name, resource_name, generation, spec FROM task_definitions WHERE namespace = $1 ORDER BY name"
+
+
+async def list_task_definitions(conn: asyncpg.Connection, namespace: str) -> list[StoredDefinition]:
+    return [StoredDefinition(**dict(r)) for r in await conn.fetch(_LIST_TASK_DEFINITIONS, namespace)]

@@ -3,9 +3,16 @@ first when something is wrong."""
 
 from __future__ import annotations
 
+import datetime
+import uuid
 from dataclasses import dataclass
 
 import asyncpg
+
+from sluiceway.controls.gates import SemaphoreState
+from sluiceway.controls.policy import Gates, OperatorDefaults, resolve
+from sluiceway.controls.why import RunFacts, TaskFacts
+from sluiceway.store.definitions import DefinitionCache
 
 _DECIDE_LAG = """
 SELECT coalesce(extract(epoch FROM now() - min(due_at)), 0) FROM decide_queue WHERE due_at <= now()
@@ -45,3 +52,211 @@ async def health(conn: asyncpg.Connection) -> Health:
     queues = [QueueDepth(r["namespace"], r["name"], r["ready"], r["delayed"]) for r in await conn.fetch(_QUEUE_DEPTHS)]
     overdue = int(await conn.fetchval(_OVERDUE))
     return Health(lag, queues, overdue)
+
+
+# --- "why is my task not running?" ---------------------------------------------
+
+_POLLER_WINDOW_SECONDS = 60
+
+_QUEUES = f"""
+WITH depth AS (
+    SELECT name,
+           count(*) FILTER (WHERE status = 'SCHEDULED' AND available_at <= now())::int AS ready,
+           count(*) FILTER (WHERE status = 'SCHEDULED' AND available_at > now())::int AS delayed,
+           count(*) FILTER (WHERE status = 'IN_PROGRESS')::int AS in_flight
+      FROM tasks WHERE namespace = $1 AND type = 'SIMPLE' AND status IN ('SCHEDULED', 'IN_PROGRESS')
+     GROUP BY name
+), polled AS (
+    SELECT name, count(*) FILTER (WHERE last_poll > now() - interval '{_POLLER_WINDOW_SECONDS} seconds')::int
+           AS pollers, max(last_poll) AS last_poll
+      FROM pollers WHERE namespace = $1 GROUP BY name
+)
+SELECT coalesce(d.name, p.name) AS name, coalesce(d.ready, 0) AS ready, coalesce(d.delayed, 0) AS delayed,
+       coalesce(d.in_flight, 0) AS in_flight, coalesce(p.pollers, 0) AS pollers, p.last_poll
+  FROM depth d FULL OUTER JOIN polled p ON p.name = d.name
+ WHERE $2::text IS NULL OR coalesce(d.name, p.name) = $2
+ ORDER BY 1
+"""
+_WORKERS = """
+SELECT name, worker_id, last_poll FROM pollers WHERE namespace = $1 ORDER BY name, last_poll DESC LIMIT 1000
+"""
+_SEMAPHORES_HELD = """
+SELECT s.name, s.permits,
+       (SELECT count(*) FROM tasks t
+         WHERE t.namespace = s.namespace AND t.status = 'IN_PROGRESS' AND t.holds @> ARRAY[s.name])::int AS held
+  FROM semaphores s WHERE s.namespace = $1 AND ($2::text IS NULL OR s.name = $2)
+ ORDER BY s.name
+"""
+_HOLDERS = """
+SELECT id, execution_id, name, leased_at FROM tasks
+ WHERE namespace = $1 AND status = 'IN_PROGRESS' AND holds @> ARRAY[$2]::text[]
+ ORDER BY leased_at LIMIT $3
+"""
+_USAGE = """
+SELECT (SELECT count(*) FROM executions WHERE namespace = $1 AND status = 'RUNNING')::int AS running,
+       (SELECT count(*) FROM executions WHERE namespace = $1
+          AND created_at >= date_trunc('minute', now()))::int AS this_minute,
+       (SELECT count(*) FROM workflows WHERE namespace = $1)::int AS definitions
+"""
+_QUOTA_ROWS = """
+SELECT resource_name, max_concurrent_executions, max_executions_per_minute, max_workflow_definitions, max_schedules
+  FROM quotas WHERE namespace = $1 ORDER BY resource_name
+"""
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    ready: int
+    delayed: int
+    in_flight: int
+    pollers: int
+    last_poll: datetime.datetime | None
+
+
+async def queues(conn: asyncpg.Connection, namespace: str, name: str | None = None) -> list[Queue]:
+    return [Queue(r["name"], r["ready"], r["delayed"], r["in_flight"], r["pollers"], r["last_poll"])
+            for r in await conn.fetch(_QUEUES, namespace, name)]
+
+
+async def workers(conn: asyncpg.Connection, namespace: str) -> list[tuple[str, str, datetime.datetime]]:
+    return [(r["name"], r["worker_id"], r["last_poll"]) for r in await conn.fetch(_WORKERS, namespace)]
+
+
+async def semaphores(conn: asyncpg.Connection, namespace: str, name: str | None = None) -> list[SemaphoreState]:
+    return [SemaphoreState(r["name"], r["permits"], r["held"])
+            for r in await conn.fetch(_SEMAPHORES_HELD, namespace, name)]
+
+
+@dataclass(frozen=True)
+class Holder:
+    task_id: str
+    execution_id: str
+    task_type: str
+    since: datetime.datetime
+
+
+async def holders(conn: asyncpg.Connection, namespace: str, semaphore: str, limit: int = 20) -> list[Holder]:
+    return [Holder(str(r["id"]), str(r["execution_id"]), r["name"], r["leased_at"])
+            for r in await conn.fetch(_HOLDERS, namespace, semaphore, limit)]
+
+
+@dataclass(frozen=True)
+class QuotaRow:
+    name: str
+    max_concurrent_executions: int | None
+    max_executions_per_minute: int | None
+    max_workflow_definitions: int | None
+    max_schedules: int | None
+
+
+@dataclass(frozen=True)
+class Usage:
+    concurrent_executions: int
+    executions_this_minute: int
+    workflow_definitions: int
+    schedules: int = 0  # no Schedule resource exists yet
+
+
+async def quota_rows(conn: asyncpg.Connection, namespace: str) -> list[QuotaRow]:
+    return [QuotaRow(r["resource_name"], r["max_concurrent_executions"], r["max_executions_per_minute"],
+                     r["max_workflow_definitions"], r["max_schedules"]) for r in await conn.fetch(_QUOTA_ROWS, namespace)]
+
+
+async def usage(conn: asyncpg.Connection, namespace: str) -> Usage:
+    row = await conn.fetchrow(_USAGE, namespace)
+    return Usage(row["running"], row["this_minute"], row["definitions"])
+
+
+_RUN = """
+SELECT e.id, e.workflow_name, e.status, e.reason, e.awaiting_admission, e.admission_key, v.spec
+  FROM executions e
+  JOIN workflow_versions v ON v.namespace = e.namespace AND v.name = e.workflow_name AND v.version = e.workflow_version
+ WHERE e.id = $1 AND e.namespace = $2
+"""
+_ACTIVE_TASKS = """
+SELECT id, ref, type, name, status, attempt, worker_id,
+       extract(epoch FROM available_at - now()) AS until_available,
+       extract(epoch FROM now() - leased_at) AS leased_for,
+       extract(epoch FROM now() - last_heartbeat_at) AS since_beat
+  FROM tasks WHERE execution_id = $1 AND status IN ('SCHEDULED', 'IN_PROGRESS')
+ ORDER BY created_at
+"""
+_ADMITTED = """
+SELECT id FROM executions WHERE namespace = $1 AND workflow_name = $2 AND admission_key = $3
+   AND status = 'RUNNING' AND NOT awaiting_admission ORDER BY created_at LIMIT 20
+"""
+_WINDOW = """
+SELECT coalesce((SELECT used FROM rate_windows WHERE namespace = $1 AND name = $2
+                  AND window_start = to_timestamp(floor(extract(epoch FROM now()) / $3) * $3)), 0) AS used,
+       (floor(extract(epoch FROM now()) / $3) + 1) * $3 - extract(epoch FROM now()) AS remaining
+"""
+_IN_FLIGHT = "SELECT count(*) FROM tasks WHERE namespace = $1 AND name = $2 AND status = 'IN_PROGRESS' AND type = $3"
+_TASK_RUN = "SELECT execution_id FROM tasks WHERE id = $1 AND namespace = $2"
+
+
+async def run_facts(conn: asyncpg.Connection, namespace: str, execution_id: uuid.UUID,
+                    definitions: DefinitionCache, defaults: OperatorDefaults) -> RunFacts | None:
+    run = await conn.fetchrow(_RUN, execution_id, namespace)
+    if run is None:
+        return None
+    spec = run["spec"]
+    config = spec.get("rateLimitConfig") or {}
+    admitted: list[str] = []
+    if run["awaiting_admission"]:
+        admitted = [str(r["id"]) for r in await conn.fetch(_ADMITTED, namespace, run["workflow_name"],
+                                                           run["admission_key"])]
+    rows = await conn.fetch(_ACTIVE_TASKS, execution_id)
+    specs = await definitions.get_many(conn, namespace, {r["name"] for r in rows})
+    tasks = [await _task_facts(conn, namespace, row, resolve(specs.get(row["name"]), defaults).gates) for row in rows]
+    active_workers = sum(1 for r in rows if r["type"] in ("SIMPLE", "HTTP", "HTTP_POLL"))
+    return RunFacts(
+        execution_id=str(run["id"]), workflow=run["workflow_name"], status=run["status"], reason=run["reason"],
+        awaiting_admission=run["awaiting_admission"], admission_key=run["admission_key"],
+        admission_limit=int(config.get("concurrentExecLimit", 0)), admission_holders=admitted,
+        max_concurrent_tasks=int(spec.get("maxConcurrentTasks") or 0), active_worker_tasks=active_workers,
+        tasks=tasks,
+    )
+
+
+async def execution_of_task(conn: asyncpg.Connection, namespace: str, task_id: uuid.UUID) -> uuid.UUID | None:
+    value: uuid.UUID | None = await conn.fetchval(_TASK_RUN, task_id, namespace)
+    return value
+
+
+async def _task_facts(conn: asyncpg.Connection, namespace: str, row: asyncpg.Record, gates: Gates) -> TaskFacts:
+    name = row["name"]
+    in_flight = 0
+    if gates.concurrent_exec_limit:
+        in_flight = int(await conn.fetchval(_IN_FLIGHT, namespace, name, row["type"]))
+    used, remaining = 0, 0.0
+    if gates.rate_limit_per_frequency:
+        window = await conn.fetchrow(_WINDOW, namespace, name, gates.rate_limit_frequency_seconds)
+        used, remaining = int(window["used"]), float(window["remaining"])
+    sems = [s for s in await semaphores(conn, namespace) if s.name in gates.semaphores]
+    holding = {s.name: [f"{h.task_type} {h.task_id} (run {h.execution_id})"
+                        for h in await holders(conn, namespace, s.name, 5)] for s in sems if s.free == 0}
+    queue = (await queues(conn, namespace, name)) or [Queue(name, 0, 0, 0, 0, None)]
+    last_poll = queue[0].last_poll
+    since_poll = None
+    if last_poll is not None:
+        since_poll = float(await conn.fetchval("SELECT extract(epoch FROM now() - $1::timestamptz)", last_poll))
+    return TaskFacts(
+        task_id=str(row["id"]), ref=row["ref"], type=row["type"], name=name, status=row["status"],
+        attempt=row["attempt"], seconds_until_available=float(row["until_available"] or 0),
+        worker_id=row["worker_id"], seconds_leased=_float(row["leased_for"]),
+        seconds_since_heartbeat=_float(row["since_beat"]), gates=gates, in_flight=in_flight, window_used=used,
+        seconds_to_next_window=remaining, semaphores=sems, semaphore_holders=holding,
+        recent_pollers=queue[0].pollers, seconds_since_last_poll=since_poll, queue_ready=queue[0].ready,
+    )
+
+
+def _float(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+_ACTIVE_RUNS = "SELECT count(*) FROM executions WHERE namespace = $1 AND workflow_name = $2 AND status = 'RUNNING'"
+
+
+async def active_runs(conn: asyncpg.Connection, namespace: str, workflow: str) -> int:
+    return int(await conn.fetchval(_ACTIVE_RUNS, namespace, workflow))

@@ -5,16 +5,28 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
 from sluiceway.model.execution import RunStatus
-from sluiceway.store import workflows
+from sluiceway.store import admission, workflows
 
 DECIDE_CHANNEL = "sluiceway_decide"
 READY_CHANNEL = "sluiceway_ready"
+
+
+def released(rows: str) -> str:
+    """A CTE body that wakes the pollers of gated queues whose tasks in `rows`
+    (namespace, name, holds) just left IN_PROGRESS: their queue, and every
+    semaphore they held. Ungated leases have NULL holds and wake nobody."""
+    return f"""
+    SELECT pg_notify('{READY_CHANNEL}', key) FROM (
+        SELECT namespace || '/' || name AS key FROM {rows} WHERE holds IS NOT NULL
+        UNION
+        SELECT namespace || '/@sem:' || semaphore FROM {rows}, unnest(holds) AS semaphore
+    ) keys"""
 
 
 @dataclass(frozen=True)
@@ -25,14 +37,8 @@ class Started:
     created: bool = True  # False when the id already existed (an idempotent retry)
 
 
-@dataclass(frozen=True)
-class Refused:
-    """A start a gate refused; `body` is the API's error document."""
-
-    control: str
-    http_status: int
-    message: str
-    body: dict[str, Any] = field(default_factory=dict)
+# A start a gate refused; `body` is the API's error document.
+Refused = admission.Refusal
 
 
 @dataclass(frozen=True)
@@ -51,9 +57,10 @@ StartOutcome = Started | Refused | WorkflowNotFound
 
 _INSERT_RUN = """
 INSERT INTO executions (id, namespace, workflow_name, workflow_version, status, input, correlation_id,
-                        resource_name, parent_execution_id, parent_task_id, sla_at)
+                        resource_name, parent_execution_id, parent_task_id, sla_at, admission_key,
+                        awaiting_admission)
 VALUES ($1, $2, $3, $4, 'RUNNING', $5, $6, $7, $8, $9,
-        CASE WHEN $10::int > 0 THEN now() + make_interval(secs => $10::int) END)
+        CASE WHEN $10::int > 0 THEN now() + make_interval(secs => $10::int) END, $11, $12)
 ON CONFLICT (id) DO NOTHING
 RETURNING id
 """
@@ -94,17 +101,22 @@ async def start_run(
     existing = await conn.fetchrow(_EXISTING, execution_id)
     if existing is not None:
         return Started(str(execution_id), RunStatus(existing["status"]), existing["awaiting_admission"], False)
+    refusal = (await admission.check_quotas(conn, namespace)
+               or await admission.check_max_concurrent(conn, namespace, name, found.spec))
+    if refusal is not None:
+        return refusal
+    admitted = await admission.admit(conn, namespace, name, found.spec, input)
     sla = int(found.spec.get("slaSeconds") or 0)
     parent_run, parent_task = parent if parent else (None, None)
     inserted = await conn.fetchval(
         _INSERT_RUN, execution_id, namespace, name, found.version, input, correlation_id, resource_name,
-        parent_run, parent_task, sla,
+        parent_run, parent_task, sla, admitted.key, admitted.awaiting,
     )
     if inserted is None:  # raced with an identical start
         row = await conn.fetchrow(_EXISTING, execution_id)
         return Started(str(execution_id), RunStatus(row["status"]), row["awaiting_admission"], False)
     await enqueue_decide(conn, execution_id, "started")
-    return Started(str(execution_id), RunStatus.RUNNING)
+    return Started(str(execution_id), RunStatus.RUNNING, admitted.awaiting)
 
 
 @dataclass(frozen=True)

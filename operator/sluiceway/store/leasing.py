@@ -8,10 +8,13 @@ each state transition happens exactly once."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
+
+from sluiceway.controls.gates import GateHold, SemaphoreState, Window, allowance, window_start
+from sluiceway.controls.policy import Gates
 
 
 @dataclass(frozen=True)
@@ -26,38 +29,104 @@ class Lease:
     response_timeout: int
     heartbeat_timeout: int
     start_to_close_timeout: int
+    kind: str = "SIMPLE"
+    namespace: str = ""
 
 
-_LEASE_UNGATED = """
+_LEASE = """
 WITH picked AS (
     SELECT id FROM tasks
-     WHERE namespace = $1 AND name = $2 AND type = 'SIMPLE' AND status = 'SCHEDULED' AND available_at <= now()
+     WHERE namespace = $1 AND name = $2 AND {kinds} AND status = 'SCHEDULED' AND available_at <= now()
      ORDER BY available_at
      LIMIT $3
        FOR UPDATE SKIP LOCKED
 )
 UPDATE tasks t
    SET status = 'IN_PROGRESS', epoch = t.epoch + 1, worker_id = $4, leased_at = now(), last_heartbeat_at = now(),
-       schedule_to_start_at = NULL, schedule_to_close_at = NULL,
+       holds = $5, schedule_to_start_at = NULL, schedule_to_close_at = NULL,
        start_to_close_at = CASE WHEN t.start_to_close_timeout > 0
                                 THEN now() + make_interval(secs => t.start_to_close_timeout) END,
        heartbeat_at = CASE WHEN t.heartbeat_timeout > 0 THEN now() + make_interval(secs => t.heartbeat_timeout) END,
        lease_expires_at = now() + make_interval(secs => t.response_timeout)
   FROM picked
  WHERE t.id = picked.id
-RETURNING t.id, t.epoch, t.name, t.execution_id, t.ref, t.attempt, t.input, t.response_timeout,
-          t.heartbeat_timeout, t.start_to_close_timeout
+RETURNING t.id, t.epoch, t.name, t.type, t.execution_id, t.ref, t.attempt, t.input, t.response_timeout,
+          t.heartbeat_timeout, t.start_to_close_timeout, t.namespace
 """
+# Two texts so each matches its partial index: worker tasks, and the system tasks the operator runs.
+_LEASE_WORKER = _LEASE.format(kinds="type = 'SIMPLE'")
+_LEASE_SYSTEM = _LEASE.format(kinds="type IN ('HTTP', 'HTTP_POLL')")
+_IN_FLIGHT_WORKER = "SELECT count(*) FROM tasks WHERE namespace = $1 AND name = $2 AND status = 'IN_PROGRESS' AND type = 'SIMPLE'"
+_IN_FLIGHT_SYSTEM = ("SELECT count(*) FROM tasks WHERE namespace = $1 AND name = $2 AND status = 'IN_PROGRESS'"
+                     " AND type IN ('HTTP', 'HTTP_POLL')")
+_QUEUE_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
+_NOW = "SELECT extract(epoch FROM now())"
+_WINDOW_USED = "SELECT used FROM rate_windows WHERE namespace = $1 AND name = $2 AND window_start = to_timestamp($3)"
+_SPEND_TOKENS = """
+INSERT INTO rate_windows AS w (namespace, name, window_start, used) VALUES ($1, $2, to_timestamp($3), $4)
+ON CONFLICT (namespace, name, window_start) DO UPDATE SET used = w.used + EXCLUDED.used
+"""
+_SEMAPHORES = "SELECT name, permits FROM semaphores WHERE namespace = $1 AND name = ANY($2)"
+_HELD = "SELECT count(*) FROM tasks WHERE namespace = $1 AND status = 'IN_PROGRESS' AND holds @> ARRAY[$2]::text[]"
+
+
+@dataclass(frozen=True)
+class LeaseOutcome:
+    leases: list[Lease]
+    holds: list[GateHold] = field(default_factory=list)
 
 
 def _lease(row: asyncpg.Record) -> Lease:
     return Lease(str(row["id"]), row["epoch"], row["name"], str(row["execution_id"]), row["ref"], row["attempt"],
-                 row["input"], row["response_timeout"], row["heartbeat_timeout"], row["start_to_close_timeout"])
+                 row["input"], row["response_timeout"], row["heartbeat_timeout"], row["start_to_close_timeout"],
+                 row["type"], row["namespace"])
+
+
+async def lease(conn: asyncpg.Connection, namespace: str, task_type: str, worker_id: str, count: int,
+                gates: Gates, *, system: bool = False) -> LeaseOutcome:
+    """Lease up to `count` tasks of one type, within its gates.
+
+    Ungated types lease with one SKIP LOCKED statement. Gated types count and
+    lease in one transaction under an advisory lock keyed on the queue (and one
+    per semaphore, taken in name order so two queues sharing semaphores never
+    deadlock): ten dispatchers cannot all read zero in flight and all grant
+    themselves the cap."""
+    statement = _LEASE_SYSTEM if system else _LEASE_WORKER
+    if not gates.any():
+        rows = await conn.fetch(statement, namespace, task_type, count, worker_id, None)
+        return LeaseOutcome([_lease(r) for r in rows])
+    async with conn.transaction():
+        await conn.execute(_QUEUE_LOCK, f"queue:{namespace}/{task_type}")
+        now = float(await conn.fetchval(_NOW))
+        in_flight = 0
+        if gates.concurrent_exec_limit:
+            in_flight = int(await conn.fetchval(_IN_FLIGHT_SYSTEM if system else _IN_FLIGHT_WORKER,
+                                                namespace, task_type))
+        window: Window | None = None
+        if gates.rate_limit_per_frequency:
+            start = window_start(now, gates.rate_limit_frequency_seconds)
+            used = await conn.fetchval(_WINDOW_USED, namespace, task_type, start)
+            window = Window(start, gates.rate_limit_frequency_seconds, int(used or 0))
+        semaphores: list[SemaphoreState] = []
+        if gates.semaphores:
+            configured = {r["name"]: r["permits"]
+                          for r in await conn.fetch(_SEMAPHORES, namespace, list(gates.semaphores))}
+            for name in sorted(configured):  # an unconfigured semaphore gates nothing
+                await conn.execute(_QUEUE_LOCK, f"semaphore:{namespace}/{name}")
+                held = int(await conn.fetchval(_HELD, namespace, name))
+                semaphores.append(SemaphoreState(name, configured[name], held))
+        allowed, holds = allowance(count, gates, in_flight, window, semaphores, now)
+        if allowed == 0:
+            return LeaseOutcome([], holds)
+        rows = await conn.fetch(statement, namespace, task_type, allowed, worker_id, [s.name for s in semaphores])
+        if window is not None and rows:
+            await conn.execute(_SPEND_TOKENS, namespace, task_type, window.start, len(rows))
+        return LeaseOutcome([_lease(r) for r in rows], holds if len(rows) < count else [])
 
 
 async def lease_ungated(conn: asyncpg.Connection, namespace: str, task_type: str, worker_id: str,
                         count: int) -> list[Lease]:
-    return [_lease(r) for r in await conn.fetch(_LEASE_UNGATED, namespace, task_type, count, worker_id)]
+    return (await lease(conn, namespace, task_type, worker_id, count, Gates())).leases
 
 
 _SECONDS_UNTIL_AVAILABLE = """
@@ -103,3 +172,24 @@ async def record_poll(conn: asyncpg.Connection, namespace: str, task_types: list
     await conn.execute(_TOUCH_POLLER, namespace, task_types, worker_id)
 
 
+
+
+_DUE_SYSTEM_QUEUES = """
+SELECT DISTINCT namespace, name FROM tasks
+ WHERE status = 'SCHEDULED' AND type IN ('HTTP', 'HTTP_POLL') AND available_at <= now()
+ LIMIT 100
+"""
+_SECONDS_UNTIL_SYSTEM = """
+SELECT extract(epoch FROM min(available_at) - clock_timestamp()) FROM tasks
+ WHERE status = 'SCHEDULED' AND type IN ('HTTP', 'HTTP_POLL')
+"""
+
+
+async def due_system_queues(conn: asyncpg.Connection) -> list[tuple[str, str]]:
+    """(namespace, task type) of every queue with a system task leasable now."""
+    return [(r["namespace"], r["name"]) for r in await conn.fetch(_DUE_SYSTEM_QUEUES)]
+
+
+async def seconds_until_system_available(conn: asyncpg.Connection) -> float | None:
+    value = await conn.fetchval(_SECONDS_UNTIL_SYSTEM)
+    return None if value is None else float(value)

@@ -31,14 +31,15 @@ WITH done AS (
       FROM unnest($2::uuid[], $3::int[], $4::text[], $5::jsonb[], $6::text[], $7::float8[])
            AS r(id, epoch, status, output, reason, retry_after)
      WHERE t.id = r.id AND t.epoch = r.epoch AND t.status = 'IN_PROGRESS' AND t.namespace = $1
-       AND t.type IN ('SIMPLE', 'WAIT')
-    RETURNING t.id, t.execution_id
+       AND t.type IN ('SIMPLE', 'WAIT', 'HTTP', 'HTTP_POLL')
+    RETURNING t.id, t.execution_id, t.namespace, t.name, t.holds
 ), queued AS (
     INSERT INTO decide_queue (execution_id, event) SELECT DISTINCT execution_id, 'task_updated' FROM done
 ), woken AS (
     SELECT pg_notify('{executions.DECIDE_CHANNEL}', '')
+), freed AS ({executions.released("done")}
 )
-SELECT done.id, (SELECT count(*) FROM woken) AS woken FROM done
+SELECT done.id, (SELECT count(*) FROM woken) + (SELECT count(*) FROM freed) AS woken FROM done
 """
 _PROGRESS = """
 UPDATE tasks t
@@ -51,24 +52,32 @@ RETURNING t.id
 """
 _LOCK_FOR_SNOOZE = """
 SELECT close_deadline, now() + make_interval(secs => $4) AS due FROM tasks
- WHERE id = $2 AND epoch = $3 AND status = 'IN_PROGRESS' AND namespace = $1 AND type = 'SIMPLE'
+ WHERE id = $2 AND epoch = $3 AND status = 'IN_PROGRESS' AND namespace = $1 AND type IN ('SIMPLE', 'HTTP_POLL')
    FOR UPDATE
 """
-_SNOOZE = """
-UPDATE tasks
-   SET status = 'SCHEDULED', available_at = $2::timestamptz, worker_id = NULL, output = output || $3,
-       start_to_close_at = NULL, heartbeat_at = NULL, lease_expires_at = NULL, wait_until = NULL,
-       schedule_to_start_at = CASE WHEN schedule_to_start_timeout > 0
-                                   THEN $2::timestamptz + make_interval(secs => schedule_to_start_timeout) END,
-       schedule_to_close_at = close_deadline
- WHERE id = $1
-RETURNING name
+_SNOOZE = f"""
+WITH snoozed AS (
+    UPDATE tasks
+       SET status = 'SCHEDULED', available_at = $2::timestamptz, worker_id = NULL, output = output || $3,
+           start_to_close_at = NULL, heartbeat_at = NULL, lease_expires_at = NULL, wait_until = NULL,
+           schedule_to_start_at = CASE WHEN schedule_to_start_timeout > 0
+                                       THEN $2::timestamptz + make_interval(secs => schedule_to_start_timeout) END,
+           schedule_to_close_at = close_deadline
+     WHERE id = $1
+    RETURNING namespace, name, holds
+), freed AS ({executions.released("snoozed")}
+)
+SELECT name, (SELECT count(*) FROM freed) FROM snoozed
 """
 _DEADLINE_EXCEEDED = f"""
-UPDATE tasks SET status = 'FAILED_WITH_TERMINAL_ERROR', ended_at = now(),
-       reason = 'DeadlineExceeded: the snooze would land past scheduleToCloseTimeout', {_CLEAR_TIMERS}
- WHERE id = $1
-RETURNING execution_id
+WITH ended AS (
+    UPDATE tasks SET status = 'FAILED_WITH_TERMINAL_ERROR', ended_at = now(),
+           reason = 'DeadlineExceeded: the snooze would land past scheduleToCloseTimeout', {_CLEAR_TIMERS}
+     WHERE id = $1
+    RETURNING execution_id, namespace, name, holds
+), freed AS ({executions.released("ended")}
+)
+SELECT execution_id, (SELECT count(*) FROM freed) FROM ended
 """
 
 OK = 200

@@ -18,7 +18,7 @@ import asyncpg
 from sluiceway.controls.policy import Timeouts
 from sluiceway.controls.timeouts import Deadlines, Expiry, expiry
 from sluiceway.model.taskdefinition import TimeoutPolicy
-from sluiceway.store import executions
+from sluiceway.store import admission, executions
 
 _DUE_TASKS = """
 SELECT id, execution_id, name, status, schedule_to_start_at, start_to_close_at, total_at, heartbeat_at,
@@ -30,11 +30,16 @@ SELECT id, execution_id, name, status, schedule_to_start_at, start_to_close_at, 
  LIMIT $1
    FOR UPDATE SKIP LOCKED
 """
-_EXPIRE = """
-UPDATE tasks SET status = $2, reason = $3, ended_at = now(),
-       schedule_to_start_at = NULL, start_to_close_at = NULL, total_at = NULL, heartbeat_at = NULL,
-       lease_expires_at = NULL, schedule_to_close_at = NULL, wait_until = NULL
- WHERE id = $1
+_EXPIRE = f"""
+WITH expired AS (
+    UPDATE tasks SET status = $2, reason = $3, ended_at = now(),
+           schedule_to_start_at = NULL, start_to_close_at = NULL, total_at = NULL, heartbeat_at = NULL,
+           lease_expires_at = NULL, schedule_to_close_at = NULL, wait_until = NULL
+     WHERE id = $1
+    RETURNING namespace, name, holds
+), freed AS ({executions.released("expired")}
+)
+SELECT count(*) FROM freed
 """
 _REARM = """
 UPDATE tasks SET schedule_to_start_at = $2, start_to_close_at = $3, total_at = $4, heartbeat_at = $5,
@@ -56,6 +61,7 @@ UPDATE executions SET sla_breached_at = now(), mirror_seq = mirror_seq + 1
 RETURNING namespace, workflow_name
 """
 _PRUNE_COUNTS = "DELETE FROM execution_counts WHERE bucket < now() - interval '15 minutes'"
+_PRUNE_WINDOWS = "DELETE FROM rate_windows WHERE window_start < now() - interval '2 days'"
 _PRUNE_ORPHAN_EVENTS = """
 DELETE FROM decide_queue q WHERE q.due_at < now() - interval '1 minute'
    AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.id = q.execution_id)
@@ -136,4 +142,13 @@ async def seconds_until_due(pool: asyncpg.Pool) -> float | None:
 async def housekeeping(pool: asyncpg.Pool) -> None:
     async with pool.acquire() as conn:
         await conn.execute(_PRUNE_COUNTS)
+        await conn.execute(_PRUNE_WINDOWS)
         await conn.execute(_PRUNE_ORPHAN_EVENTS)
+
+
+async def admit_waiting_runs(pool: asyncpg.Pool) -> int:
+    """Admit runs waiting on a per-key limit wherever there is room now."""
+    async with pool.acquire() as conn, conn.transaction():
+        admitted = await admission.rebalance(conn)
+        await executions.enqueue_decides(conn, admitted, "admitted")
+    return len(admitted)

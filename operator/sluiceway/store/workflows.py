@@ -42,18 +42,37 @@ SELECT v.version, v.spec FROM workflows w
 _COUNT = "SELECT count(*) FROM workflows WHERE namespace = $1"
 
 
+_DEFINITION_LIMIT = """
+SELECT resource_name, max_workflow_definitions FROM quotas
+ WHERE namespace = $1 AND max_workflow_definitions IS NOT NULL ORDER BY max_workflow_definitions LIMIT 1
+"""
+
+
+class DefinitionQuotaExceeded(Exception):
+    """A new Workflow would pass the namespace's maxWorkflowDefinitions."""
+
+
 async def upsert_workflow(
     conn: asyncpg.Connection, namespace: str, name: str, resource_name: str, generation: int,
     spec: dict[str, Any],
 ) -> tuple[Claim, int]:
     """Store the spec under a new version if it changed; return the claim and
-    the version new runs start on."""
+    the version new runs start on. Raises DefinitionQuotaExceeded for a new
+    workflow past the namespace quota (checked under a lock, so two new
+    Workflows cannot both take the last slot)."""
     async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('workflow:' || $1 || '/' || $2))", namespace, name)
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('workflow-definitions:' || $1))", namespace)
         owner = await conn.fetchval(_OWNER, namespace, name)
         if owner is not None and owner != resource_name:
             latest = await conn.fetchrow(_LATEST, namespace, name)
             return Claim(owner), int(latest["version"]) if latest else 0
+        if owner is None:
+            limit = await conn.fetchrow(_DEFINITION_LIMIT, namespace)
+            defined = await count_workflows(conn, namespace)
+            if limit is not None and defined >= limit["max_workflow_definitions"]:
+                raise DefinitionQuotaExceeded(
+                    f"quota {limit['resource_name']}: maxWorkflowDefinitions {limit['max_workflow_definitions']} "
+                    f"reached ({defined} defined)")
         await conn.execute(_RELEASE_OLD_NAME, namespace, resource_name, name)
         latest = await conn.fetchrow(_LATEST, namespace, name)
         version = int(latest["version"]) if latest else 0

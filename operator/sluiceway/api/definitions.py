@@ -1,0 +1,188 @@
+"""The reference's REST surface for definitions: task definitions,
+semaphores and quotas in its JSON shapes.
+
+Writes create or update the custom resource through the Kubernetes API with
+the caller's authority (their bearer token), never the operator's, and answer
+once the operator has reconciled it: a caller following the reference's curl
+examples gets exactly what a kubectl user gets, and the cluster stays the one
+source of definitions. Reads come from the reconciled store."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import Field
+
+from sluiceway.api.diagnostics import NAME
+from sluiceway.api.errors import ApiError
+from sluiceway.api.services import Services, services
+from sluiceway.api.workers import NAMESPACE
+from sluiceway.kubeapi.client import KubeClient, KubeError
+from sluiceway.model import API_VERSION
+from sluiceway.model.common import EngineName, kube_name_for
+from sluiceway.model.quota import QuotaSpec
+from sluiceway.model.resources import QUOTA, SEMAPHORE, TASK_DEFINITION, ResourceKind
+from sluiceway.model.semaphore import SemaphoreSpec
+from sluiceway.model.taskdefinition import TaskDefinitionSpec
+from sluiceway.store import definitions, diagnostics
+
+router = APIRouter(prefix="/v1/ns/{namespace}", tags=["definitions"])
+RECONCILE_WAIT_SECONDS = 10.0
+QUOTA_OBJECT = "default"
+
+
+class TaskDefinitionBody(TaskDefinitionSpec):
+    """A task definition in the reference's JSON shape: its name, then the policy."""
+
+    name: EngineName = Field(description="The task type.")
+
+
+class SemaphoreBody(SemaphoreSpec):
+    """`{"permits": 4}`."""
+
+
+def caller(request: Request, svc: Services) -> KubeClient:
+    """A Kubernetes client acting as the caller."""
+    if svc.kube is None:
+        raise ApiError(503, "NO_KUBERNETES", "this process has no Kubernetes API to write definitions to")
+    identity = getattr(request.state, "identity", None)
+    token = getattr(identity, "token", None)
+    if token:
+        return svc.kube.with_token(token)
+    impersonate = getattr(identity, "impersonate", None)
+    if impersonate:
+        return svc.kube.impersonating(*impersonate)
+    header = request.headers.get("authorization", "")
+    if header.lower().startswith("bearer "):
+        return svc.kube.with_token(header[7:].strip())
+    if not svc.authenticate:
+        return svc.kube  # local development without authentication
+    raise ApiError(401, "UNAUTHENTICATED", "writing definitions needs a Kubernetes identity: send a bearer token")
+
+
+def _kube_error(error: KubeError) -> ApiError:
+    status = error.status if error.status in (400, 401, 403, 404, 409, 422) else 502
+    code = {401: "UNAUTHENTICATED", 403: "FORBIDDEN", 422: "INVALID_REQUEST", 409: "CONFLICT"}.get(status, "KUBERNETES")
+    return ApiError(status, code, error.message)
+
+
+async def _write(kube: KubeClient, kind: ResourceKind, namespace: str, name: str, spec: dict[str, Any]
+                 ) -> dict[str, Any]:
+    manifest = {"apiVersion": API_VERSION, "kind": kind.kind, "metadata": {"name": name, "namespace": namespace},
+                "spec": spec}
+    try:
+        applied = await kube.apply(kind.plural, namespace, name, manifest)
+    except KubeError as error:
+        raise _kube_error(error) from error
+    generation = applied["metadata"]["generation"]
+    deadline = time.monotonic() + RECONCILE_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            current = await kube.get(kind.plural, namespace, name)
+        except KubeError as error:
+            raise _kube_error(error) from error
+        status = (current or {}).get("status", {})
+        if status.get("observedGeneration") == generation and status.get("conditions"):
+            return dict(current or {})
+        await asyncio.sleep(0.1)
+    return applied
+
+
+def _answer(obj: dict[str, Any], shape: dict[str, Any]) -> JSONResponse:
+    """200 with the reconciled object's shape; 409 if it was refused (a name
+    conflict); 202 if the operator has not reconciled it yet."""
+    status = obj.get("status", {})
+    ready = next((c for c in status.get("conditions", []) if c.get("type") == "Ready"), None)
+    body = {**shape, "resource": obj["metadata"]["name"]}
+    if ready is None:
+        return JSONResponse({**body, "status": "Pending"}, status_code=202)
+    body["status"] = {"ready": ready["status"] == "True", "reason": ready.get("reason"),
+                      "message": ready.get("message")}
+    if ready["status"] != "True":
+        code = 409 if ready.get("reason") == "NameConflict" else 422
+        return JSONResponse({"error": ready.get("reason"), "message": ready.get("message"), **body},
+                            status_code=code)
+    return JSONResponse(body)
+
+
+@router.post("/metadata/task-definitions", summary="Create or update a task definition",
+             responses={202: {"description": "Accepted, not reconciled yet"},
+                        409: {"description": "Another TaskDefinition owns this task type"},
+                        422: {"description": "Invalid: the message names the field"}})
+async def put_task_definition(namespace: NAMESPACE, body: TaskDefinitionBody, request: Request,
+                              svc: Services = Depends(services)) -> JSONResponse:
+    resource = kube_name_for(body.name)
+    spec = body.to_wire()
+    if body.name == resource:
+        spec.pop("name")
+    obj = await _write(caller(request, svc), TASK_DEFINITION, namespace, resource, spec)
+    return _answer(obj, body.to_wire())
+
+
+@router.get("/metadata/task-definitions", summary="Every task definition of the namespace")
+async def list_task_definitions(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, Any]]:
+    async with svc.pool.acquire() as conn:
+        found = await definitions.list_task_definitions(conn, namespace)
+    return [{**d.spec, "name": d.name, "resource": d.resource_name, "generation": d.generation} for d in found]
+
+
+@router.get("/metadata/task-definitions/{name}", summary="One task definition",
+            responses={404: {"description": "No such task type"}})
+async def get_task_definition(namespace: NAMESPACE, name: NAME, svc: Services = Depends(services)
+                              ) -> dict[str, Any]:
+    async with svc.pool.acquire() as conn:
+        found = await definitions.get_task_definition(conn, namespace, name)
+    if found is None:
+        raise ApiError(404, "NOT_FOUND", f"no task definition {name} in namespace {namespace}")
+    return {**found.spec, "name": found.name, "resource": found.resource_name, "generation": found.generation}
+
+
+@router.put("/semaphores/{name}", summary="Create or resize a semaphore",
+            responses={202: {"description": "Accepted, not reconciled yet"}})
+async def put_semaphore(namespace: NAMESPACE, name: NAME, body: SemaphoreBody, request: Request,
+                        svc: Services = Depends(services)) -> JSONResponse:
+    resource = kube_name_for(name)
+    spec: dict[str, Any] = {"permits": body.permits}
+    if name != resource:
+        spec["name"] = name
+    obj = await _write(caller(request, svc), SEMAPHORE, namespace, resource, spec)
+    return _answer(obj, {"name": name, "permits": body.permits})
+
+
+@router.put("/quotas", summary="Set the namespace's quotas",
+            responses={202: {"description": "Accepted, not reconciled yet"}})
+async def put_quotas(namespace: NAMESPACE, body: QuotaSpec, request: Request,
+                     svc: Services = Depends(services)) -> JSONResponse:
+    obj = await _write(caller(request, svc), QUOTA, namespace, QUOTA_OBJECT, body.to_wire())
+    return _answer(obj, body.to_wire())
+
+
+@router.get("/quotas", summary="The namespace's quotas and current usage")
+async def get_quotas(namespace: NAMESPACE, svc: Services = Depends(services)) -> dict[str, Any]:
+    async with svc.pool.acquire() as conn:
+        rows = await diagnostics.quota_rows(conn, namespace)
+        used = await diagnostics.usage(conn, namespace)
+
+    def tightest(values: list[int | None]) -> int | None:
+        present = [v for v in values if v is not None]
+        return min(present) if present else None  # every Quota applies: the lowest limit binds
+
+    return {
+        "maxConcurrentExecutions": tightest([r.max_concurrent_executions for r in rows]),
+        "maxExecutionsPerMinute": tightest([r.max_executions_per_minute for r in rows]),
+        "maxWorkflowDefinitions": tightest([r.max_workflow_definitions for r in rows]),
+        "maxSchedules": tightest([r.max_schedules for r in rows]),
+        "used": {"concurrentExecutions": used.concurrent_executions,
+                 "executionsThisMinute": used.executions_this_minute,
+                 "workflowDefinitions": used.workflow_definitions, "schedules": used.schedules},
+        "quotas": [{"name": r.name, "maxConcurrentExecutions": r.max_concurrent_executions,
+                    "maxExecutionsPerMinute": r.max_executions_per_minute,
+                    "maxWorkflowDefinitions": r.max_workflow_definitions, "maxSchedules": r.max_schedules}
+                   for r in rows],
+    }
+
+

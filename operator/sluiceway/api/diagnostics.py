@@ -1,0 +1,108 @@
+"""The answers to "why is my task not running?", from the API, never from the
+database: queues and their depth, who polls them, semaphores, quotas, and the
+ranked reasons for one run or task."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path
+
+from sluiceway.api.errors import ApiError
+from sluiceway.api.services import Services, services
+from sluiceway.api.workers import NAMESPACE
+from sluiceway.controls.why import Reason, explain, explain_task
+from sluiceway.store import diagnostics
+
+router = APIRouter(prefix="/v1/ns/{namespace}", tags=["diagnostics"])
+NAME = Annotated[str, Path(pattern=r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9])?$")]
+
+
+def _time(value: datetime.datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def _queue(q: diagnostics.Queue) -> dict[str, object]:
+    return {"name": q.name, "ready": q.ready, "delayed": q.delayed, "inFlight": q.in_flight,
+            "pollers": q.pollers, "lastPollTime": _time(q.last_poll)}
+
+
+@router.get("/queues", summary="Every queue: ready, delayed and in-flight tasks, and recent pollers")
+async def queues(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, object]]:
+    async with svc.pool.acquire() as conn:
+        return [_queue(q) for q in await diagnostics.queues(conn, namespace)]
+
+
+@router.get("/queues/workers", summary="Who polled which queue, and when")
+async def workers(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, object]]:
+    async with svc.pool.acquire() as conn:
+        return [{"queue": queue, "workerId": worker, "lastPollTime": _time(at)}
+                for queue, worker, at in await diagnostics.workers(conn, namespace)]
+
+
+@router.get("/queues/{name}/depth", summary="One queue's depth")
+async def depth(namespace: NAMESPACE, name: NAME, svc: Services = Depends(services)) -> dict[str, object]:
+    async with svc.pool.acquire() as conn:
+        found = await diagnostics.queues(conn, namespace, name)
+    return _queue(found[0] if found else diagnostics.Queue(name, 0, 0, 0, 0, None))
+
+
+@router.get("/semaphores", summary="Every semaphore: permits and how many are held")
+async def semaphores(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, object]]:
+    async with svc.pool.acquire() as conn:
+        return [{"name": s.name, "permits": s.permits, "held": s.held}
+                for s in await diagnostics.semaphores(conn, namespace)]
+
+
+@router.get("/semaphores/{name}", summary="One semaphore and the tasks holding it")
+async def semaphore(namespace: NAMESPACE, name: NAME, svc: Services = Depends(services)) -> dict[str, object]:
+    async with svc.pool.acquire() as conn:
+        found = await diagnostics.semaphores(conn, namespace, name)
+        if not found:
+            raise ApiError(404, "NOT_FOUND", f"no semaphore {name} in namespace {namespace}")
+        holders = await diagnostics.holders(conn, namespace, name)
+    return {"name": name, "permits": found[0].permits, "held": found[0].held,
+            "holders": [{"taskId": h.task_id, "executionId": h.execution_id, "taskType": h.task_type,
+                         "since": _time(h.since)} for h in holders]}
+
+
+def _reasons(reasons: list[Reason]) -> list[dict[str, object]]:
+    found = []
+    for r in reasons:
+        item: dict[str, object] = {"control": r.control, "message": r.message, "blocking": r.blocking}
+        if r.task_id is not None:
+            item.update(taskId=r.task_id, referenceName=r.ref)
+        found.append(item)
+    return found
+
+
+@router.get("/executions/{execution_id}/why", summary="Why is this run not further along?")
+async def why_run(namespace: NAMESPACE, execution_id: str, svc: Services = Depends(services)) -> dict[str, object]:
+    try:
+        key = uuid.UUID(execution_id)
+    except ValueError as error:
+        raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}") from error
+    async with svc.pool.acquire() as conn:
+        facts = await diagnostics.run_facts(conn, namespace, key, svc.definitions, svc.defaults)
+    if facts is None:
+        raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
+    return {"executionId": facts.execution_id, "workflow": facts.workflow, "status": facts.status,
+            "awaitingAdmission": facts.awaiting_admission, "reasons": _reasons(explain(facts))}
+
+
+@router.get("/tasks/{task_id}/why", summary="Why is this task not running?")
+async def why_task(namespace: NAMESPACE, task_id: str, svc: Services = Depends(services)) -> dict[str, object]:
+    try:
+        key = uuid.UUID(task_id)
+    except ValueError as error:
+        raise ApiError(404, "NOT_FOUND", f"no task {task_id} in namespace {namespace}") from error
+    async with svc.pool.acquire() as conn:
+        run_id = await diagnostics.execution_of_task(conn, namespace, key)
+        facts = await diagnostics.run_facts(conn, namespace, run_id, svc.definitions, svc.defaults) if run_id else None
+    if facts is None:
+        raise ApiError(404, "NOT_FOUND", f"no task {task_id} in namespace {namespace}")
+    task = next((t for t in facts.tasks if t.task_id == str(key)), None)
+    reasons = explain_task(task) if task else explain(facts)
+    return {"taskId": task_id, "executionId": facts.execution_id, "reasons": _reasons(reasons)}

@@ -1,0 +1,161 @@
+"""The gates a run passes at start, in the reference's order: namespace
+quotas (refused with 429), `maxConcurrentExecutions` (refused with
+LIMIT_EXCEEDED), then per-key admission (`rateLimitConfig`: created RUNNING
+with awaitingAdmission, admitted in order when a holder finishes).
+
+Each count and the insert it guards happen in one transaction under an
+advisory lock on what is counted, so two concurrent starts can never both
+take the last slot."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from sluiceway.controls.expressions import admission_key
+
+# A concurrency refusal cannot know when a slot frees; this is a polite hint.
+CONCURRENCY_RETRY_AFTER_SECONDS = 5
+
+_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
+_QUOTAS = """
+SELECT resource_name, max_concurrent_executions, max_executions_per_minute FROM quotas
+ WHERE namespace = $1 AND (max_concurrent_executions IS NOT NULL OR max_executions_per_minute IS NOT NULL)
+ ORDER BY resource_name
+"""
+_RUNNING_IN_NAMESPACE = "SELECT count(*) FROM executions WHERE namespace = $1 AND status = 'RUNNING'"
+_STARTED_THIS_MINUTE = """
+SELECT count(*), extract(epoch FROM date_trunc('minute', now()) + interval '1 minute' - now())
+  FROM executions WHERE namespace = $1 AND created_at >= date_trunc('minute', now())
+"""
+_RUNNING_OF_WORKFLOW = "SELECT count(*) FROM executions WHERE namespace = $1 AND workflow_name = $2 AND status = 'RUNNING'"
+_ADMITTED_FOR_KEY = """
+SELECT count(*) FROM executions
+ WHERE namespace = $1 AND workflow_name = $2 AND admission_key = $3 AND status = 'RUNNING'
+   AND NOT awaiting_admission
+"""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    control: str
+    http_status: int
+    message: str
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Admission:
+    key: str | None
+    awaiting: bool
+
+
+async def check_quotas(conn: asyncpg.Connection, namespace: str) -> Refusal | None:
+    quotas = await conn.fetch(_QUOTAS, namespace)
+    if not quotas:
+        return None  # an absent quota is unlimited
+    await conn.execute(_LOCK, f"quota:{namespace}")
+    running: int | None = None
+    for quota in quotas:
+        name = quota["resource_name"]
+        if quota["max_concurrent_executions"] is not None:
+            if running is None:
+                running = int(await conn.fetchval(_RUNNING_IN_NAMESPACE, namespace))
+            limit = quota["max_concurrent_executions"]
+            if running >= limit:
+                return _quota_refusal(name, "maxConcurrentExecutions", limit, running, CONCURRENCY_RETRY_AFTER_SECONDS)
+        if quota["max_executions_per_minute"] is not None:
+            started, until_next = await conn.fetchrow(_STARTED_THIS_MINUTE, namespace)
+            limit = quota["max_executions_per_minute"]
+            if started >= limit:
+                return _quota_refusal(name, "maxExecutionsPerMinute", limit, int(started),
+                                      max(1, math.ceil(float(until_next))))
+    return None
+
+
+def _quota_refusal(name: str, field: str, limit: int, current: int, retry_after: int) -> Refusal:
+    return Refusal(
+        control=f"quota:{name}", http_status=429,
+        message=f"quota {name}: {field} {limit} reached ({current} now); retry in {retry_after} s",
+        body={"error": "QUOTA_EXCEEDED", "quota": name, "field": field, "limit": limit, "current": current,
+              "retryAfterSeconds": retry_after},
+    )
+
+
+async def check_max_concurrent(conn: asyncpg.Connection, namespace: str, workflow: str,
+                               spec: dict[str, Any]) -> Refusal | None:
+    cap = int(spec.get("maxConcurrentExecutions") or 0)
+    if not cap:
+        return None
+    await conn.execute(_LOCK, f"workflow:{namespace}/{workflow}")
+    running = int(await conn.fetchval(_RUNNING_OF_WORKFLOW, namespace, workflow))
+    if running < cap:
+        return None
+    return Refusal(
+        control="maxConcurrentExecutions", http_status=409,
+        message=f"LIMIT_EXCEEDED: workflow {workflow} already has {running} of maxConcurrentExecutions {cap} runs",
+        body={"error": "LIMIT_EXCEEDED", "limit": cap, "current": running},
+    )
+
+
+async def admit(conn: asyncpg.Connection, namespace: str, workflow: str, spec: dict[str, Any],
+                run_input: dict[str, Any]) -> Admission:
+    config = spec.get("rateLimitConfig")
+    if not config:
+        return Admission(None, False)
+    key = admission_key(str(config["rateLimitKey"]), run_input)
+    await conn.execute(_LOCK, f"admission:{namespace}/{workflow}/{key}")
+    admitted = int(await conn.fetchval(_ADMITTED_FOR_KEY, namespace, workflow, key))
+    return Admission(key, admitted >= int(config["concurrentExecLimit"]))
+
+
+_ADMIT_NEXT = """
+UPDATE executions SET awaiting_admission = false, mirror_seq = mirror_seq + 1
+ WHERE id IN (SELECT id FROM executions
+               WHERE namespace = $1 AND workflow_name = $2 AND admission_key = $3 AND status = 'RUNNING'
+                 AND awaiting_admission
+               ORDER BY created_at, id
+               LIMIT $4
+                 FOR UPDATE SKIP LOCKED)
+RETURNING id
+"""
+_WAITING_KEYS = """
+SELECT DISTINCT e.namespace, e.workflow_name, e.admission_key, v.spec->'rateLimitConfig' AS config
+  FROM executions e
+  JOIN workflows w ON w.namespace = e.namespace AND w.name = e.workflow_name
+  JOIN workflow_versions v ON v.namespace = w.namespace AND v.name = w.name AND v.version = w.latest_version
+ WHERE e.status = 'RUNNING' AND e.awaiting_admission
+ LIMIT $1
+"""
+
+
+async def admit_waiting(conn: asyncpg.Connection, namespace: str, workflow: str, key: str,
+                        limit: int) -> list[uuid.UUID]:
+    """Admit the oldest waiting runs of one key while slots are free (in the
+    caller's transaction); return their ids, to be decided."""
+    await conn.execute(_LOCK, f"admission:{namespace}/{workflow}/{key}")
+    admitted = int(await conn.fetchval(_ADMITTED_FOR_KEY, namespace, workflow, key))
+    if admitted >= limit:
+        return []
+    return [r["id"] for r in await conn.fetch(_ADMIT_NEXT, namespace, workflow, key, limit - admitted)]
+
+
+async def rebalance(conn: asyncpg.Connection, batch: int = 100) -> list[uuid.UUID]:
+    """Admit waiting runs wherever the latest limit leaves room: catches a
+    raised limit, and a run that was being decided when a slot freed."""
+    admitted: list[uuid.UUID] = []
+    for row in await conn.fetch(_WAITING_KEYS, batch):
+        config = row["config"]
+        if not config:  # the workflow dropped its rateLimitConfig: admit everyone
+            admitted += await admit_waiting(conn, row["namespace"], row["workflow_name"], row["admission_key"],
+                                            1_000_000)
+            continue
+        admitted += await admit_waiting(conn, row["namespace"], row["workflow_name"], row["admission_key"],
+                                        int(config["concurrentExecLimit"]))
+    return admitted
+
+

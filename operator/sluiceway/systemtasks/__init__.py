@@ -1,0 +1,2 @@
+"""System tasks the operator runs itself: HTTP and HTTP_POLL, behind
+per-host circuit breakers."""
