@@ -1,0 +1,47 @@
+# syntax=docker/dockerfile:1
+# The Sluiceway operator image (also the default worker image).
+#   docker build -t ghcr.io/sluiceway/sluiceway:0.1.0 .
+# Entrypoint `sluiceway`; the default command runs the operator.
+
+ARG PYTHON_IMAGE=python:3.11-slim
+
+# --- builder: wheels of the project and of its dependencies, pinned ---------
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PYTHONDONTWRITEBYTECODE=1
+WORKDIR /src
+# Only what the build needs: the project metadata (README.md is its readme),
+# the constraints and the package source.
+COPY pyproject.toml README.md ./
+COPY requirements/constraints.txt requirements/constraints.txt
+COPY operator/ operator/
+# The project's own wheel, then every dependency at the version pinned by
+# requirements/constraints.txt (the project wheel is rebuilt identically).
+RUN pip wheel --no-deps -w /wheels . \
+ && pip wheel -c requirements/constraints.txt -w /wheels .
+
+# --- runtime -----------------------------------------------------------------
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="sluiceway" \
+      org.opencontainers.image.description="A Kubernetes operator for workflows, with every execution control enforced on the server." \
+      org.opencontainers.image.source="https://github.com/sluiceway/sluiceway" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="0.1.0"
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PATH=/opt/venv/bin:$PATH
+# Installed from the builder's wheels only: no index, no compiler, no source.
+RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
+    python -m venv /opt/venv \
+ && /opt/venv/bin/pip install --no-index --find-links /wheels sluiceway \
+ && groupadd --system --gid 65532 sluiceway \
+ && useradd --system --uid 65532 --gid 65532 --home-dir /tmp --no-create-home \
+      --shell /usr/sbin/nologin sluiceway
+USER 65532:65532
+WORKDIR /tmp
+EXPOSE 8080
+ENTRYPOINT ["sluiceway"]
+CMD ["operator"]
