@@ -54,6 +54,12 @@ def _worker(args: argparse.Namespace) -> int:
     return cli.run(args)
 
 
+def _why(args: argparse.Namespace) -> int:
+    from sluiceway.cli import why
+
+    return why.run(args)
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="sluiceway", description=__doc__)
     root.add_argument("--version", action="version", version=f"sluiceway {__version__}")
@@ -67,6 +73,13 @@ def parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="run the task handlers of a Python module")
     worker_cli.add_arguments(worker)
     worker.set_defaults(run=_worker)
+
+    from sluiceway.cli import why as why_cli
+
+    why = commands.add_parser("why", help="why is this run or task not further along?",
+                              description=why_cli.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    why_cli.add_arguments(why)
+    why.set_defaults(run=_why)
 
     crd = commands.add_parser("crds", help="print, write or check the CRDs generated from the models")
     crd.add_argument("dirs", nargs="*", default=["crds", "charts/sluiceway/crds"])
@@ -84,3 +97,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     sys.exit(args.run(args))
+
+
+def kubectl_plugin() -> None:
+    """`kubectl sluiceway why X` runs `kubectl-sluiceway why X`: the same command line."""
+    main(sys.argv[1:])

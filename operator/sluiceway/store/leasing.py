@@ -13,7 +13,7 @@ from typing import Any
 
 import asyncpg
 
-from sluiceway.controls.gates import GateHold, SemaphoreState, Window, allowance, window_start
+from sluiceway.controls.gates import GateHold, SemaphoreState, Window, allowance
 from sluiceway.controls.policy import Gates
 
 
@@ -33,8 +33,11 @@ class Lease:
     namespace: str = ""
 
 
+# leased_at is the instant the lease was granted: the gated path passes the one
+# it took under its locks (and chose the rate window by); otherwise the clock.
 _LEASE = """
-WITH picked AS (
+WITH granted AS (SELECT coalesce($6::timestamptz, clock_timestamp()) AS at),
+picked AS (
     SELECT id FROM tasks
      WHERE namespace = $1 AND name = $2 AND {kinds} AND status = 'SCHEDULED' AND available_at <= now()
      ORDER BY available_at
@@ -42,13 +45,14 @@ WITH picked AS (
        FOR UPDATE SKIP LOCKED
 )
 UPDATE tasks t
-   SET status = 'IN_PROGRESS', epoch = t.epoch + 1, worker_id = $4, leased_at = now(), last_heartbeat_at = now(),
-       holds = $5, schedule_to_start_at = NULL, schedule_to_close_at = NULL,
+   SET status = 'IN_PROGRESS', epoch = t.epoch + 1, worker_id = $4, leased_at = granted.at,
+       last_heartbeat_at = granted.at, holds = $5, schedule_to_start_at = NULL, schedule_to_close_at = NULL,
        start_to_close_at = CASE WHEN t.start_to_close_timeout > 0
-                                THEN now() + make_interval(secs => t.start_to_close_timeout) END,
-       heartbeat_at = CASE WHEN t.heartbeat_timeout > 0 THEN now() + make_interval(secs => t.heartbeat_timeout) END,
-       lease_expires_at = now() + make_interval(secs => t.response_timeout)
-  FROM picked
+                                THEN granted.at + make_interval(secs => t.start_to_close_timeout) END,
+       heartbeat_at = CASE WHEN t.heartbeat_timeout > 0
+                           THEN granted.at + make_interval(secs => t.heartbeat_timeout) END,
+       lease_expires_at = granted.at + make_interval(secs => t.response_timeout)
+  FROM picked, granted
  WHERE t.id = picked.id
 RETURNING t.id, t.epoch, t.name, t.type, t.execution_id, t.ref, t.attempt, t.input, t.response_timeout,
           t.heartbeat_timeout, t.start_to_close_timeout, t.namespace
@@ -60,7 +64,12 @@ _IN_FLIGHT_WORKER = "SELECT count(*) FROM tasks WHERE namespace = $1 AND name = 
 _IN_FLIGHT_SYSTEM = ("SELECT count(*) FROM tasks WHERE namespace = $1 AND name = $2 AND status = 'IN_PROGRESS'"
                      " AND type IN ('HTTP', 'HTTP_POLL')")
 _QUEUE_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
-_NOW = "SELECT extract(epoch FROM now())"
+# After the locks: the instant of this grant, and its fixed window computed
+# exactly (numeric) by the database, so floor(leased_at / size) is that window.
+_NOW = """
+SELECT at, extract(epoch FROM at)::float8 AS epoch, (floor(extract(epoch FROM at) / $1) * $1)::float8 AS window_start
+  FROM (SELECT clock_timestamp() AS at) granted
+"""
 _WINDOW_USED = "SELECT used FROM rate_windows WHERE namespace = $1 AND name = $2 AND window_start = to_timestamp($3)"
 _SPEND_TOKENS = """
 INSERT INTO rate_windows AS w (namespace, name, window_start, used) VALUES ($1, $2, to_timestamp($3), $4)
@@ -93,20 +102,14 @@ async def lease(conn: asyncpg.Connection, namespace: str, task_type: str, worker
     themselves the cap."""
     statement = _LEASE_SYSTEM if system else _LEASE_WORKER
     if not gates.any():
-        rows = await conn.fetch(statement, namespace, task_type, count, worker_id, None)
+        rows = await conn.fetch(statement, namespace, task_type, count, worker_id, None, None)
         return LeaseOutcome([_lease(r) for r in rows])
     async with conn.transaction():
         await conn.execute(_QUEUE_LOCK, f"queue:{namespace}/{task_type}")
-        now = float(await conn.fetchval(_NOW))
         in_flight = 0
         if gates.concurrent_exec_limit:
             in_flight = int(await conn.fetchval(_IN_FLIGHT_SYSTEM if system else _IN_FLIGHT_WORKER,
                                                 namespace, task_type))
-        window: Window | None = None
-        if gates.rate_limit_per_frequency:
-            start = window_start(now, gates.rate_limit_frequency_seconds)
-            used = await conn.fetchval(_WINDOW_USED, namespace, task_type, start)
-            window = Window(start, gates.rate_limit_frequency_seconds, int(used or 0))
         semaphores: list[SemaphoreState] = []
         if gates.semaphores:
             configured = {r["name"]: r["permits"]
@@ -115,10 +118,18 @@ async def lease(conn: asyncpg.Connection, namespace: str, task_type: str, worker
                 await conn.execute(_QUEUE_LOCK, f"semaphore:{namespace}/{name}")
                 held = int(await conn.fetchval(_HELD, namespace, name))
                 semaphores.append(SemaphoreState(name, configured[name], held))
+        granted = await conn.fetchrow(_NOW, gates.rate_limit_frequency_seconds)
+        now = granted["epoch"]
+        window: Window | None = None
+        if gates.rate_limit_per_frequency:
+            start = granted["window_start"]
+            used = await conn.fetchval(_WINDOW_USED, namespace, task_type, start)
+            window = Window(start, gates.rate_limit_frequency_seconds, int(used or 0))
         allowed, holds = allowance(count, gates, in_flight, window, semaphores, now)
         if allowed == 0:
             return LeaseOutcome([], holds)
-        rows = await conn.fetch(statement, namespace, task_type, allowed, worker_id, [s.name for s in semaphores])
+        rows = await conn.fetch(statement, namespace, task_type, allowed, worker_id, [s.name for s in semaphores],
+                                granted["at"])
         if window is not None and rows:
             await conn.execute(_SPEND_TOKENS, namespace, task_type, window.start, len(rows))
         return LeaseOutcome([_lease(r) for r in rows], holds if len(rows) < count else [])

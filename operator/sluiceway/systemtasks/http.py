@@ -217,7 +217,7 @@ class HttpTaskRunner:
             async with self._session.request(request.method, request.uri, data=body, headers=headers,
                                              timeout=timeout, allow_redirects=False) as response:
                 data = await response.content.read(_MAX_BODY_BYTES)
-                answer = {"statusCode": response.status, "headers": dict(response.headers),
+                answer = {"statusCode": response.status, "headers": {str(k): v for k, v in response.headers.items()},
                           "body": _body(data, response.headers.get("Content-Type", ""))}
                 retry_after = parse_retry_after(response.headers.get("Retry-After"))
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as error:
