@@ -92,6 +92,9 @@ def operator(cluster: Cluster, operator_database: str, tmp_path_factory: pytest.
         "SLUICEWAY_DATABASE_URL": operator_database,
         "SLUICEWAY_LOG_LEVEL": "DEBUG",
         "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
+        # Small numbers so a test can open a breaker and wait out its open time.
+        "SLUICEWAY_CIRCUIT_BREAKER": '{"enabled": true, "minimumRequests": 3, "failureRatio": 0.5, '
+                                     '"openMs": 1500, "maxOpenMs": 10000}',
     }
     child = Child("operator", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env)
     process = OperatorProcess(child, operator_database, f"http://127.0.0.1:{port}")

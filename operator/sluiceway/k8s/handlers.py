@@ -279,6 +279,7 @@ def register_workflows(registry: kopf.OperatorRegistry) -> None:
             patch.status.update({
                 "phase": RunPhase.RUNNING.value if not outcome.status.is_terminal() else outcome.status.value,
                 "executionId": outcome.id, "awaitingAdmission": outcome.awaiting_admission,
+                "control": "rateLimitConfig" if outcome.awaiting_admission else None,
                 "startTime": timestamp(context.clock()), "reasonForIncompletion": None,
             })
 

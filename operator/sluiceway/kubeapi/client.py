@@ -100,10 +100,14 @@ class KubeClient:
     async def apply(self, plural: str, namespace: str, name: str, manifest: dict[str, Any],
                     field_manager: str = "sluiceway-api") -> dict[str, Any]:
         """Server-side apply: exactly these fields, owned by `field_manager`."""
-        applied: dict[str, Any] = await self._call(
+        applied: dict[str, Any] | None = await self._call(
             self._custom().patch_namespaced_custom_object, GROUP, VERSION, namespace, plural, name, manifest,
             field_manager=field_manager, force=True, _content_type="application/apply-patch+yaml",
         )
+        if applied is None:  # the client does not decode apply responses: read the object back
+            applied = await self.get(plural, namespace, name)
+        if applied is None:
+            raise KubeError(404, "NotFound", f"{plural}/{name} vanished right after it was applied")
         return applied
 
     def close(self) -> None:
