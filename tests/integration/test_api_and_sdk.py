@@ -291,3 +291,14 @@ async def test_the_worker_protocol_is_in_the_served_openapi_document(plane: Plan
     schemas = document["components"]["schemas"]
     assert "epoch" in schemas["LeasedTask"]["properties"]
     assert "callbackAfterSeconds" in schemas["TaskResult"]["properties"]
+
+
+async def test_the_metrics_that_move_first_are_exported(plane: Plane) -> None:
+    async with aiohttp.ClientSession() as http, http.get(f"{plane.url}/metrics") as response:
+        text = await response.text()
+    for name in ("sluiceway_decide_queue_oldest_seconds", "sluiceway_timers_overdue",
+                 "sluiceway_outbox_dead_lettered", "sluiceway_lease_seconds_bucket", "sluiceway_complete_seconds_bucket",
+                 "sluiceway_gate_holds_total", "sluiceway_decisions_total"):
+        assert name in text, name
+    for labelled in ("sluiceway_tasks_ready", "sluiceway_tasks_delayed", "sluiceway_circuit_breaker_state"):
+        assert f"# TYPE {labelled} gauge" in text, labelled
