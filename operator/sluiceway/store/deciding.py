@@ -79,13 +79,15 @@ SELECT now() AS now, e.id, e.namespace, e.workflow_name, e.workflow_version, e.s
   FROM executions e
   JOIN workflow_versions v ON v.namespace = e.namespace AND v.name = e.workflow_name
                           AND v.version = e.workflow_version
- WHERE e.id IN (SELECT execution_id FROM decide_queue WHERE due_at <= now() ORDER BY due_at, id LIMIT $1 * 4)
+ WHERE e.id = ANY(ARRAY(SELECT execution_id FROM decide_queue WHERE due_at <= now() ORDER BY due_at, id
+                        LIMIT $1 * 4))
  ORDER BY e.id
  LIMIT $1
    FOR UPDATE OF e SKIP LOCKED
 """
 _LOCK_ONE = _LOCK_DUE.replace(
-    "e.id IN (SELECT execution_id FROM decide_queue WHERE due_at <= now() ORDER BY due_at, id LIMIT $1 * 4)",
+    """e.id = ANY(ARRAY(SELECT execution_id FROM decide_queue WHERE due_at <= now() ORDER BY due_at, id
+                        LIMIT $1 * 4))""",
     "e.id = $1").replace(" LIMIT $1\n", "\n")
 _LATEST_TASKS = """
 SELECT DISTINCT ON (execution_id, ref)

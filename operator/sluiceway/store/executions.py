@@ -17,14 +17,19 @@ DECIDE_CHANNEL = "sluiceway_decide"
 READY_CHANNEL = "sluiceway_ready"
 
 
+SLOT_FREED = "#slot"  # a payload suffix: one slot freed, so wake one waiter, not all of them
+
+
 def released(rows: str) -> str:
     """A CTE body that wakes the pollers of gated queues whose tasks in `rows`
     (namespace, name, holds) just left IN_PROGRESS: their queue, and every
-    semaphore they held. Ungated leases have NULL holds and wake nobody."""
+    semaphore they held, one notification per freed slot. Ungated leases have
+    NULL holds and wake nobody."""
+    # Numbered: PostgreSQL folds identical payloads of one transaction into one notification.
     return f"""
-    SELECT pg_notify('{READY_CHANNEL}', key) FROM (
+    SELECT pg_notify('{READY_CHANNEL}', key || '{SLOT_FREED}' || row_number() OVER ()) FROM (
         SELECT namespace || '/' || name AS key FROM {rows} WHERE holds IS NOT NULL
-        UNION
+        UNION ALL
         SELECT namespace || '/@sem:' || semaphore FROM {rows}, unnest(holds) AS semaphore
     ) keys"""
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 import asyncpg
 
 from sluiceway.store.definitions import DEFINITIONS_CHANNEL, DefinitionCache
-from sluiceway.store.executions import DECIDE_CHANNEL, READY_CHANNEL
+from sluiceway.store.executions import DECIDE_CHANNEL, READY_CHANNEL, SLOT_FREED
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,8 @@ class Notifications:
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
         self._conn: asyncpg.Connection | None = None
-        self._ready: dict[tuple[str, str], set[asyncio.Event]] = defaultdict(set)
+        # Waiters per queue, oldest first: a freed slot wakes the oldest waiter only.
+        self._ready: dict[tuple[str, str], dict[asyncio.Event, None]] = defaultdict(dict)
         self.decide = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -69,8 +70,17 @@ class Notifications:
             await self._conn.close()
 
     def _on_ready(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
-        namespace, _, name = payload.partition("/")
-        for event in self._ready.get((namespace, name), ()):
+        key, marker, _ = payload.partition(SLOT_FREED)
+        one_slot = bool(marker)
+        namespace, _, name = key.partition("/")
+        waiters = self._ready.get((namespace, name), {})
+        if one_slot:
+            # Waking every poll for one slot only makes them queue for the same lock.
+            sleeping = next((e for e in waiters if not e.is_set()), None)
+            if sleeping is not None:
+                sleeping.set()
+            return
+        for event in waiters:
             event.set()
 
     def _on_decide(self, *_: object) -> None:
@@ -98,7 +108,7 @@ class Notifications:
         event = asyncio.Event()
         keys = [(namespace, name) for name in names]
         for key in keys:
-            self._ready[key].add(event)
+            self._ready[key][event] = None
         try:
             await asyncio.wait_for(event.wait(), timeout)
             return True
@@ -108,6 +118,6 @@ class Notifications:
             for key in keys:
                 waiters = self._ready.get(key)
                 if waiters is not None:
-                    waiters.discard(event)
+                    waiters.pop(event, None)
                     if not waiters:
                         del self._ready[key]
