@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI, Response
+from fastapi import Depends, FastAPI, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sluiceway import __version__
-from sluiceway.api import definitions, diagnostics, errors, executions, workers
+from sluiceway.api import auth, definitions, diagnostics, errors, executions, workers
 from sluiceway.api.services import Services
 from sluiceway.store.database import ping
 
@@ -20,11 +20,19 @@ heartbeats, and report results, several per request. Every lease carries an
 `epoch`; a result or heartbeat with a stale epoch is refused with 409 and
 changes nothing. Every task may be delivered more than once: give side effects
 an idempotency key (the task id is a good one).
+
+**Authentication** (when the operator runs with `SLUICEWAY_AUTH=kubernetes`):
+every `/v1` request carries a Kubernetes token (`Authorization: Bearer ...`,
+a worker's ServiceAccount token) or an API key (`X-API-Key`). 401 without a
+valid one; 403 when RBAC does not grant the route's verb on the `sluiceway.dev`
+resource in that namespace (workers: `poll` and `update` on `taskdefinitions`
+named by task type).
 """
 
 
 def create_app(services: Services) -> FastAPI:
-    app = FastAPI(title="Sluiceway", version=__version__, description=DESCRIPTION)
+    app = FastAPI(title="Sluiceway", version=__version__, description=DESCRIPTION,
+                  dependencies=[Depends(auth.enforce)])
     app.state.services = services
     errors.install(app)
     app.include_router(executions.router)
@@ -48,4 +56,5 @@ def create_app(services: Services) -> FastAPI:
     async def metrics() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
+    auth.install(app, services)  # last: it checks every /v1 route has an authorization rule
     return app

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
+from sluiceway.api import auth
 from sluiceway.api.diagnostics import NAME
 from sluiceway.api.errors import ApiError
 from sluiceway.api.services import Services, services
@@ -112,7 +113,8 @@ def _answer(obj: dict[str, Any], shape: dict[str, Any]) -> JSONResponse:
 @router.post("/metadata/task-definitions", summary="Create or update a task definition",
              responses={202: {"description": "Accepted, not reconciled yet"},
                         409: {"description": "Another TaskDefinition owns this task type"},
-                        422: {"description": "Invalid: the message names the field"}})
+                        422: {"description": "Invalid: the message names the field"}},
+             dependencies=[Depends(auth.definition_write)])
 async def put_task_definition(namespace: NAMESPACE, body: TaskDefinitionBody, request: Request,
                               svc: Services = Depends(services)) -> JSONResponse:
     resource = kube_name_for(body.name)
@@ -123,7 +125,8 @@ async def put_task_definition(namespace: NAMESPACE, body: TaskDefinitionBody, re
     return _answer(obj, body.to_wire())
 
 
-@router.get("/metadata/task-definitions", summary="Every task definition of the namespace")
+@router.get("/metadata/task-definitions", summary="Every task definition of the namespace",
+            dependencies=[Depends(auth.require("task_definitions"))])
 async def list_task_definitions(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, Any]]:
     async with svc.pool.acquire() as conn:
         found = await definitions.list_task_definitions(conn, namespace)
@@ -131,7 +134,8 @@ async def list_task_definitions(namespace: NAMESPACE, svc: Services = Depends(se
 
 
 @router.get("/metadata/task-definitions/{name}", summary="One task definition",
-            responses={404: {"description": "No such task type"}})
+            responses={404: {"description": "No such task type"}},
+            dependencies=[Depends(auth.require("task_definition"))])
 async def get_task_definition(namespace: NAMESPACE, name: NAME, svc: Services = Depends(services)
                               ) -> dict[str, Any]:
     async with svc.pool.acquire() as conn:
@@ -142,7 +146,8 @@ async def get_task_definition(namespace: NAMESPACE, name: NAME, svc: Services = 
 
 
 @router.put("/semaphores/{name}", summary="Create or resize a semaphore",
-            responses={202: {"description": "Accepted, not reconciled yet"}})
+            responses={202: {"description": "Accepted, not reconciled yet"}},
+            dependencies=[Depends(auth.definition_write)])
 async def put_semaphore(namespace: NAMESPACE, name: NAME, body: SemaphoreBody, request: Request,
                         svc: Services = Depends(services)) -> JSONResponse:
     resource = kube_name_for(name)
@@ -154,14 +159,16 @@ async def put_semaphore(namespace: NAMESPACE, name: NAME, body: SemaphoreBody, r
 
 
 @router.put("/quotas", summary="Set the namespace's quotas",
-            responses={202: {"description": "Accepted, not reconciled yet"}})
+            responses={202: {"description": "Accepted, not reconciled yet"}},
+            dependencies=[Depends(auth.definition_write)])
 async def put_quotas(namespace: NAMESPACE, body: QuotaSpec, request: Request,
                      svc: Services = Depends(services)) -> JSONResponse:
     obj = await _write(caller(request, svc), QUOTA, namespace, QUOTA_OBJECT, body.to_wire())
     return _answer(obj, body.to_wire())
 
 
-@router.get("/quotas", summary="The namespace's quotas and current usage")
+@router.get("/quotas", summary="The namespace's quotas and current usage",
+            dependencies=[Depends(auth.require("quotas"))])
 async def get_quotas(namespace: NAMESPACE, svc: Services = Depends(services)) -> dict[str, Any]:
     async with svc.pool.acquire() as conn:
         rows = await diagnostics.quota_rows(conn, namespace)

@@ -10,6 +10,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path
 
+from sluiceway.api import auth
 from sluiceway.api.errors import ApiError
 from sluiceway.api.services import Services, services
 from sluiceway.api.workers import NAMESPACE
@@ -29,34 +30,38 @@ def _queue(q: diagnostics.Queue) -> dict[str, object]:
             "pollers": q.pollers, "lastPollTime": _time(q.last_poll)}
 
 
-@router.get("/queues", summary="Every queue: ready, delayed and in-flight tasks, and recent pollers")
+@router.get("/queues", summary="Every queue: ready, delayed and in-flight tasks, and recent pollers",
+            dependencies=[Depends(auth.require("queues"))])
 async def queues(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, object]]:
     async with svc.pool.acquire() as conn:
         return [_queue(q) for q in await diagnostics.queues(conn, namespace)]
 
 
-@router.get("/queues/workers", summary="Who polled which queue, and when")
+@router.get("/queues/workers", summary="Who polled which queue, and when",
+            dependencies=[Depends(auth.require("queue_workers"))])
 async def workers(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, object]]:
     async with svc.pool.acquire() as conn:
         return [{"queue": queue, "workerId": worker, "lastPollTime": _time(at)}
                 for queue, worker, at in await diagnostics.workers(conn, namespace)]
 
 
-@router.get("/queues/{name}/depth", summary="One queue's depth")
+@router.get("/queues/{name}/depth", summary="One queue's depth", dependencies=[Depends(auth.require("queue_depth"))])
 async def depth(namespace: NAMESPACE, name: NAME, svc: Services = Depends(services)) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
         found = await diagnostics.queues(conn, namespace, name)
     return _queue(found[0] if found else diagnostics.Queue(name, 0, 0, 0, 0, None))
 
 
-@router.get("/semaphores", summary="Every semaphore: permits and how many are held")
+@router.get("/semaphores", summary="Every semaphore: permits and how many are held",
+            dependencies=[Depends(auth.require("semaphores"))])
 async def semaphores(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, object]]:
     async with svc.pool.acquire() as conn:
         return [{"name": s.name, "permits": s.permits, "held": s.held}
                 for s in await diagnostics.semaphores(conn, namespace)]
 
 
-@router.get("/semaphores/{name}", summary="One semaphore and the tasks holding it")
+@router.get("/semaphores/{name}", summary="One semaphore and the tasks holding it",
+            dependencies=[Depends(auth.require("semaphore"))])
 async def semaphore(namespace: NAMESPACE, name: NAME, svc: Services = Depends(services)) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
         found = await diagnostics.semaphores(conn, namespace, name)
@@ -78,7 +83,8 @@ def _reasons(reasons: list[Reason]) -> list[dict[str, object]]:
     return found
 
 
-@router.get("/executions/{execution_id}/why", summary="Why is this run not further along?")
+@router.get("/executions/{execution_id}/why", summary="Why is this run not further along?",
+            dependencies=[Depends(auth.require("why_run"))])
 async def why_run(namespace: NAMESPACE, execution_id: str, svc: Services = Depends(services)) -> dict[str, object]:
     try:
         key = uuid.UUID(execution_id)
@@ -92,7 +98,8 @@ async def why_run(namespace: NAMESPACE, execution_id: str, svc: Services = Depen
             "awaitingAdmission": facts.awaiting_admission, "reasons": _reasons(explain(facts))}
 
 
-@router.get("/tasks/{task_id}/why", summary="Why is this task not running?")
+@router.get("/tasks/{task_id}/why", summary="Why is this task not running?",
+            dependencies=[Depends(auth.require("why_task"))])
 async def why_task(namespace: NAMESPACE, task_id: str, svc: Services = Depends(services)) -> dict[str, object]:
     try:
         key = uuid.UUID(task_id)

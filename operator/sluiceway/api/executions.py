@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path
 from fastapi.responses import JSONResponse
 
+from sluiceway.api import auth
 from sluiceway.api.errors import ApiError
 from sluiceway.api.services import Services, services
 from sluiceway.api.workers import NAMESPACE
@@ -34,7 +35,7 @@ def start_error(outcome: executions.Refused | executions.WorkflowNotFound) -> Ap
              responses={404: {"description": "No such workflow"},
                         409: {"description": "LIMIT_EXCEEDED: maxConcurrentExecutions"},
                         429: {"description": "A namespace quota: {quota, limit, current, retryAfterSeconds}"}},
-             summary="Start a run")
+             summary="Start a run", dependencies=[Depends(auth.require("start"))])
 async def start(namespace: NAMESPACE, request: StartRequest, svc: Services = Depends(services)) -> StartResponse:
     async with svc.pool.acquire() as conn, conn.transaction():
         outcome = await executions.start_run(conn, namespace, request.name, request.version, request.input,
@@ -45,7 +46,8 @@ async def start(namespace: NAMESPACE, request: StartRequest, svc: Services = Dep
 
 
 @router.get("/{execution_id}", response_model=ExecutionView, response_model_by_alias=True,
-            responses={404: {"description": "No such run in this namespace"}}, summary="Read a run and its tasks")
+            responses={404: {"description": "No such run in this namespace"}}, summary="Read a run and its tasks",
+            dependencies=[Depends(auth.require("get_run"))])
 async def get(namespace: NAMESPACE, execution_id: EXECUTION_ID, include_tasks: bool = True,
               svc: Services = Depends(services)) -> ExecutionView:
     async with svc.pool.acquire() as conn:
@@ -71,7 +73,7 @@ async def get(namespace: NAMESPACE, execution_id: EXECUTION_ID, include_tasks: b
 
 
 @router.post("/{execution_id}/decide", status_code=202, summary="Force an evaluation",
-             responses={404: {"description": "No such run"}})
+             responses={404: {"description": "No such run"}}, dependencies=[Depends(auth.require("decide"))])
 async def force_decide(namespace: NAMESPACE, execution_id: EXECUTION_ID,
                        svc: Services = Depends(services)) -> JSONResponse:
     """An escape hatch and a diagnostic: if this unsticks a run, something
@@ -85,7 +87,8 @@ async def force_decide(namespace: NAMESPACE, execution_id: EXECUTION_ID,
 
 
 @router.post("/{execution_id}/terminate", status_code=202, summary="Terminate a running run",
-             responses={404: {"description": "No such run"}, 409: {"description": "The run is not running"}})
+             responses={404: {"description": "No such run"}, 409: {"description": "The run is not running"}},
+             dependencies=[Depends(auth.require("terminate"))])
 async def terminate(namespace: NAMESPACE, execution_id: EXECUTION_ID, request: TerminateRequest | None = None,
                     svc: Services = Depends(services)) -> JSONResponse:
     reason = request.reason if request else "terminated by request"

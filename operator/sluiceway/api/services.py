@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import asyncpg
 from fastapi import Request
 
+from sluiceway.api.auth import Authenticator
 from sluiceway.controls.policy import OperatorDefaults, TaskPolicy, resolve
 from sluiceway.kubeapi.client import KubeClient
 from sluiceway.store.definitions import DefinitionCache
@@ -22,6 +23,7 @@ class Services:
     defaults: OperatorDefaults = field(default_factory=OperatorDefaults)
     kube: KubeClient | None = None  # the operator's own client; None without Kubernetes
     authenticate: bool = False  # False: local development, writes use the operator's identity
+    authenticator: Authenticator | None = None  # identities and access decisions when authenticate is on
     # Poller bookkeeping is written at most once per interval per worker and
     # queue: "who polled and when" needs seconds, not every poll.
     poll_record_interval: float = 5.0

@@ -9,8 +9,9 @@ import time
 from typing import Annotated
 
 import orjson
-from fastapi import APIRouter, Depends, Path, Response
+from fastapi import APIRouter, Depends, Path, Request, Response
 
+from sluiceway.api import auth
 from sluiceway.api.errors import ApiError
 from sluiceway.api.services import Services, services
 from sluiceway.model.execution import (
@@ -77,13 +78,18 @@ async def _lease_once(svc: Services, namespace: str, request: PollRequest, polic
     return leased, holds
 
 
-@router.post("/poll", response_model=PollResponse, response_model_by_alias=True, summary="Lease tasks (long poll)")
-async def poll(namespace: NAMESPACE, request: PollRequest, svc: Services = Depends(services)) -> Response:
+@router.post("/poll", response_model=PollResponse, response_model_by_alias=True, summary="Lease tasks (long poll)",
+             responses={401: {"description": "No valid token or API key"},
+                        403: {"description": "The caller may not `poll` one of these task types here"}})
+@auth.checked("poll")
+async def poll(namespace: NAMESPACE, request: PollRequest, http: Request,
+               svc: Services = Depends(services)) -> Response:
     """Lease up to `count` tasks of the given types, within each type's gates
     (concurrentExecLimit, rate limit, semaphores: the most restrictive wins).
     When none can be leased, the request is held open up to
     `pollTimeoutSeconds` (at most the task types' own pollTimeoutSeconds) and
     answered as soon as a task becomes leasable or a gate opens."""
+    await auth.authorize(http, svc, "poll", namespace, request.task_types)
     async with svc.pool.acquire() as conn:
         policies = await svc.policies(conn, namespace, request.task_types)
     ceiling = max(p.timeouts.poll_timeout for p in policies.values())
@@ -127,10 +133,12 @@ async def _apply(svc: Services, namespace: str, batch: list[TaskResult]) -> dict
 @router.post("/results", response_model=ResultBatchResponse, response_model_by_alias=True,
              responses={207: {"model": ResultBatchResponse, "description": "Some results were refused"}},
              summary="Report results of several tasks in one request")
-async def report_results(namespace: NAMESPACE, batch: ResultBatch,
+@auth.checked("results")
+async def report_results(namespace: NAMESPACE, batch: ResultBatch, http: Request,
                          svc: Services = Depends(services)) -> Response:
     """200 when every result was applied; 207 with a code per task otherwise
     (404 unknown task, 409 stale epoch or no longer leased)."""
+    await auth.authorize_tasks(http, svc, "results", namespace, [r.task_id for r in batch.results])
     outcomes = await _apply(svc, namespace, batch.results)
     items = []
     for result in batch.results:
@@ -144,10 +152,12 @@ async def report_results(namespace: NAMESPACE, batch: ResultBatch,
 
 @router.post("/{task_id}/result", summary="Report the result of one task",
              responses={404: {"description": "Unknown task"}, 409: {"description": "Stale epoch or not leased"}})
-async def report_result(namespace: NAMESPACE, task_id: TASK_ID, result: TaskResult,
+@auth.checked("result")
+async def report_result(namespace: NAMESPACE, task_id: TASK_ID, result: TaskResult, http: Request,
                         svc: Services = Depends(services)) -> dict[str, str]:
     if result.task_id != task_id:
         raise ApiError(422, "INVALID_REQUEST", f"taskId {result.task_id} does not match the path's {task_id}")
+    await auth.authorize_tasks(http, svc, "result", namespace, [task_id])
     outcome = (await _apply(svc, namespace, [result]))[task_id]
     if outcome.code != 200:
         raise ApiError(outcome.code, "STALE_LEASE" if outcome.code == 409 else "NOT_FOUND", outcome.error or "")
@@ -155,10 +165,12 @@ async def report_result(namespace: NAMESPACE, task_id: TASK_ID, result: TaskResu
 
 
 @router.post("/heartbeats", summary="Renew the leases of several tasks")
-async def heartbeats(namespace: NAMESPACE, batch: HeartbeatBatch,
+@auth.checked("heartbeats")
+async def heartbeats(namespace: NAMESPACE, batch: HeartbeatBatch, http: Request,
                      svc: Services = Depends(services)) -> dict[str, list[str]]:
     """`alive`: leases renewed. `gone`: tasks no longer leased under that epoch
     (completed elsewhere, timed out, canceled): stop working on them."""
+    await auth.authorize_tasks(http, svc, "heartbeats", namespace, [b.task_id for b in batch.heartbeats])
     async with svc.pool.acquire() as conn:
         alive = await leasing.heartbeat(conn, namespace, [(b.task_id, b.epoch) for b in batch.heartbeats])
     return {"alive": sorted(alive), "gone": sorted({b.task_id for b in batch.heartbeats} - alive)}
@@ -166,8 +178,10 @@ async def heartbeats(namespace: NAMESPACE, batch: HeartbeatBatch,
 
 @router.post("/{task_id}/heartbeat", summary="Renew one lease",
              responses={409: {"description": "No longer leased under this epoch: stop working on it"}})
-async def heartbeat(namespace: NAMESPACE, task_id: TASK_ID, beat: Heartbeat,
+@auth.checked("heartbeat")
+async def heartbeat(namespace: NAMESPACE, task_id: TASK_ID, beat: Heartbeat, http: Request,
                     svc: Services = Depends(services)) -> dict[str, str]:
+    await auth.authorize_tasks(http, svc, "heartbeat", namespace, [task_id])
     async with svc.pool.acquire() as conn:
         alive = await leasing.heartbeat(conn, namespace, [(task_id, beat.epoch)])
     if task_id not in alive:

@@ -60,23 +60,8 @@ RETURNING t.id, t.epoch, t.name, t.type, t.execution_id, t.ref, t.attempt, t.inp
 # Two texts so each matches its partial index: worker tasks, and the system tasks the operator runs.
 _LEASE_WORKER = _LEASE.format(kinds="type = 'SIMPLE'")
 _LEASE_SYSTEM = _LEASE.format(kinds="type IN ('HTTP', 'HTTP_POLL')")
-_IN_FLIGHT_WORKER = "SELECT count(*) FROM tasks WHERE namespace = $1 AND name = $2 AND status = 'IN_PROGRESS' AND type = 'SIMPLE'"
-_IN_FLIGHT_SYSTEM = ("SELECT count(*) FROM tasks WHERE namespace = $1 AND name = $2 AND status = 'IN_PROGRESS'"
-                     " AND type IN ('HTTP', 'HTTP_POLL')")
-_QUEUE_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
-# After the locks: the instant of this grant, and its fixed window computed
-# exactly (numeric) by the database, so floor(leased_at / size) is that window.
-_NOW = """
-SELECT at, extract(epoch FROM at)::float8 AS epoch, (floor(extract(epoch FROM at) / $1) * $1)::float8 AS window_start
-  FROM (SELECT clock_timestamp() AS at) granted
-"""
-_WINDOW_USED = "SELECT used FROM rate_windows WHERE namespace = $1 AND name = $2 AND window_start = to_timestamp($3)"
-_SPEND_TOKENS = """
-INSERT INTO rate_windows AS w (namespace, name, window_start, used) VALUES ($1, $2, to_timestamp($3), $4)
-ON CONFLICT (namespace, name, window_start) DO UPDATE SET used = w.used + EXCLUDED.used
-"""
-_SEMAPHORES = "SELECT name, permits FROM semaphores WHERE namespace = $1 AND name = ANY($2)"
-_HELD = "SELECT count(*) FROM tasks WHERE namespace = $1 AND status = 'IN_PROGRESS' AND holds @> ARRAY[$2]::text[]"
+# The gated path is one call: see migration 0005 (it mirrors controls.gates.allowance).
+_GATED_LEASE = "SELECT sluiceway_gated_lease($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 
 
 @dataclass(frozen=True)
@@ -96,43 +81,34 @@ async def lease(conn: asyncpg.Connection, namespace: str, task_type: str, worker
     """Lease up to `count` tasks of one type, within its gates.
 
     Ungated types lease with one SKIP LOCKED statement. Gated types count and
-    lease in one transaction under an advisory lock keyed on the queue (and one
-    per semaphore, taken in name order so two queues sharing semaphores never
-    deadlock): ten dispatchers cannot all read zero in flight and all grant
-    themselves the cap."""
+    lease in one database call under an advisory lock keyed on the queue (and
+    one per semaphore, taken in name order so two queues sharing semaphores
+    never deadlock): ten dispatchers cannot all read zero in flight and all
+    grant themselves the cap, and the locks are held only for as long as the
+    database needs them."""
     statement = _LEASE_SYSTEM if system else _LEASE_WORKER
     if not gates.any():
         rows = await conn.fetch(statement, namespace, task_type, count, worker_id, None, None)
         return LeaseOutcome([_lease(r) for r in rows])
-    async with conn.transaction():
-        await conn.execute(_QUEUE_LOCK, f"queue:{namespace}/{task_type}")
-        in_flight = 0
-        if gates.concurrent_exec_limit:
-            in_flight = int(await conn.fetchval(_IN_FLIGHT_SYSTEM if system else _IN_FLIGHT_WORKER,
-                                                namespace, task_type))
-        semaphores: list[SemaphoreState] = []
-        if gates.semaphores:
-            configured = {r["name"]: r["permits"]
-                          for r in await conn.fetch(_SEMAPHORES, namespace, list(gates.semaphores))}
-            for name in sorted(configured):  # an unconfigured semaphore gates nothing
-                await conn.execute(_QUEUE_LOCK, f"semaphore:{namespace}/{name}")
-                held = int(await conn.fetchval(_HELD, namespace, name))
-                semaphores.append(SemaphoreState(name, configured[name], held))
-        granted = await conn.fetchrow(_NOW, gates.rate_limit_frequency_seconds)
-        now = granted["epoch"]
-        window: Window | None = None
-        if gates.rate_limit_per_frequency:
-            start = granted["window_start"]
-            used = await conn.fetchval(_WINDOW_USED, namespace, task_type, start)
-            window = Window(start, gates.rate_limit_frequency_seconds, int(used or 0))
-        allowed, holds = allowance(count, gates, in_flight, window, semaphores, now)
-        if allowed == 0:
-            return LeaseOutcome([], holds)
-        rows = await conn.fetch(statement, namespace, task_type, allowed, worker_id, [s.name for s in semaphores],
-                                granted["at"])
-        if window is not None and rows:
-            await conn.execute(_SPEND_TOKENS, namespace, task_type, window.start, len(rows))
-        return LeaseOutcome([_lease(r) for r in rows], holds if len(rows) < count else [])
+    result = await conn.fetchval(
+        _GATED_LEASE, namespace, task_type, worker_id, count, system, gates.concurrent_exec_limit,
+        gates.rate_limit_per_frequency, gates.rate_limit_frequency_seconds, list(gates.semaphores),
+    )
+    leases = [_lease_from_json(row) for row in result["leased"]]
+    if len(leases) >= count:
+        return LeaseOutcome(leases)
+    # Say which gates held back the rest, from the same numbers the database used.
+    window = (Window(float(result["windowStart"]), gates.rate_limit_frequency_seconds, int(result["windowUsed"]))
+              if gates.rate_limit_per_frequency else None)
+    semaphores = [SemaphoreState(s["name"], s["permits"], s["held"]) for s in result["semaphores"]]
+    _, holds = allowance(count, gates, int(result["inFlight"]), window, semaphores, float(result["now"]))
+    return LeaseOutcome(leases, holds)
+
+
+def _lease_from_json(row: dict[str, Any]) -> Lease:
+    return Lease(row["id"], row["epoch"], row["name"], row["execution_id"], row["ref"], row["attempt"],
+                 row["input"], row["response_timeout"], row["heartbeat_timeout"], row["start_to_close_timeout"],
+                 row["type"], row["namespace"])
 
 
 async def lease_ungated(conn: asyncpg.Connection, namespace: str, task_type: str, worker_id: str,
@@ -171,6 +147,23 @@ async def heartbeat(conn: asyncpg.Connection, namespace: str, beats: list[tuple[
     ids = [uuid.UUID(task_id) for task_id, _ in beats]
     rows = await conn.fetch(_HEARTBEAT, namespace, ids, [epoch for _, epoch in beats])
     return {str(r["id"]) for r in rows}
+
+
+_TASK_TYPES = "SELECT id, name FROM tasks WHERE namespace = $1 AND id = ANY($2::uuid[])"
+
+
+async def task_types_of(conn: asyncpg.Connection, namespace: str, task_ids: list[str]) -> dict[str, str]:
+    """The task type of each of these tasks that is in `namespace`, by task id
+    (in canonical form); ids of other namespaces, unknown or malformed, are left out."""
+    ids = []
+    for task_id in task_ids:
+        try:
+            ids.append(uuid.UUID(task_id))
+        except ValueError:
+            continue
+    if not ids:
+        return {}
+    return {str(r["id"]): r["name"] for r in await conn.fetch(_TASK_TYPES, namespace, ids)}
 
 
 _TOUCH_POLLER = """

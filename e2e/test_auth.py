@@ -1,0 +1,259 @@
+"""Worker authentication and authorization against the real API server: an
+operator of its own with SLUICEWAY_AUTH=kubernetes, ServiceAccount tokens
+from `kubectl create token`, ordinary RBAC Roles, and API keys in Secrets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import sys
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+import pytest
+
+from e2e.api import call
+from e2e.conftest import Cluster
+from e2e.kube import Kube, eventually
+from sluiceway.devenv.processes import Child, free_port, wait_until
+
+pytestmark = pytest.mark.e2e
+
+API = "sluiceway.dev/v1alpha1"
+TASK_TYPE = "auth_echo"
+WORKFLOW = "auth_flow"
+
+
+@dataclass
+class Secured:
+    kube: Kube
+    url: str
+    a: str
+    b: str
+    keys: str
+    child: Child
+    tokens: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def token(self, namespace: str, account: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[(namespace, account)]}"}
+
+
+def role(name: str, rules: list[dict[str, Any]], account: str) -> str:
+    return "\n---\n".join(json.dumps(doc) for doc in [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": name}, "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": name},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": account}]},
+    ])
+
+
+WORKER_RULES = [{"apiGroups": ["sluiceway.dev"], "resources": ["taskdefinitions"], "resourceNames": [TASK_TYPE],
+                 "verbs": ["poll", "update"]}]
+STARTER_RULES = [{"apiGroups": ["sluiceway.dev"], "resources": ["workflowruns"], "verbs": ["create", "get"]}]
+
+
+def _database(postgres_server: str, name: str, statement: str) -> None:
+    async def go() -> None:
+        conn = await asyncpg.connect(postgres_server)
+        try:
+            await conn.execute(statement.format(name=name))
+        finally:
+            await conn.close()
+
+    asyncio.run(go())
+
+
+@pytest.fixture(scope="module")
+def secured(cluster: Cluster, postgres_server: str, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[Secured]:
+    kube = cluster.kube
+    suffix = uuid.uuid4().hex[:6]
+    a, b, keys = f"a-{suffix}", f"b-{suffix}", f"keys-{suffix}"
+    for namespace in (a, b, keys):
+        kube.run("create", "namespace", namespace)
+    tokens = {}
+    for namespace in (a, b):
+        for account, rules in (("worker", WORKER_RULES), ("starter", STARTER_RULES)):
+            kube.run("create", "serviceaccount", account, "-n", namespace)
+            kube.apply(role(f"sluiceway-{account}", rules, account), namespace)
+            tokens[(namespace, account)] = kube.run("create", "token", account, "-n", namespace).stdout.strip()
+    database = f"e2e_auth_{suffix}"
+    _database(postgres_server, database, 'CREATE DATABASE "{name}"')
+    port = free_port()
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kube.kubeconfig),  # the operator's own credentials: admin
+        "SLUICEWAY_DATABASE_URL": postgres_server.rsplit("/", 1)[0] + f"/{database}",
+        "SLUICEWAY_LOG_LEVEL": "DEBUG",
+        "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
+        "SLUICEWAY_AUTH": "kubernetes",
+        "SLUICEWAY_API_KEYS_NAMESPACE": keys,
+        # Only these namespaces, and a leader-election Lease of its own, so an
+        # operator of another test in this session does not stand in its way.
+        "SLUICEWAY_NAMESPACES": f"{a},{b}",
+        "SLUICEWAY_LEADER_ELECTION_NAMESPACE": keys,
+    }
+    child = Child("operator-auth", [sys.executable, "-m", "sluiceway", "operator"],
+                  tmp_path_factory.mktemp("operator-auth"), env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: urllib.request.urlopen(f"{url}/readyz", timeout=2).status == 200,
+                   timeout=60, what="the operator's API /readyz", child=child)
+        secured = Secured(kube, url, a, b, keys, child, tokens)
+        for namespace in (a, b):
+            kube.apply({"apiVersion": API, "kind": "TaskDefinition", "metadata": {"name": "auth-echo"},
+                        "spec": {"name": TASK_TYPE, "responseTimeoutSeconds": 60}}, namespace)
+            kube.apply({"apiVersion": API, "kind": "Workflow", "metadata": {"name": "auth-flow"}, "spec": {
+                "name": WORKFLOW,
+                "tasks": [{"name": TASK_TYPE, "taskReferenceName": "echo", "type": "SIMPLE",
+                           "inputParameters": {"text": "${workflow.input.text}"}}],
+                "outputParameters": {"echoed": "${echo.output.echoed}"}}}, namespace)
+        for namespace in (a, b):
+            eventually(lambda ns=namespace: (o := kube.get("workflow", "auth-flow", ns)) and
+                       o.get("status", {}).get("version"), timeout=60, what=f"the Workflow in {namespace}")
+        yield secured
+    finally:
+        if os.environ.get("SLUICEWAY_E2E_SHOW_LOGS"):
+            print(child.tail(200))
+        for namespace in (a, b):  # while the operator still runs to clear its finalizers
+            kube.run("delete", "sluiceway", "--all", "-n", namespace, "--wait=true", "--timeout=60s", check=False)
+        child.stop()
+        for namespace in (a, b, keys):
+            kube.run("delete", "namespace", namespace, "--wait=false", check=False)
+        _database(postgres_server, database, 'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def start_run(s: Secured, namespace: str, text: str) -> str:
+    status, body = call("POST", f"{s.url}/v1/ns/{namespace}/executions", {"name": WORKFLOW, "input": {"text": text}},
+                        s.token(namespace, "starter"))
+    assert status == 201, body
+    run_id: str = body["id"]
+    return run_id
+
+
+def poll(s: Secured, namespace: str, headers: dict[str, str] | None, timeout: float = 0) -> tuple[int, Any]:
+    return call("POST", f"{s.url}/v1/ns/{namespace}/tasks/poll",
+                {"taskTypes": [TASK_TYPE], "workerId": "e2e-auth", "pollTimeoutSeconds": timeout}, headers)
+
+
+def lease(s: Secured, namespace: str, headers: dict[str, str]) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | None:
+        status, body = poll(s, namespace, headers, timeout=5)
+        assert status == 200, body
+        return body["tasks"][0] if body["tasks"] else None
+
+    return eventually(probe, timeout=30, what=f"a task to lease in {namespace}")
+
+
+def result(task: dict[str, Any], **output: Any) -> dict[str, Any]:
+    return {"taskId": task["taskId"], "epoch": task["epoch"], "status": "COMPLETED", "output": output}
+
+
+def test_health_and_the_openapi_document_stay_open(secured: Secured) -> None:
+    for path in ("/healthz", "/readyz", "/openapi.json", "/metrics"):
+        status, _ = call("GET", f"{secured.url}{path}")
+        assert status == 200, path
+
+
+def test_no_token_is_401_and_an_invalid_one_too(secured: Secured) -> None:
+    status, body = poll(secured, secured.a, None)
+    assert status == 401 and body["error"] == "UNAUTHENTICATED", body
+    status, body = poll(secured, secured.a, {"Authorization": "Bearer not-a-token"})
+    assert status == 401 and body["error"] == "UNAUTHENTICATED", body
+    status, body = poll(secured, secured.a, {"X-API-Key": "not-a-key-of-anyone-at-all"})
+    assert status == 401, body
+
+
+def test_a_worker_of_namespace_a_works_in_a_and_never_on_b(secured: Secured) -> None:
+    s, a, b = secured, secured.a, secured.b
+    worker_a = s.token(a, "worker")
+    run_a, run_b = start_run(s, a, "from a"), start_run(s, b, "from b")
+
+    status, body = poll(s, b, worker_a)
+    assert status == 403, body
+    assert body == {"error": "FORBIDDEN", "message":
+                    f"system:serviceaccount:{a}:worker may not poll taskdefinitions/{TASK_TYPE} in namespace {b}"}
+    status, body = poll(s, a, s.token(a, "starter"))  # may start runs, not work on them
+    assert status == 403, body
+
+    task_a = lease(s, a, worker_a)
+    assert task_a["executionId"] == run_a and task_a["input"] == {"text": "from a"}
+    task_b = lease(s, b, s.token(b, "worker"))
+    assert task_b["executionId"] == run_b
+
+    # b's task, through b's paths: refused before anything is looked at.
+    beat = {"taskId": task_b["taskId"], "epoch": task_b["epoch"]}
+    for path, body_ in [(f"{task_b['taskId']}/heartbeat", beat), ("heartbeats", {"heartbeats": [beat]}),
+                        (f"{task_b['taskId']}/result", result(task_b, echoed="stolen")),
+                        ("results", {"results": [result(task_b, echoed="stolen")]})]:
+        status, body = call("POST", f"{s.url}/v1/ns/{b}/tasks/{path}", body_, worker_a)
+        assert status == 403, (path, body)
+        assert body["message"].endswith(f"may not update taskdefinitions/{TASK_TYPE} in namespace {b}")
+    # ... and through a's paths: not a task of namespace a.
+    for path, body_ in [(f"{task_b['taskId']}/heartbeat", beat), ("heartbeats", {"heartbeats": [beat]}),
+                        (f"{task_b['taskId']}/result", result(task_b, echoed="stolen")),
+                        ("results", {"results": [result(task_b, echoed="stolen")]})]:
+        status, body = call("POST", f"{s.url}/v1/ns/{a}/tasks/{path}", body_, worker_a)
+        assert status != 200 or path == "heartbeats", (path, body)
+        if path == "heartbeats":
+            assert body == {"alive": [], "gone": [task_b["taskId"]]}
+        if path == "results":
+            assert body["results"][0]["code"] == 404
+    # b's lease is untouched: b's worker still holds it and completes it.
+    status, body = call("POST", f"{s.url}/v1/ns/{b}/tasks/{task_b['taskId']}/heartbeat", beat, s.token(b, "worker"))
+    assert status == 200, body
+    status, body = call("POST", f"{s.url}/v1/ns/{b}/tasks/{task_b['taskId']}/result", result(task_b, echoed="b"),
+                        s.token(b, "worker"))
+    assert status == 200, body
+
+    status, body = call("POST", f"{s.url}/v1/ns/{a}/tasks/{task_a['taskId']}/heartbeat",
+                        {"taskId": task_a["taskId"], "epoch": task_a["epoch"]}, worker_a)
+    assert status == 200, body
+    status, body = call("POST", f"{s.url}/v1/ns/{a}/tasks/{task_a['taskId']}/result", result(task_a, echoed="a"),
+                        worker_a)
+    assert status == 200, body
+
+    for namespace, run_id, echoed in ((a, run_a, "a"), (b, run_b, "b")):
+        def finished(ns: str = namespace, rid: str = run_id) -> dict[str, Any] | None:
+            status, body = call("GET", f"{s.url}/v1/ns/{ns}/executions/{rid}", None, s.token(ns, "starter"))
+            assert status == 200, body
+            return body if body["status"] != "RUNNING" else None
+
+        run = eventually(finished, timeout=30, what=f"the run in {namespace} to finish")
+        assert run["status"] == "COMPLETED" and run["output"] == {"echoed": echoed}, run
+    # The starter of a may read a's runs, not b's.
+    status, body = call("GET", f"{s.url}/v1/ns/{b}/executions/{run_b}", None, s.token(a, "starter"))
+    assert status == 403, body
+
+
+def test_an_api_key_works_as_its_service_account_until_its_secret_is_deleted(secured: Secured) -> None:
+    s, a, b = secured, secured.a, secured.b
+    key = secrets.token_urlsafe(32)
+    name = f"key-{uuid.uuid4().hex[:6]}"
+    s.kube.apply({"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": {
+        "name": name, "labels": {"sluiceway.dev/api-key": "true"},
+        "annotations": {"sluiceway.dev/service-account": f"{a}/worker"}}, "stringData": {"key": key}}, s.keys)
+    headers = {"X-API-Key": key}
+    eventually(lambda: poll(s, a, headers)[0] == 200, timeout=10, what="the key to be accepted")
+
+    run_id = start_run(s, a, "by key")
+    task = lease(s, a, headers)
+    assert task["executionId"] == run_id
+    status, body = call("POST", f"{s.url}/v1/ns/{a}/tasks/{task['taskId']}/result", result(task, echoed="key"),
+                        headers)
+    assert status == 200, body
+    status, body = poll(s, b, headers)
+    assert status == 403 and f"system:serviceaccount:{a}:worker may not poll" in body["message"], body
+    status, body = call("PUT", f"{s.url}/v1/ns/{a}/semaphores/by-key", {"permits": 1}, headers)
+    assert status == 403 and "API keys may not write definitions" in body["message"], body
+
+    s.kube.delete("secret", name, s.keys)
+    eventually(lambda: poll(s, a, headers)[0] == 401, timeout=10, what="the deleted key to be refused")
+    logs = s.child.tail(5000)  # neither keys nor tokens are ever logged
+    assert key not in logs and not any(token in logs for token in s.tokens.values())
