@@ -11,8 +11,9 @@ their built-in defaults are stated in the descriptions and applied in
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from sluiceway.model.common import EngineName, Spec, Status
 
@@ -30,6 +31,123 @@ class TimeoutPolicy(StrEnum):
 
 
 _SECONDS = "Seconds; 0 arms no timer."
+
+# Kubernetes' own shapes, so a bad value is refused by `kubectl apply`, not by
+# the Deployment the operator writes later.
+_ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+_QUANTITY = (r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+             r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
+Quantity = Annotated[str, Field(pattern=_QUANTITY, max_length=64)]
+
+
+class EnvVar(Spec):
+    """One environment variable of the worker container."""
+
+    name: str = Field(pattern=_ENV_NAME, min_length=1, max_length=256,
+                      description="Variable name; a name the operator injects (SLUICEWAY_URL, ...) overrides it.")
+    value: str = Field("", max_length=32_768, description="Literal value. Default empty.")
+
+
+class WorkerResources(Spec):
+    """Compute resources of the worker container, as in a Pod's `resources`."""
+
+    requests: dict[str, Quantity] | None = Field(
+        None, description="Minimum resources, e.g. {cpu: 250m, memory: 256Mi}. Quantities are strings.",
+    )
+    limits: dict[str, Quantity] | None = Field(
+        None, description="Maximum resources, e.g. {memory: 512Mi}. Quantities are strings.",
+    )
+
+
+class WorkerAutoscaling(Spec):
+    """Replicas follow queue depth, bounded by the gates of the task type (docs/worker-pods.md)."""
+
+    min_replicas: int = Field(
+        1, ge=0, le=1000, description="Fewest replicas, even with an empty queue; 0 scales to zero. Default 1.",
+    )
+    max_replicas: int = Field(
+        ge=1, le=1000,
+        description="Most replicas. The operator also never runs more than the gates can admit: "
+        "ceil(concurrentExecLimit / concurrency) and ceil(smallest semaphore's permits / concurrency).",
+    )
+    target_tasks_per_replica: int | None = Field(
+        None, ge=1, le=100_000,
+        description="Ready plus in-flight tasks one replica should take; desired replicas are "
+        "ceil((ready + inFlight) / targetTasksPerReplica). Default: concurrency.",
+    )
+
+    model_config = ConfigDict(**Spec.model_config, json_schema_extra={"x-kubernetes-validations": [
+        {
+            "rule": "!has(self.minReplicas) || self.maxReplicas >= self.minReplicas",
+            "message": "maxReplicas must be at least minReplicas",
+            "fieldPath": ".maxReplicas",
+        },
+    ]})
+
+    @model_validator(mode="after")
+    def _bounds(self) -> WorkerAutoscaling:
+        if self.max_replicas < self.min_replicas:
+            raise ValueError("maxReplicas must be at least minReplicas")
+        return self
+
+
+class WorkerPodsSpec(Spec):
+    """A Deployment of worker pods for this task type, run by the operator."""
+
+    image: str | None = Field(
+        None, min_length=1, max_length=1024,
+        description="Container image of the worker. Default: the operator's SLUICEWAY_WORKER_IMAGE.",
+    )
+    command: list[str] | None = Field(
+        None, max_length=256,
+        description="Entrypoint override; unset runs the image's own entrypoint.",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
+    args: list[str] | None = Field(
+        None, max_length=256,
+        description="Arguments to the entrypoint, e.g. [worker, app.workers, --concurrency, '4'].",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
+    replicas: int = Field(
+        1, ge=0, le=1000,
+        description="Number of worker pods when autoscaling is not set (ignored when it is). Default 1.",
+    )
+    env: list[EnvVar] | None = Field(
+        None, max_length=256,
+        description="Extra environment variables of the worker container, unique by name.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    resources: WorkerResources | None = Field(
+        None, description="CPU and memory requests and limits of the worker container.",
+    )
+    service_account_name: str = Field(
+        "default", pattern=_DNS_SUBDOMAIN, min_length=1, max_length=253,
+        description="ServiceAccount the pods run as; its projected token is the worker's credential. "
+        "Default `default`.",
+    )
+    concurrency: int = Field(
+        1, ge=1, le=10_000,
+        description="Tasks one pod runs at once; autoscaling divides the gate ceilings by it. Default 1.",
+    )
+    autoscaling: WorkerAutoscaling | None = Field(
+        None, description="Scale replicas by queue depth between minReplicas and maxReplicas.",
+    )
+
+    @field_validator("env")
+    @classmethod
+    def _unique_names(cls, env: list[EnvVar] | None) -> list[EnvVar] | None:
+        names = [e.name for e in env or ()]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate environment variable names: {', '.join(duplicates)}")
+        return env
+
+    def target_tasks_per_replica(self) -> int:
+        """Tasks per replica the autoscaler aims at: its own setting, else `concurrency`."""
+        if self.autoscaling is not None and self.autoscaling.target_tasks_per_replica is not None:
+            return self.autoscaling.target_tasks_per_replica
+        return self.concurrency
 
 
 class TaskDefinitionSpec(Spec):
@@ -122,6 +240,11 @@ class TaskDefinitionSpec(Spec):
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
 
+    # Worker pods ------------------------------------------------------------
+    workers: WorkerPodsSpec | None = Field(
+        None, description="Worker pods the operator runs for this task type, as a Deployment it owns.",
+    )
+
     model_config = ConfigDict(**Spec.model_config, json_schema_extra={"x-kubernetes-validations": [
         {
             "rule": "!has(self.maxRetryDelaySeconds) || !has(self.retryDelaySeconds)"
@@ -155,6 +278,16 @@ class TaskDefinitionStatus(Status):
     in_flight: int | None = Field(None, description="Tasks leased to workers.")
     delayed: int | None = Field(None, description="Tasks waiting out a retry backoff.")
     pollers: list[Poller] | None = None
+    workers: WorkersStatus | None = Field(None, description="The worker Deployment, when spec.workers is set.")
+
+
+class WorkersStatus(Spec):
+    deployment: str | None = Field(None, description="Name of the worker Deployment.")
+    image: str | None = Field(None, description="Image the worker pods run.")
+    desired_replicas: int | None = Field(None, description="Replicas the operator asks for.")
+    replicas: int | None = Field(None, description="Pods of the Deployment.")
+    updated_replicas: int | None = Field(None, description="Pods on the current pod template.")
+    ready_replicas: int | None = Field(None, description="Pods ready.")
 
 
 class Poller(Spec):
