@@ -92,6 +92,8 @@ def operator(cluster: Cluster, operator_database: str, tmp_path_factory: pytest.
         "SLUICEWAY_DATABASE_URL": operator_database,
         "SLUICEWAY_LOG_LEVEL": "DEBUG",
         "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
+        # Tests that run operators of their own (HA, RBAC, auth) use namespaces outside this pattern.
+        "SLUICEWAY_NAMESPACES": "e2e-*",
         # Small numbers so a test can open a breaker and wait out its open time.
         "SLUICEWAY_CIRCUIT_BREAKER": '{"enabled": true, "minimumRequests": 3, "failureRatio": 0.5, '
                                      '"openMs": 1500, "maxOpenMs": 10000}',

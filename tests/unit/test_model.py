@@ -104,3 +104,9 @@ def test_settings_name_the_missing_variable() -> None:
         Settings.from_env({})
     settings = Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_NAMESPACES": "a, b,"})
     assert settings.namespaces == ("a", "b")
+
+
+def test_kubernetes_auth_without_kubernetes_is_refused() -> None:
+    with pytest.raises(SettingsError, match="SLUICEWAY_KUBERNETES=false"):
+        Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_AUTH": "kubernetes",
+                           "SLUICEWAY_KUBERNETES": "false"})

@@ -19,6 +19,7 @@ import kopf
 from pydantic import ValidationError
 
 from sluiceway.k8s.conditions import not_ready, ready, with_condition
+from sluiceway.k8s.events import EventRecorder
 from sluiceway.k8s.validation import describe
 from sluiceway.model import GROUP, VERSION
 from sluiceway.model.common import Spec
@@ -45,6 +46,7 @@ class Context:
 
     pool: asyncpg.Pool
     clock: Callable[[], datetime.datetime]
+    events: EventRecorder | None = None
 
     def now(self) -> str:
         return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -55,20 +57,25 @@ def _context(memo: Any) -> Context:
     return context
 
 
-def _set_ready(patch: kopf.Patch, status: Any, meta: Any, context: Context, ok: bool, reason: str,
-               message: str) -> None:
+def _set_ready(patch: kopf.Patch, body: Any, context: Context, ok: bool, reason: str, message: str) -> None:
+    meta, status = body["metadata"], body.get("status", {})
     generation = int(meta.get("generation", 0))
     condition = (ready if ok else not_ready)(reason, message, generation)
+    before = next((c for c in status.get("conditions", []) if c.get("type") == "Ready"), None)
+    if context.events is not None and (before is None or before.get("status") != condition.status.value
+                                       or (not ok and before.get("reason") != reason)):
+        context.events.record(body["kind"], meta["namespace"], meta["name"],
+                              meta.get("uid", ""), not ok, "Ready" if ok else reason, message)
     patch.status["observedGeneration"] = generation
     patch.status["conditions"] = with_condition(status.get("conditions"), condition, context.now())
 
 
-def _parse(model: type[S], spec: Any, patch: kopf.Patch, status: Any, meta: Any, context: Context) -> S | None:
+def _parse(model: type[S], body: Any, patch: kopf.Patch, context: Context) -> S | None:
     """The parsed spec, or None after reporting why it is invalid."""
     try:
-        return model.model_validate(dict(spec))
+        return model.model_validate(dict(body.get("spec", {})))
     except ValidationError as error:
-        _set_ready(patch, status, meta, context, False, "InvalidSpec", describe(error))
+        _set_ready(patch, body, context, False, "InvalidSpec", describe(error))
         return None
 
 
@@ -116,10 +123,10 @@ def register(registry: kopf.OperatorRegistry) -> None:
         return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
     @_reconciles(registry, TASK_DEFINITION)
-    async def reconcile_task_definition(spec: Any, meta: Any, status: Any, namespace: str, name: str,
+    async def reconcile_task_definition(body: Any, spec: Any, meta: Any, status: Any, namespace: str, name: str,
                                         patch: kopf.Patch, memo: Any, **_: Any) -> None:
         context = _context(memo)
-        parsed = _parse(TaskDefinitionSpec, spec, patch, status, meta, context)
+        parsed = _parse(TaskDefinitionSpec, body, patch, context)
         if parsed is None:
             return
         task_type = parsed.name or name
@@ -131,9 +138,9 @@ def register(registry: kopf.OperatorRegistry) -> None:
                 )
             patch.status["taskType"] = task_type
             if claim.is_ours(name):
-                _set_ready(patch, status, meta, context, True, "Stored", f"task type {task_type} is active")
+                _set_ready(patch, body, context, True, "Stored", f"task type {task_type} is active")
             else:
-                _set_ready(patch, status, meta, context, False, "NameConflict",
+                _set_ready(patch, body, context, False, "NameConflict",
                            f"task type {task_type} is already defined by TaskDefinition {claim.owner}")
 
         await _guard(store())
@@ -144,10 +151,10 @@ def register(registry: kopf.OperatorRegistry) -> None:
         await _guard(_delete(context, definitions.delete_task_definition, namespace, name))
 
     @_reconciles(registry, SEMAPHORE)
-    async def reconcile_semaphore(spec: Any, meta: Any, status: Any, namespace: str, name: str,
+    async def reconcile_semaphore(body: Any, spec: Any, meta: Any, status: Any, namespace: str, name: str,
                                   patch: kopf.Patch, memo: Any, **_: Any) -> None:
         context = _context(memo)
-        parsed = _parse(SemaphoreSpec, spec, patch, status, meta, context)
+        parsed = _parse(SemaphoreSpec, body, patch, context)
         if parsed is None:
             return
         semaphore = parsed.name or name
@@ -160,10 +167,10 @@ def register(registry: kopf.OperatorRegistry) -> None:
             patch.status["semaphoreName"] = semaphore
             patch.status["permits"] = parsed.permits
             if claim.is_ours(name):
-                _set_ready(patch, status, meta, context, True, "Stored",
+                _set_ready(patch, body, context, True, "Stored",
                            f"semaphore {semaphore} has {parsed.permits} permits")
             else:
-                _set_ready(patch, status, meta, context, False, "NameConflict",
+                _set_ready(patch, body, context, False, "NameConflict",
                            f"semaphore {semaphore} is already defined by Semaphore {claim.owner}")
 
         await _guard(store())
@@ -173,10 +180,10 @@ def register(registry: kopf.OperatorRegistry) -> None:
         await _guard(_delete(_context(memo), definitions.delete_semaphore, namespace, name))
 
     @_reconciles(registry, QUOTA)
-    async def reconcile_quota(spec: Any, meta: Any, status: Any, namespace: str, name: str,
+    async def reconcile_quota(body: Any, spec: Any, meta: Any, status: Any, namespace: str, name: str,
                               patch: kopf.Patch, memo: Any, **_: Any) -> None:
         context = _context(memo)
-        parsed = _parse(QuotaSpec, spec, patch, status, meta, context)
+        parsed = _parse(QuotaSpec, body, patch, context)
         if parsed is None:
             return
 
@@ -186,7 +193,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
                     conn, namespace, name, int(meta["generation"]), parsed.max_concurrent_executions,
                     parsed.max_executions_per_minute, parsed.max_workflow_definitions, parsed.max_schedules,
                 )
-            _set_ready(patch, status, meta, context, True, "Stored", "quota is enforced")
+            _set_ready(patch, body, context, True, "Stored", "quota is enforced")
 
         await _guard(store())
 
@@ -205,15 +212,15 @@ def register_workflows(registry: kopf.OperatorRegistry) -> None:
     """Workflows (versioned definitions) and WorkflowRuns (the kubectl front door to a run)."""
 
     @_reconciles(registry, WORKFLOW)
-    async def reconcile_workflow(spec: Any, meta: Any, status: Any, namespace: str, name: str,
+    async def reconcile_workflow(body: Any, spec: Any, meta: Any, status: Any, namespace: str, name: str,
                                  patch: kopf.Patch, memo: Any, **_: Any) -> None:
         context = _context(memo)
-        parsed = _parse(WorkflowSpec, spec, patch, status, meta, context)
+        parsed = _parse(WorkflowSpec, body, patch, context)
         if parsed is None:
             return
         found = problems(parsed)
         if found:
-            _set_ready(patch, status, meta, context, False, "InvalidGraph", "; ".join(found))
+            _set_ready(patch, body, context, False, "InvalidGraph", "; ".join(found))
             return
         engine_name = parsed.name or name
 
@@ -223,15 +230,15 @@ def register_workflows(registry: kopf.OperatorRegistry) -> None:
                     claim, version = await workflows.upsert_workflow(
                         conn, namespace, engine_name, name, int(meta["generation"]), parsed.to_wire())
                 except workflows.DefinitionQuotaExceeded as refused:
-                    _set_ready(patch, status, meta, context, False, "QuotaExceeded", str(refused))
+                    _set_ready(patch, body, context, False, "QuotaExceeded", str(refused))
                     return
             patch.status["workflowName"] = engine_name
             if not claim.is_ours(name):
-                _set_ready(patch, status, meta, context, False, "NameConflict",
+                _set_ready(patch, body, context, False, "NameConflict",
                            f"workflow {engine_name} is already defined by Workflow {claim.owner}")
                 return
             patch.status["version"] = version
-            _set_ready(patch, status, meta, context, True, "Stored", f"new runs start on version {version}")
+            _set_ready(patch, body, context, True, "Stored", f"new runs start on version {version}")
 
         await _guard(store())
 
@@ -252,12 +259,12 @@ def register_workflows(registry: kopf.OperatorRegistry) -> None:
         await _guard(remove())
 
     @_starts(registry, WORKFLOW_RUN)
-    async def start_workflow_run(spec: Any, meta: Any, status: Any, namespace: str, name: str, uid: str,
+    async def start_workflow_run(body: Any, spec: Any, meta: Any, status: Any, namespace: str, name: str, uid: str,
                                  patch: kopf.Patch, memo: Any, **_: Any) -> None:
         context = _context(memo)
         if status.get("executionId") or status.get("phase") == RunPhase.REFUSED.value:
             return  # already started (or refused): a WorkflowRun starts one run, once
-        parsed = _parse(WorkflowRunSpec, spec, patch, status, meta, context)
+        parsed = _parse(WorkflowRunSpec, body, patch, context)
         if parsed is None:
             patch.status["phase"] = RunPhase.FAILED.value
             return
@@ -275,6 +282,8 @@ def register_workflows(registry: kopf.OperatorRegistry) -> None:
             if isinstance(outcome, executions.Refused):
                 patch.status.update({"phase": RunPhase.REFUSED.value, "control": outcome.control,
                                      "reasonForIncompletion": outcome.message, "refusal": outcome.body})
+                if context.events is not None:
+                    context.events.record("WorkflowRun", namespace, name, uid, True, "Refused", outcome.message)
                 return
             patch.status.update({
                 "phase": RunPhase.RUNNING.value if not outcome.status.is_terminal() else outcome.status.value,

@@ -9,6 +9,7 @@ import logging
 
 import asyncpg
 
+from sluiceway.k8s.events import EventRecorder
 from sluiceway.k8s.runs import run_status
 from sluiceway.kubeapi.client import KubeClient, KubeError
 from sluiceway.model.execution import RunStatus
@@ -19,7 +20,14 @@ from sluiceway.store import mirroring
 log = logging.getLogger(__name__)
 
 
-async def mirror_once(pool: asyncpg.Pool, kube: KubeClient, batch: int = 100) -> int:
+_ENDINGS = {
+    RunStatus.COMPLETED: (False, "Completed"), RunStatus.FAILED: (True, "Failed"),
+    RunStatus.TIMED_OUT: (True, "TimedOut"), RunStatus.TERMINATED: (True, "Terminated"),
+}
+
+
+async def mirror_once(pool: asyncpg.Pool, kube: KubeClient, batch: int = 100,
+                      recorder: EventRecorder | None = None) -> int:
     async with pool.acquire() as conn:
         pending = await mirroring.pending(conn, batch)
     written: list[tuple[str, int]] = []
@@ -42,16 +50,22 @@ async def mirror_once(pool: asyncpg.Pool, kube: KubeClient, batch: int = 100) ->
                             run.resource_name, error.message)
                 continue
         written.append((run.id, run.mirror_seq))
+        ending = _ENDINGS.get(RunStatus(run.status))
+        if recorder is not None and ending is not None:
+            warning, reason = ending
+            recorder.record("WorkflowRun", run.namespace, run.resource_name, run.id, warning, reason,
+                            run.reason or f"run {run.id} completed")
     async with pool.acquire() as conn:
         await mirroring.mark_mirrored(conn, written)
     return len(pending)
 
 
-async def run_mirror(pool: asyncpg.Pool, kube: KubeClient, stop: asyncio.Event, interval: float = 1.0) -> None:
+async def run_mirror(pool: asyncpg.Pool, kube: KubeClient, stop: asyncio.Event,
+                     recorder: EventRecorder | None = None, interval: float = 1.0) -> None:
     """Mirror until `stop`; a full batch means more is waiting, so go again at once."""
     while not stop.is_set():
         try:
-            busy = await mirror_once(pool, kube) >= 100
+            busy = await mirror_once(pool, kube, recorder=recorder) >= 100
         except (OSError, asyncpg.PostgresError) as error:
             log.warning("status mirror pass failed: %s", error)
             busy = False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import datetime
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -90,11 +91,14 @@ class KubeClient:
         return KubeClient(kubernetes.client.ApiClient(configuration))
 
     def impersonating(self, user: str, groups: list[str]) -> KubeClient:
-        """The operator's credentials acting as `user` (needs the impersonate verb)."""
+        """The operator's credentials acting as `user` (needs the impersonate verb).
+
+        Only the user is impersonated: the client sends one value per header
+        name, and Impersonate-Group needs one header per group. RBAC bindings
+        naming the ServiceAccount apply; bindings to its groups do not."""
+        del groups
         client = kubernetes.client.ApiClient(self.api.configuration)
         client.set_default_header("Impersonate-User", user)
-        for group in groups:
-            client.set_default_header("Impersonate-Group", group)
         return KubeClient(client)
 
     async def apply(self, plural: str, namespace: str, name: str, manifest: dict[str, Any],
@@ -112,3 +116,74 @@ class KubeClient:
 
     def close(self) -> None:
         self.api.close()
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    holder: str
+    duration_seconds: int
+    resource_version: str
+    transitions: int
+
+
+def _lease_body(name: str, namespace: str, holder: str, duration: int, transitions: int,
+                resource_version: str | None = None) -> dict[str, Any]:
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if resource_version:
+        metadata["resourceVersion"] = resource_version
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata,
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration, "acquireTime": now,
+                     "renewTime": now, "leaseTransitions": transitions}}
+
+
+class Leases:
+    """coordination.k8s.io Leases: read, create, and replace with optimistic concurrency."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+
+    def _api(self) -> kubernetes.client.CoordinationV1Api:
+        return kubernetes.client.CoordinationV1Api(self.client.api)
+
+    async def read(self, namespace: str, name: str) -> LeaseRecord | None:
+        try:
+            lease = await self.client._call(self._api().read_namespaced_lease, name, namespace)
+        except KubeError as error:
+            if error.status == 404:
+                return None
+            raise
+        spec = lease.spec
+        return LeaseRecord(spec.holder_identity or "", int(spec.lease_duration_seconds or 0),
+                           lease.metadata.resource_version, int(spec.lease_transitions or 0))
+
+    async def create(self, namespace: str, name: str, holder: str, duration: int) -> None:
+        await self.client._call(self._api().create_namespaced_lease, namespace,
+                                _lease_body(name, namespace, holder, duration, 0))
+
+    async def replace(self, namespace: str, name: str, holder: str, duration: int, record: LeaseRecord,
+                      transitions: int) -> LeaseRecord:
+        """Write the lease if nobody changed it since `record` was read (409 otherwise)."""
+        body = _lease_body(name, namespace, holder, duration, transitions, record.resource_version)
+        lease = await self.client._call(self._api().replace_namespaced_lease, name, namespace, body)
+        return LeaseRecord(holder, duration, lease.metadata.resource_version, transitions)
+
+
+class Events:
+    """Kubernetes Events on the objects the operator reconciles."""
+
+    def __init__(self, client: KubeClient, component: str = "sluiceway") -> None:
+        self.client = client
+        self.component = component
+
+    async def post(self, involved: dict[str, str], event_type: str, reason: str, message: str) -> None:
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        namespace = involved["namespace"]
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
+            "involvedObject": involved, "type": event_type, "reason": reason, "message": message[:1024],
+            "source": {"component": self.component}, "reportingComponent": self.component,
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        await self.client._call(kubernetes.client.CoreV1Api(self.client.api).create_namespaced_event, namespace, body)

@@ -23,11 +23,15 @@ import kopf
 import uvicorn
 
 from sluiceway.api.app import create_app
+from sluiceway.api.auth import Authenticator
 from sluiceway.controls.breaker import Breakers
 from sluiceway.api.services import Services
 from sluiceway.k8s.handlers import Context, register, register_status_reports, register_workflows
+from sluiceway.k8s.events import EventRecorder
+from sluiceway.k8s.leadership import LeaderElector
 from sluiceway.k8s.mirror import run_mirror
-from sluiceway.kubeapi.client import KubeClient
+from sluiceway.k8s.workers import register_worker_deployments
+from sluiceway.kubeapi.client import Events, KubeClient, Leases
 from sluiceway.runtime import loops
 from sluiceway.runtime.settings import Settings
 from sluiceway.store.database import open_pool
@@ -68,6 +72,16 @@ class _Server(uvicorn.Server):
         yield
 
 
+async def _first_of(*events: asyncio.Event, then: asyncio.Event) -> None:
+    waits = [asyncio.create_task(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+        then.set()
+
+
 class _Memo(kopf.Memo):
     context: Context
 
@@ -78,8 +92,11 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     notifications = Notifications(settings.database_url)
     await notifications.start()
     kube: KubeClient | None = KubeClient.from_environment() if settings.kubernetes else None
+    authenticator = Authenticator(kube, keys_namespace=settings.api_keys_namespace,
+                                  allow_writes=settings.api_keys_allow_writes,
+                                  ) if kube is not None and settings.auth == "kubernetes" else None
     services = Services(pool, notifications, defaults=settings.operator_defaults(), kube=kube,
-                        authenticate=settings.auth == "kubernetes")
+                        authenticate=settings.auth == "kubernetes", authenticator=authenticator)
     server = _Server(uvicorn.Config(
         create_app(services),
         host=settings.api_host, port=settings.api_port,
@@ -105,13 +122,33 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         register(registry)
         register_workflows(registry)
         register_status_reports(registry)
+        register_worker_deployments(registry)
+        recorder = EventRecorder(Events(kube))
         memo = _Memo()
-        memo.context = Context(pool=pool, clock=utc_now)
-        parts.append(kopf.operator(
-            registry=registry, settings=kopf_settings(), clusterwide=not settings.namespaces,
-            namespaces=settings.namespaces, standalone=True, memo=memo, stop_flag=stop,
-        ))
-        parts.append(run_mirror(pool, kube, stop))
+        memo.context = Context(pool=pool, clock=utc_now, events=recorder)
+
+        async def reconcile(stepped_down: asyncio.Event) -> None:
+            """The one-replica-at-a-time parts: kopf's reconcilers and the status mirror."""
+            leader_stop = asyncio.Event()
+            relay = asyncio.create_task(_first_of(stop, stepped_down, then=leader_stop))
+            try:
+                await asyncio.gather(
+                    kopf.operator(registry=registry, settings=kopf_settings(), clusterwide=not settings.namespaces,
+                                  namespaces=settings.namespaces, standalone=True, memo=memo,
+                                  stop_flag=leader_stop),
+                    run_mirror(pool, kube, leader_stop, recorder),
+                )
+            finally:
+                relay.cancel()
+
+        if settings.leader_election:
+            elector = LeaderElector(Leases(kube), settings.leader_election_namespace, "sluiceway-operator",
+                                    settings.identity)
+            parts.append(elector.run(reconcile, stop))
+        else:
+            parts.append(reconcile(asyncio.Event()))
+    if authenticator is not None:
+        parts.append(authenticator.run(stop))  # keeps the API keys in memory
     tasks = [asyncio.create_task(part) for part in parts]
     try:
         done, _ = await asyncio.wait([*tasks, asyncio.create_task(stop.wait())],

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sluiceway.controls.breaker import BreakerConfig
 from sluiceway.controls.policy import DEFAULT_MAX_RETRY_BACKOFF_SECONDS, OperatorDefaults
@@ -42,6 +43,11 @@ class Settings(BaseModel):
     api_port: int = Field(8080, ge=0, le=65535)
     kubernetes: bool = True
     auth: Literal["kubernetes", "none"] = "none"
+    api_keys_namespace: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    api_keys_allow_writes: bool = False
+    leader_election: bool = True
+    leader_election_namespace: str = "default"
+    identity: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     deciders: int = Field(2, ge=1, le=32)
     pool_size: int = Field(20, ge=2, le=500)
     default_retry_policy: DefaultRetryPolicy = Field(default_factory=DefaultRetryPolicy)
@@ -50,6 +56,13 @@ class Settings(BaseModel):
     circuit_breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     http_allowed_hosts: tuple[str, ...] = ()
     http_concurrency: int = Field(32, ge=1, le=1024)
+
+    @model_validator(mode="after")
+    def _auth_needs_kubernetes(self) -> Settings:
+        if self.auth == "kubernetes" and not self.kubernetes:
+            raise ValueError("SLUICEWAY_AUTH=kubernetes checks identities with the Kubernetes API: "
+                             "it cannot be combined with SLUICEWAY_KUBERNETES=false")
+        return self
 
     def operator_defaults(self) -> OperatorDefaults:
         policy = self.default_retry_policy
@@ -74,8 +87,19 @@ class Settings(BaseModel):
         if env.get("SLUICEWAY_API_ADDRESS"):
             host, _, port = env["SLUICEWAY_API_ADDRESS"].rpartition(":")
             raw["api_host"], raw["api_port"] = host or "0.0.0.0", port
+        if env.get("SLUICEWAY_LEADER_ELECTION"):
+            raw["leader_election"] = env["SLUICEWAY_LEADER_ELECTION"].lower() not in ("0", "false", "no", "off")
+        if env.get("SLUICEWAY_LEADER_ELECTION_NAMESPACE"):
+            raw["leader_election_namespace"] = env["SLUICEWAY_LEADER_ELECTION_NAMESPACE"]
+        if env.get("SLUICEWAY_POD_NAME"):
+            raw["identity"] = env["SLUICEWAY_POD_NAME"]
         if env.get("SLUICEWAY_AUTH"):
             raw["auth"] = env["SLUICEWAY_AUTH"].lower()
+        if env.get("SLUICEWAY_API_KEYS_NAMESPACE"):
+            raw["api_keys_namespace"] = env["SLUICEWAY_API_KEYS_NAMESPACE"].strip()
+        if env.get("SLUICEWAY_API_KEYS_ALLOW_WRITES"):
+            raw["api_keys_allow_writes"] = env["SLUICEWAY_API_KEYS_ALLOW_WRITES"].lower() not in (
+                "0", "false", "no", "off")
         if env.get("SLUICEWAY_KUBERNETES"):
             raw["kubernetes"] = env["SLUICEWAY_KUBERNETES"].lower() not in ("0", "false", "no", "off")
         for variable, key in (("SLUICEWAY_DECIDERS", "deciders"), ("SLUICEWAY_DB_POOL_SIZE", "pool_size"),
@@ -103,6 +127,8 @@ class Settings(BaseModel):
             return cls.model_validate(raw)
         except ValidationError as error:
             first = error.errors()[0]
-            field = str(first["loc"][0]) if first["loc"] else "settings"
+            if not first["loc"]:
+                raise SettingsError(str(first["msg"]).removeprefix("Value error, ")) from error
+            field = str(first["loc"][0])
             names = {"api_host": "API_ADDRESS", "api_port": "API_ADDRESS", "pool_size": "DB_POOL_SIZE"}
             raise SettingsError(f"SLUICEWAY_{names.get(field, field.upper())}: {first['msg']}") from error
