@@ -40,6 +40,7 @@ NAMESPACED_RULES = [
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     {"apiGroups": ["apps"], "resources": ["deployments"],
      "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
+    {"apiGroups": ["sluiceway.dev"], "resources": ["taskdefinitions/finalizers"], "verbs": ["update"]},
 ]
 IMPERSONATE_RULE = {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"]}
 CLUSTER_SCOPED_RULES = [

@@ -22,6 +22,11 @@ cluster-wide (ClusterRole) or per watched namespace (Role); see rbac-*.yaml.
 - apiGroups: [apps]
   resources: [deployments]
   verbs: [get, list, watch, create, patch, delete]
+# Those Deployments are owned by their TaskDefinition (blockOwnerDeletion), which the
+# OwnerReferencesPermissionEnforcement admission plugin allows only with update on its finalizers.
+- apiGroups: [sluiceway.dev]
+  resources: [taskdefinitions/finalizers]
+  verbs: [update]
 {{- if .Values.apiKeys.allowWrites }}
 # apiKeys.allowWrites: an API-key caller writing definitions acts as the ServiceAccount its key names.
 - apiGroups: [""]
