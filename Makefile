@@ -8,6 +8,8 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml requirements/constraints
 # kubectl, helm) is built from source on first use and cached by version.
 BIN_DIR = $$(bash hack/build-control-plane.sh)
 
+IMAGE ?= ghcr.io/sluiceway/sluiceway:$(shell $(PYTHON) -c "import re;print(re.search(r'^version = \"(.+)\"', open('pyproject.toml').read(), re.M).group(1))")
+
 .PHONY: up test lint typecheck unit integration e2e bench crds controlplane venv clean image
 
 up: venv controlplane
@@ -52,3 +54,7 @@ clean:
 bench: venv
 	$(PY) -m pip install --quiet -c requirements/constraints.txt pgqueuer==1.6.0
 	$(PY) bench/throughput.py
+
+# Needs a Docker engine (none runs on the development machines); see the README.
+image:
+	docker build -t $(IMAGE) .

@@ -93,3 +93,28 @@ def test_server_side_apply_has_no_field_manager_conflicts(kube: Kube, namespace:
         spec_writers = [name for name, m in managers.items()
                         if name != "argocd-controller" and "f:spec" in json.dumps(m.get("fieldsV1", {}))]
         assert spec_writers == [], f"{key}: the spec was written by {spec_writers}"
+
+
+def test_deleting_a_workflow_lets_runs_finish_or_terminates_them_as_its_policy_says(
+    kube: Kube, namespace: str, operator: Any
+) -> None:
+    from e2e.api import call
+
+    api = f"{operator.api_url}/v1/ns/{namespace}/executions"
+    for name, policy in (("keep-going", "Finish"), ("stop-now", "Terminate")):
+        kube.apply({"apiVersion": "sluiceway.dev/v1alpha1", "kind": "Workflow", "metadata": {"name": name},
+                    "spec": {"activeRunsPolicy": policy,
+                             "tasks": [{"name": "nobody_polls", "taskReferenceName": "wait_here"}]}}, namespace)
+        eventually(lambda: (o := kube.get("workflow", name, namespace)) and o.get("status", {}).get("version"),
+                   what=f"Workflow {name}")
+    runs = {name: call("POST", api, {"name": name})[1]["id"] for name in ("keep-going", "stop-now")}
+    kube.delete("workflow", "keep-going", namespace)
+    kube.delete("workflow", "stop-now", namespace)
+    assert kube.get("workflow", "stop-now", namespace) is None, "the finalizer let the deletion finish"
+    stopped = eventually(lambda: (v := call("GET", f"{api}/{runs['stop-now']}")[1])["status"] == "TERMINATED" and v,
+                         what="the Terminate policy to end the run")
+    assert "activeRunsPolicy Terminate" in stopped["reasonForIncompletion"]
+    time.sleep(2)
+    assert call("GET", f"{api}/{runs['keep-going']}")[1]["status"] == "RUNNING", "Finish lets runs go on"
+    status, body = call("POST", api, {"name": "keep-going"})
+    assert status == 404 and body["error"] == "WORKFLOW_NOT_FOUND", "no new runs of a deleted Workflow"
