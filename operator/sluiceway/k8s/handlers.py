@@ -70,6 +70,16 @@ def _set_ready(patch: kopf.Patch, body: Any, context: Context, ok: bool, reason:
     patch.status["conditions"] = with_condition(status.get("conditions"), condition, context.now())
 
 
+def _report_claim(patch: kopf.Patch, body: Any, context: Context, claim: definitions.Claim, what: str,
+                  ready_message: str) -> None:
+    """Ready when this object owns its engine name; NameConflict naming the owner when another does."""
+    if claim.is_ours(body["metadata"]["name"]):
+        _set_ready(patch, body, context, True, "Stored", f"{what} {ready_message}")
+    else:
+        _set_ready(patch, body, context, False, "NameConflict",
+                   f"{what} is already defined by {body['kind']} {claim.owner}")
+
+
 def _parse(model: type[S], body: Any, patch: kopf.Patch, context: Context) -> S | None:
     """The parsed spec, or None after reporting why it is invalid."""
     try:
@@ -137,11 +147,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
                     conn, namespace, task_type, name, int(meta["generation"]), parsed.to_wire()
                 )
             patch.status["taskType"] = task_type
-            if claim.is_ours(name):
-                _set_ready(patch, body, context, True, "Stored", f"task type {task_type} is active")
-            else:
-                _set_ready(patch, body, context, False, "NameConflict",
-                           f"task type {task_type} is already defined by TaskDefinition {claim.owner}")
+            _report_claim(patch, body, context, claim, f"task type {task_type}", "is active")
 
         await _guard(store())
 
@@ -166,12 +172,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
                 )
             patch.status["semaphoreName"] = semaphore
             patch.status["permits"] = parsed.permits
-            if claim.is_ours(name):
-                _set_ready(patch, body, context, True, "Stored",
-                           f"semaphore {semaphore} has {parsed.permits} permits")
-            else:
-                _set_ready(patch, body, context, False, "NameConflict",
-                           f"semaphore {semaphore} is already defined by Semaphore {claim.owner}")
+            _report_claim(patch, body, context, claim, f"semaphore {semaphore}", f"has {parsed.permits} permits")
 
         await _guard(store())
 
@@ -233,12 +234,10 @@ def register_workflows(registry: kopf.OperatorRegistry) -> None:
                     _set_ready(patch, body, context, False, "QuotaExceeded", str(refused))
                     return
             patch.status["workflowName"] = engine_name
-            if not claim.is_ours(name):
-                _set_ready(patch, body, context, False, "NameConflict",
-                           f"workflow {engine_name} is already defined by Workflow {claim.owner}")
-                return
-            patch.status["version"] = version
-            _set_ready(patch, body, context, True, "Stored", f"new runs start on version {version}")
+            if claim.is_ours(name):
+                patch.status["version"] = version
+            _report_claim(patch, body, context, claim, f"workflow {engine_name}",
+                          f"starts new runs on version {version}")
 
         await _guard(store())
 
