@@ -7,7 +7,7 @@ ReplicaSets and its pods. A timer reports the Deployment's readiness in the
 TaskDefinition's `status.workers` and, when `spec.workers.autoscaling` is set,
 moves the replica count by the policy in `sluiceway.controls.scaling`.
 
-Settings (environment of the operator):
+Settings (passed in from the operator's settings):
 
 - `SLUICEWAY_WORKER_IMAGE`: the image of `spec.workers` that names none.
 - `SLUICEWAY_API_URL`: the API address injected into the pods
@@ -17,7 +17,6 @@ Settings (environment of the operator):
 from __future__ import annotations
 
 import enum
-import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -238,8 +237,8 @@ def _retry(error: KubeError, what: str) -> kopf.TemporaryError:
 def register_worker_deployments(registry: kopf.OperatorRegistry, *, api_url: str | None = None,
                                 default_image: str | None = None) -> None:
     """Reconcile a worker Deployment for every TaskDefinition with `spec.workers`."""
-    url = api_url or os.environ.get("SLUICEWAY_API_URL") or DEFAULT_API_URL
-    image_default = default_image or os.environ.get("SLUICEWAY_WORKER_IMAGE") or None
+    url = api_url or DEFAULT_API_URL
+    image_default = default_image
     clients: list[AppsClient] = []
 
     def apps() -> AppsClient:

@@ -122,7 +122,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         register(registry)
         register_workflows(registry)
         register_status_reports(registry)
-        register_worker_deployments(registry)
+        register_worker_deployments(registry, api_url=settings.api_url, default_image=settings.worker_image)
         recorder = EventRecorder(Events(kube))
         memo = _Memo()
         memo.context = Context(pool=pool, clock=utc_now, events=recorder)

@@ -46,6 +46,8 @@ class Settings(BaseModel):
     api_keys_namespace: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
     api_keys_allow_writes: bool = False
     leader_election: bool = True
+    api_url: str | None = None  # what worker pods are told to call
+    worker_image: str | None = None  # the image of spec.workers that names none
     leader_election_namespace: str = "default"
     identity: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     deciders: int = Field(2, ge=1, le=32)
@@ -87,6 +89,9 @@ class Settings(BaseModel):
         if env.get("SLUICEWAY_API_ADDRESS"):
             host, _, port = env["SLUICEWAY_API_ADDRESS"].rpartition(":")
             raw["api_host"], raw["api_port"] = host or "0.0.0.0", port
+        for variable, key in (("SLUICEWAY_API_URL", "api_url"), ("SLUICEWAY_WORKER_IMAGE", "worker_image")):
+            if env.get(variable):
+                raw[key] = env[variable]
         if env.get("SLUICEWAY_LEADER_ELECTION"):
             raw["leader_election"] = env["SLUICEWAY_LEADER_ELECTION"].lower() not in ("0", "false", "no", "off")
         if env.get("SLUICEWAY_LEADER_ELECTION_NAMESPACE"):
