@@ -83,17 +83,23 @@ def _reasons(reasons: list[Reason]) -> list[dict[str, object]]:
     return found
 
 
+def _uuid_or(value: str, missing: ApiError) -> uuid.UUID:
+    """The id, or the 404 a malformed id deserves: it names nothing that exists."""
+    try:
+        return uuid.UUID(value)
+    except ValueError as error:
+        raise missing from error
+
+
 @router.get("/executions/{execution_id}/why", summary="Why is this run not further along?",
             dependencies=[Depends(auth.require("why_run"))])
 async def why_run(namespace: NAMESPACE, execution_id: str, svc: Services = Depends(services)) -> dict[str, object]:
-    try:
-        key = uuid.UUID(execution_id)
-    except ValueError as error:
-        raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}") from error
+    missing = ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
+    key = _uuid_or(execution_id, missing)
     async with svc.pool.acquire() as conn:
         facts = await diagnostics.run_facts(conn, namespace, key, svc.definitions, svc.defaults)
     if facts is None:
-        raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
+        raise missing
     return {"executionId": facts.execution_id, "workflow": facts.workflow, "status": facts.status,
             "awaitingAdmission": facts.awaiting_admission, "reasons": _reasons(explain(facts))}
 
@@ -101,15 +107,13 @@ async def why_run(namespace: NAMESPACE, execution_id: str, svc: Services = Depen
 @router.get("/tasks/{task_id}/why", summary="Why is this task not running?",
             dependencies=[Depends(auth.require("why_task"))])
 async def why_task(namespace: NAMESPACE, task_id: str, svc: Services = Depends(services)) -> dict[str, object]:
-    try:
-        key = uuid.UUID(task_id)
-    except ValueError as error:
-        raise ApiError(404, "NOT_FOUND", f"no task {task_id} in namespace {namespace}") from error
+    missing = ApiError(404, "NOT_FOUND", f"no task {task_id} in namespace {namespace}")
+    key = _uuid_or(task_id, missing)
     async with svc.pool.acquire() as conn:
         run_id = await diagnostics.execution_of_task(conn, namespace, key)
         facts = await diagnostics.run_facts(conn, namespace, run_id, svc.definitions, svc.defaults) if run_id else None
     if facts is None:
-        raise ApiError(404, "NOT_FOUND", f"no task {task_id} in namespace {namespace}")
+        raise missing
     task = next((t for t in facts.tasks if t.task_id == str(key)), None)
     reasons = explain_task(task) if task else explain(facts)
     return {"taskId": task_id, "executionId": facts.execution_id, "reasons": _reasons(reasons)}
