@@ -8,9 +8,11 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml requirements/constraints
 # kubectl, helm) is built from source on first use and cached by version.
 BIN_DIR = $$(bash hack/build-control-plane.sh)
 
+SOURCES := operator tests e2e bench conftest.py
+
 IMAGE ?= ghcr.io/sluiceway/sluiceway:$(shell $(PYTHON) -c "import re;print(re.search(r'^version = \"(.+)\"', open('pyproject.toml').read(), re.M).group(1))")
 
-.PHONY: up test lint typecheck unit integration e2e bench crds controlplane venv clean image
+.PHONY: up test lint format typecheck unit integration e2e bench crds controlplane venv clean image
 
 up: venv controlplane
 	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m sluiceway up
@@ -30,8 +32,14 @@ controlplane:
 	@bash hack/build-control-plane.sh >/dev/null
 
 lint: venv typecheck
+	$(VENV)/bin/ruff check $(SOURCES)
+	$(VENV)/bin/ruff format --check $(SOURCES)
 	$(VENV)/bin/lint-imports
 	$(PY) -m sluiceway crds --check
+
+format: venv
+	$(VENV)/bin/ruff check --fix $(SOURCES)
+	$(VENV)/bin/ruff format $(SOURCES)
 
 typecheck: venv
 	$(VENV)/bin/mypy

@@ -66,8 +66,11 @@ class Plan:
         return [f"capped_{n}" for n in range(self.capped_types)]
 
     def theoretical(self) -> dict[str, float]:
-        return {"capped": self.capped_types * self.cap / self.sleep, "metered": self.rate / self.frequency,
-                "semaphore": self.permits / self.semaphore_sleep}
+        return {
+            "capped": self.capped_types * self.cap / self.sleep,
+            "metered": self.rate / self.frequency,
+            "semaphore": self.permits / self.semaphore_sleep,
+        }
 
     def definitions(self) -> dict[str, dict[str, object]]:
         specs: dict[str, dict[str, object]] = {name: {"concurrentExecLimit": self.cap} for name in self.capped}
@@ -102,57 +105,103 @@ async def prepare(server_dsn: str, plan: Plan) -> str:
         for name in SEMAPHORES:
             await definitions.upsert_semaphore(conn, NS, name, kube_name(name), 1, plan.permits)
         for name, count in plan.runs.items():
-            await workflows.upsert_workflow(conn, NS, f"wf_{name}", kube_name(f"wf-{name}"), 1,
-                                            {"tasks": [{"name": name, "taskReferenceName": "only"}]})
-            version = await conn.fetchval("SELECT latest_version FROM workflows WHERE namespace = $1 AND name = $2",
-                                          NS, f"wf_{name}")
+            await workflows.upsert_workflow(
+                conn,
+                NS,
+                f"wf_{name}",
+                kube_name(f"wf-{name}"),
+                1,
+                {"tasks": [{"name": name, "taskReferenceName": "only"}]},
+            )
+            version = await conn.fetchval(
+                "SELECT latest_version FROM workflows WHERE namespace = $1 AND name = $2", NS, f"wf_{name}"
+            )
             await conn.execute(
                 "INSERT INTO executions (id, namespace, workflow_name, workflow_version, status)"
                 " SELECT gen_random_uuid(), $1, $2, $3, 'RUNNING' FROM generate_series(1, $4)",
-                NS, f"wf_{name}", version, count)
+                NS,
+                f"wf_{name}",
+                version,
+                count,
+            )
         await conn.execute("INSERT INTO decide_queue (execution_id, event) SELECT id, 'started' FROM executions")
     config = DeciderConfig(batch_size=500)
     while await decide_batch(pool, config):
         pass
     async with pool.acquire() as conn:
-        queued = dict(await conn.fetch("SELECT name, count(*) FROM tasks WHERE status = 'SCHEDULED'"
-                                       " AND type = 'SIMPLE' GROUP BY name"))
+        queued = dict(
+            await conn.fetch(
+                "SELECT name, count(*) FROM tasks WHERE status = 'SCHEDULED' AND type = 'SIMPLE' GROUP BY name"
+            )
+        )
         await conn.execute("VACUUM ANALYZE")
     await pool.close()
     assert queued == plan.runs, f"expected {plan.runs} queued, found {queued}"
     return dsn
 
 
-async def drain(dsn: str, plan: Plan, workers: int, concurrency: int, batch: int, timeout: float,
-                trace_dir: Path) -> tuple[float, dict[str, float], dict[str, float]]:
+async def drain(
+    dsn: str, plan: Plan, workers: int, concurrency: int, batch: int, timeout: float, trace_dir: Path
+) -> tuple[float, dict[str, float], dict[str, float]]:
     """One operator and `workers` worker processes until no gated task is left;
     returns (wall seconds, CPU seconds per component)."""
     logs = Path(tempfile.mkdtemp(prefix="bench-gated-"))
     port = free_port()
-    env = {**os.environ, "SLUICEWAY_DATABASE_URL": dsn, "SLUICEWAY_KUBERNETES": "false",
-           "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}", "SLUICEWAY_LOG_LEVEL": "WARNING",
-           "BENCH_BATCH": str(batch), "BENCH_CONCURRENCY": str(concurrency),
-           "BENCH_CAPPED_TYPES": str(plan.capped_types), "BENCH_CAPPED_SLEEP": str(plan.sleep),
-           "BENCH_SEMAPHORE_SLEEP": str(plan.semaphore_sleep), "BENCH_TRACE_DIR": str(trace_dir)}
+    env = {
+        **os.environ,
+        "SLUICEWAY_DATABASE_URL": dsn,
+        "SLUICEWAY_KUBERNETES": "false",
+        "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
+        "SLUICEWAY_LOG_LEVEL": "WARNING",
+        "BENCH_BATCH": str(batch),
+        "BENCH_CONCURRENCY": str(concurrency),
+        "BENCH_CAPPED_TYPES": str(plan.capped_types),
+        "BENCH_CAPPED_SLEEP": str(plan.sleep),
+        "BENCH_SEMAPHORE_SLEEP": str(plan.semaphore_sleep),
+        "BENCH_TRACE_DIR": str(trace_dir),
+    }
     operator = Child("operator", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env)
     children = [operator]
     total = sum(plan.runs.values())
     try:
-        wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200,
-                   timeout=60, what="the operator", child=operator)
+        wait_until(
+            lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200,
+            timeout=60,
+            what="the operator",
+            child=operator,
+        )
         # Rates come from the tasks' own timestamps; this watcher only says when to stop, so it polls
         # gently (throughput.py's 20 ms watcher would cost the database a tenth of a core here).
         watcher = asyncio.create_task(watch(dsn, total, timeout))
         before = (throughput.cpu_seconds([operator.process.pid]), throughput.cpu_seconds(throughput.postgres_pids()))
         for n in range(workers):
-            children.append(Child(f"worker-{n}", [
-                sys.executable, "-m", "sluiceway", "worker", str(HERE / "gated_worker.py"),
-                "--url", f"http://127.0.0.1:{port}", "--namespace", NS, "--log-level", "WARNING"], logs, env=env))
+            children.append(
+                Child(
+                    f"worker-{n}",
+                    [
+                        sys.executable,
+                        "-m",
+                        "sluiceway",
+                        "worker",
+                        str(HERE / "gated_worker.py"),
+                        "--url",
+                        f"http://127.0.0.1:{port}",
+                        "--namespace",
+                        NS,
+                        "--log-level",
+                        "WARNING",
+                    ],
+                    logs,
+                    env=env,
+                )
+            )
         wall, _ = await watcher
         server_side = scrape(port)
-        cpu = {"operator": throughput.cpu_seconds([operator.process.pid]) - before[0],
-               "workers": throughput.cpu_seconds([c.process.pid for c in children[1:]]),
-               "postgres": throughput.cpu_seconds(throughput.postgres_pids()) - before[1]}
+        cpu = {
+            "operator": throughput.cpu_seconds([operator.process.pid]) - before[0],
+            "workers": throughput.cpu_seconds([c.process.pid for c in children[1:]]),
+            "postgres": throughput.cpu_seconds(throughput.postgres_pids()) - before[1],
+        }
     finally:
         for child in reversed(children):  # workers first: they write their traces on a graceful exit
             child.stop()
@@ -169,7 +218,8 @@ async def watch(dsn: str, total: int, timeout: float, every: float = 0.25) -> tu
     try:
         while time.monotonic() < deadline:
             left = await conn.fetchval(
-                "SELECT count(*) FROM tasks WHERE status IN ('SCHEDULED', 'IN_PROGRESS') AND type = 'SIMPLE'")
+                "SELECT count(*) FROM tasks WHERE status IN ('SCHEDULED', 'IN_PROGRESS') AND type = 'SIMPLE'"
+            )
             now = time.monotonic()
             if started is None and left < total:
                 started = now
@@ -183,9 +233,15 @@ async def watch(dsn: str, total: int, timeout: float, every: float = 0.25) -> tu
 
 def scrape(port: int) -> dict[str, float]:
     """The operator's own counters: lease and result calls and their time, gate holds."""
-    wanted = ("sluiceway_lease_seconds_count", "sluiceway_lease_seconds_sum", "sluiceway_complete_seconds_count",
-              "sluiceway_complete_seconds_sum", "sluiceway_decide_batch_seconds_count",
-              "sluiceway_decide_batch_seconds_sum", "sluiceway_gate_holds_total")
+    wanted = (
+        "sluiceway_lease_seconds_count",
+        "sluiceway_lease_seconds_sum",
+        "sluiceway_complete_seconds_count",
+        "sluiceway_complete_seconds_sum",
+        "sluiceway_decide_batch_seconds_count",
+        "sluiceway_decide_batch_seconds_sum",
+        "sluiceway_gate_holds_total",
+    )
     found: dict[str, float] = {}
     try:
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
@@ -207,9 +263,11 @@ def server_line(metrics: dict[str, float], total: int) -> str:
     results, result_ms = per("sluiceway_complete_seconds")
     decides, decide_ms = per("sluiceway_decide_batch_seconds")
     holds = {k.split('"')[1]: int(v) for k, v in metrics.items() if k.startswith("sluiceway_gate_holds_total{")}
-    return (f"operator: {leases:.0f} lease attempts ({leases / total:.2f} per task, {lease_ms:.1f} ms each), "
-            f"{results:.0f} result batches ({result_ms:.1f} ms each), {decides:.0f} decider batches "
-            f"({decide_ms:.1f} ms each); gate holds {holds}")
+    return (
+        f"operator: {leases:.0f} lease attempts ({leases / total:.2f} per task, {lease_ms:.1f} ms each), "
+        f"{results:.0f} result batches ({result_ms:.1f} ms each), {decides:.0f} decider batches "
+        f"({decide_ms:.1f} ms each); gate holds {holds}"
+    )
 
 
 # -- analysis ---------------------------------------------------------------------------
@@ -256,8 +314,10 @@ def breakdown(rows: list[tuple[str, float, float]], trace: dict[str, tuple[float
         delivery = sum(t0 - s for s, t0, _, _ in traced) / n
         handler = sum(t1 - t0 for _, t0, t1, _ in traced) / n
         report = sum(e - t1 for _, _, t1, e in traced) / n
-        text += (f" = lease->handler {1000 * delivery:.1f} + handler {1000 * handler:.1f}"
-                 f" + handler->result {1000 * report:.1f}")
+        text += (
+            f" = lease->handler {1000 * delivery:.1f} + handler {1000 * handler:.1f}"
+            f" + handler->result {1000 * report:.1f}"
+        )
     idle = (1 - occupancy) * span * slots / len(rows)
     return text + f"; occupancy {occupancy:.1%} of {slots} slots (idle {1000 * idle:.1f} ms per grant)"
 
@@ -268,7 +328,8 @@ async def analyse(dsn: str, plan: Plan, trace_dir: Path) -> list[Family]:
     conn = await asyncpg.connect(dsn)
     rows = await conn.fetch(
         "SELECT id::text AS id, name, status, extract(epoch FROM leased_at)::float8 AS leased,"
-        " extract(epoch FROM ended_at)::float8 AS ended FROM tasks WHERE type = 'SIMPLE'")
+        " extract(epoch FROM ended_at)::float8 AS ended FROM tasks WHERE type = 'SIMPLE'"
+    )
     await conn.close()
     trace: dict[str, tuple[float, float]] = {}
     for path in trace_dir.glob("worker-*.json"):
@@ -291,8 +352,10 @@ async def analyse(dsn: str, plan: Plan, trace_dir: Path) -> list[Family]:
         shares.append(rates[-1] / (plan.cap / plan.sleep))
     capped_rows = [row for name in plan.capped for row in by_type[name]]
     family = Family("capped", theory["capped"], sum(rates), f"{worst} in flight (cap {plan.cap})", violations)
-    family.notes.append(f"per type share {min(shares):.2f}..{max(shares):.2f}; "
-                        + breakdown(capped_rows, trace, plan.cap * plan.capped_types))
+    family.notes.append(
+        f"per type share {min(shares):.2f}..{max(shares):.2f}; "
+        + breakdown(capped_rows, trace, plan.cap * plan.capped_types)
+    )
     families.append(family)
 
     # metered: leases per fixed window floor(epoch / frequency) <= R, two adjacent <= 2R.
@@ -300,26 +363,30 @@ async def analyse(dsn: str, plan: Plan, trace_dir: Path) -> list[Family]:
     windows = Counter(math.floor(s / plan.frequency) for s in leases)
     first, last = min(windows), max(windows)
     counts = [windows.get(w, 0) for w in range(first, last + 1)]
-    pairs = [a + b for a, b in zip(counts, counts[1:])] or [counts[0]]
+    pairs = [a + b for a, b in zip(counts, counts[1:], strict=False)] or [counts[0]]
     excess = sum(max(0, c - plan.rate) for c in counts)
     interior = counts[1:-1]
     # Fixed windows: the first and last are partial, so the rate is tokens spent per full window.
     achieved = (sum(interior) / len(interior) if interior else len(leases)) / plan.frequency
     sliding = max(bisect.bisect_left(leases, s + plan.frequency) - i for i, s in enumerate(leases))
-    family = Family("metered", theory["metered"], achieved,
-                    f"{max(counts)}/window, {max(pairs)}/2 windows (R {plan.rate})", excess)
+    family = Family(
+        "metered", theory["metered"], achieved, f"{max(counts)}/window, {max(pairs)}/2 windows (R {plan.rate})", excess
+    )
     span = span_rate([(s, e) for _, s, e in by_type[METERED]])
-    family.notes.append(f"{len(interior)} full windows, fullest {max(interior or counts)}, emptiest "
-                        f"{min(interior or counts)}; first-lease-to-last-end {span:.0f}/s;"
-                        f" worst sliding {plan.frequency} s: {sliding} (fixed windows allow up to 2R)")
+    family.notes.append(
+        f"{len(interior)} full windows, fullest {max(interior or counts)}, emptiest "
+        f"{min(interior or counts)}; first-lease-to-last-end {span:.0f}/s;"
+        f" worst sliding {plan.frequency} s: {sliding} (fixed windows allow up to 2R)"
+    )
     families.append(family)
 
     # semaphore: erp_a and erp_b together hold at most P permits of each pool.
     pair_rows = [row for name in SEMAPHORE_TYPES for row in by_type[name]]
     intervals = [(s, e) for _, s, e in pair_rows]
     peak, excess = max_overlap(intervals, plan.permits)
-    family = Family("semaphore", theory["semaphore"], span_rate(intervals),
-                    f"{peak} permits held (P {plan.permits})", excess)
+    family = Family(
+        "semaphore", theory["semaphore"], span_rate(intervals), f"{peak} permits held (P {plan.permits})", excess
+    )
     family.notes.append(breakdown(pair_rows, trace, plan.permits))
     families.append(family)
     if odd:
@@ -328,21 +395,50 @@ async def analyse(dsn: str, plan: Plan, trace_dir: Path) -> list[Family]:
 
 
 def table(families: list[Family], ungated: tuple[float, float] | None, wall: float, total: int) -> bool:
-    header = ("gate family", "theoretical/s", "achieved/s", "share (goal>=0.9)", "worst observed",
-              "violations (must be 0)")
-    lines = [header] + [(f.name, f"{f.theoretical:.0f}", f"{f.achieved:.0f}", f"{f.achieved / f.theoretical:.2f}",
-                         f.worst, str(f.violations)) for f in families]
+    header = (
+        "gate family",
+        "theoretical/s",
+        "achieved/s",
+        "share (goal>=0.9)",
+        "worst observed",
+        "violations (must be 0)",
+    )
+    lines = [header] + [
+        (
+            f.name,
+            f"{f.theoretical:.0f}",
+            f"{f.achieved:.0f}",
+            f"{f.achieved / f.theoretical:.2f}",
+            f.worst,
+            str(f.violations),
+        )
+        for f in families
+    ]
     theory = sum(f.theoretical for f in families)
     achieved = sum(f.achieved for f in families)
-    lines.append(("all gated", f"{theory:.0f}", f"{achieved:.0f}", f"{achieved / theory:.2f}", "",
-                  str(sum(f.violations for f in families))))
+    lines.append(
+        (
+            "all gated",
+            f"{theory:.0f}",
+            f"{achieved:.0f}",
+            f"{achieved / theory:.2f}",
+            "",
+            str(sum(f.violations for f in families)),
+        )
+    )
     if ungated is not None:
-        lines.append(("ungated (throughput.py)", "-", f"{ungated[0]:.0f}", "-",
-                      f"runs COMPLETED {ungated[1]:.0f}/s", "-"))
+        lines.append(
+            ("ungated (throughput.py)", "-", f"{ungated[0]:.0f}", "-", f"runs COMPLETED {ungated[1]:.0f}/s", "-")
+        )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     for n, line in enumerate(lines):
-        print("  " + " | ".join(cell.ljust(w) if i in (0, 4) else cell.rjust(w)
-                                for i, (cell, w) in enumerate(zip(line, widths))))
+        print(
+            "  "
+            + " | ".join(
+                cell.ljust(w) if i in (0, 4) else cell.rjust(w)
+                for i, (cell, w) in enumerate(zip(line, widths, strict=False))
+            )
+        )
         if n == 0 or n == len(families):
             print("  " + "-+-".join("-" * w for w in widths))
     print(f"  ({total} gated tasks drained in {wall:.1f} s wall)")
@@ -369,8 +465,16 @@ async def main() -> None:
     parser.add_argument("--timeout", type=float, default=600)
     args = parser.parse_args()
 
-    plan = Plan(args.capped_types, args.cap, args.sleep, args.rate, args.frequency, args.permits,
-                args.semaphore_sleep, args.seconds)
+    plan = Plan(
+        args.capped_types,
+        args.cap,
+        args.sleep,
+        args.rate,
+        args.frequency,
+        args.permits,
+        args.semaphore_sleep,
+        args.seconds,
+    )
     plan.size()
     total = sum(plan.runs.values())
     with LocalPostgres(durable=True, settings={"max_connections": "300"}) as server:
@@ -378,20 +482,25 @@ async def main() -> None:
         ungated = None
         if args.ungated_tasks:
             print(f"ungated: {args.ungated_tasks} no-op tasks, {args.workers} workers x batch {args.batch}", flush=True)
-            ungated = await throughput.sluiceway(server.dsn, args.ungated_tasks, args.workers, args.batch,
-                                                 args.timeout)
-        print(f"gated: {total} one-task runs ({args.seconds:g} s of work per stream), {args.workers} workers x "
-              f"{args.concurrency} slots per type; S={plan.sleep:g} s, R={plan.rate}/{plan.frequency} s, "
-              f"P={plan.permits}, S2={plan.semaphore_sleep:g} s", flush=True)
+            ungated = await throughput.sluiceway(server.dsn, args.ungated_tasks, args.workers, args.batch, args.timeout)
+        print(
+            f"gated: {total} one-task runs ({args.seconds:g} s of work per stream), {args.workers} workers x "
+            f"{args.concurrency} slots per type; S={plan.sleep:g} s, R={plan.rate}/{plan.frequency} s, "
+            f"P={plan.permits}, S2={plan.semaphore_sleep:g} s",
+            flush=True,
+        )
         started = time.monotonic()
         dsn = await prepare(server.dsn, plan)
         print(f"  queued in {time.monotonic() - started:.1f} s", flush=True)
         trace_dir = Path(tempfile.mkdtemp(prefix="bench-gated-trace-"))
-        wall, cpu, server_side = await drain(dsn, plan, args.workers, args.concurrency, args.batch, args.timeout,
-                                             trace_dir)
-        print("  CPU seconds per 1000 gated tasks: "
-              + ", ".join(f"{k} {v / total * 1000:.2f}" for k, v in cpu.items())
-              + f" (busy {sum(cpu.values()) / wall:.2f} of {os.cpu_count()} cores)")
+        wall, cpu, server_side = await drain(
+            dsn, plan, args.workers, args.concurrency, args.batch, args.timeout, trace_dir
+        )
+        print(
+            "  CPU seconds per 1000 gated tasks: "
+            + ", ".join(f"{k} {v / total * 1000:.2f}" for k, v in cpu.items())
+            + f" (busy {sum(cpu.values()) / wall:.2f} of {os.cpu_count()} cores)"
+        )
         print("  " + server_line(server_side, total))
         families = await analyse(dsn, plan, trace_dir)
         shutil.rmtree(trace_dir, ignore_errors=True)

@@ -86,21 +86,24 @@ END;
 async def ceiling(server_dsn: str, jobs: int, batch: int, clients: int, seconds: int) -> float:
     dsn = await create_database(server_dsn, f"ceiling_{batch}")
     conn = await asyncpg.connect(dsn)
-    await conn.execute("CREATE TABLE bench_jobs (id bigserial PRIMARY KEY, status text NOT NULL, payload jsonb,"
-                       " done_at timestamptz)")
+    await conn.execute(
+        "CREATE TABLE bench_jobs (id bigserial PRIMARY KEY, status text NOT NULL, payload jsonb, done_at timestamptz)"
+    )
     await conn.execute("CREATE INDEX ON bench_jobs (id) WHERE status = 'ready'")
-    await conn.execute("INSERT INTO bench_jobs (status, payload) SELECT 'ready', '{}' FROM generate_series(1, $1)",
-                       jobs)
+    await conn.execute(
+        "INSERT INTO bench_jobs (status, payload) SELECT 'ready', '{}' FROM generate_series(1, $1)", jobs
+    )
     await conn.close()
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
         script.write(CEILING_SQL.format(batch=batch))
     result = subprocess.run(
         ["pgbench", "-n", "-c", str(clients), "-j", "2", "-T", str(seconds), "-f", script.name, dsn],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     os.unlink(script.name)
-    tps = next(float(line.split("=")[1].split()[0]) for line in result.stdout.splitlines()
-               if line.startswith("tps ="))
+    tps = next(float(line.split("=")[1].split()[0]) for line in result.stdout.splitlines() if line.startswith("tps ="))
     return tps * batch
 
 
@@ -111,14 +114,18 @@ async def sluiceway(server_dsn: str, tasks: int, workers: int, batch: int, timeo
     dsn = await create_database(server_dsn, "sluiceway")
     pool = await open_pool(dsn, max_size=8)
     async with pool.acquire() as conn:
-        await workflows.upsert_workflow(conn, NS, "noop_wf", "noop-wf", 1,
-                                        {"tasks": [{"name": "noop", "taskReferenceName": "noop"}]})
+        await workflows.upsert_workflow(
+            conn, NS, "noop_wf", "noop-wf", 1, {"tasks": [{"name": "noop", "taskReferenceName": "noop"}]}
+        )
         version = await conn.fetchval("SELECT latest_version FROM workflows WHERE name = 'noop_wf'")
         # Start N runs in bulk, as N API calls would, then let the decider queue their tasks.
         await conn.execute(
             "INSERT INTO executions (id, namespace, workflow_name, workflow_version, status)"
             " SELECT gen_random_uuid(), $1, 'noop_wf', $2, 'RUNNING' FROM generate_series(1, $3)",
-            NS, version, tasks)
+            NS,
+            version,
+            tasks,
+        )
         await conn.execute("INSERT INTO decide_queue (execution_id, event) SELECT id, 'started' FROM executions")
     config = DeciderConfig(batch_size=500)
     while await decide_batch(pool, config):
@@ -131,34 +138,69 @@ async def sluiceway(server_dsn: str, tasks: int, workers: int, batch: int, timeo
 
     logs = Path(tempfile.mkdtemp(prefix="bench-"))
     port = free_port()
-    env = {**os.environ, "SLUICEWAY_DATABASE_URL": dsn, "SLUICEWAY_KUBERNETES": "false",
-           "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}", "SLUICEWAY_LOG_LEVEL": "WARNING",
-           "BENCH_BATCH": str(batch)}
+    env = {
+        **os.environ,
+        "SLUICEWAY_DATABASE_URL": dsn,
+        "SLUICEWAY_KUBERNETES": "false",
+        "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
+        "SLUICEWAY_LOG_LEVEL": "WARNING",
+        "BENCH_BATCH": str(batch),
+    }
     operator = Child("operator", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env)
     children = [operator]
     try:
         import urllib.request
 
-        wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200,
-                   timeout=60, what="the operator", child=operator)
-        watcher = asyncio.create_task(watch_drain(
-            dsn, "SELECT (SELECT count(*) FROM tasks WHERE status = 'SCHEDULED' AND type = 'SIMPLE')"
-            " + (SELECT count(*) FROM tasks WHERE status = 'IN_PROGRESS' AND type = 'SIMPLE')", tasks, timeout))
+        wait_until(
+            lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200,
+            timeout=60,
+            what="the operator",
+            child=operator,
+        )
+        watcher = asyncio.create_task(
+            watch_drain(
+                dsn,
+                "SELECT (SELECT count(*) FROM tasks WHERE status = 'SCHEDULED' AND type = 'SIMPLE')"
+                " + (SELECT count(*) FROM tasks WHERE status = 'IN_PROGRESS' AND type = 'SIMPLE')",
+                tasks,
+                timeout,
+            )
+        )
         cpu_before = (cpu_seconds([operator.process.pid]), cpu_seconds(postgres_pids()))
         for n in range(workers):
-            children.append(Child(f"worker-{n}", [
-                sys.executable, "-m", "sluiceway", "worker", str(HERE / "noop_worker.py"),
-                "--url", f"http://127.0.0.1:{port}", "--namespace", NS, "--log-level", "WARNING"], logs, env=env))
+            children.append(
+                Child(
+                    f"worker-{n}",
+                    [
+                        sys.executable,
+                        "-m",
+                        "sluiceway",
+                        "worker",
+                        str(HERE / "noop_worker.py"),
+                        "--url",
+                        f"http://127.0.0.1:{port}",
+                        "--namespace",
+                        NS,
+                        "--log-level",
+                        "WARNING",
+                    ],
+                    logs,
+                    env=env,
+                )
+            )
         drained, started = await watcher
-        runs_done = await watch_drain(dsn, "SELECT count(*) FROM executions WHERE status = 'RUNNING'", tasks,
-                                      timeout)
+        runs_done = await watch_drain(dsn, "SELECT count(*) FROM executions WHERE status = 'RUNNING'", tasks, timeout)
         runs_seconds = drained + max(0.0, runs_done[1] + runs_done[0] - (started + drained))
-        cpu = (cpu_seconds([operator.process.pid]) - cpu_before[0],
-               cpu_seconds([c.process.pid for c in children[1:]]),
-               cpu_seconds(postgres_pids()) - cpu_before[1])
-        print(f"    CPU seconds per 1000 tasks: operator {cpu[0] / tasks * 1000:.2f}, workers "
-              f"{cpu[1] / tasks * 1000:.2f}, postgres {cpu[2] / tasks * 1000:.2f} "
-              f"(wall {runs_seconds / tasks * 1000:.2f} s per 1000 runs)")
+        cpu = (
+            cpu_seconds([operator.process.pid]) - cpu_before[0],
+            cpu_seconds([c.process.pid for c in children[1:]]),
+            cpu_seconds(postgres_pids()) - cpu_before[1],
+        )
+        print(
+            f"    CPU seconds per 1000 tasks: operator {cpu[0] / tasks * 1000:.2f}, workers "
+            f"{cpu[1] / tasks * 1000:.2f}, postgres {cpu[2] / tasks * 1000:.2f} "
+            f"(wall {runs_seconds / tasks * 1000:.2f} s per 1000 runs)"
+        )
     finally:
         for child in children:
             child.stop()
@@ -183,8 +225,10 @@ async def pgqueuer(server_dsn: str, jobs: int, workers: int, batch: int, timeout
     await conn.close()
     logs = Path(tempfile.mkdtemp(prefix="bench-pgq-"))
     watcher = asyncio.create_task(watch_drain(dsn, "SELECT count(*) FROM pgqueuer", jobs, timeout))
-    children = [Child(f"pgq-{n}", [sys.executable, str(HERE / "pgqueuer_drain.py"), dsn, str(batch)], logs)
-                for n in range(workers)]
+    children = [
+        Child(f"pgq-{n}", [sys.executable, str(HERE / "pgqueuer_drain.py"), dsn, str(batch)], logs)
+        for n in range(workers)
+    ]
     try:
         drained, _ = await watcher
     finally:
@@ -203,8 +247,12 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", type=int, default=20000)
     parser.add_argument("--workers", type=int, default=2, help="worker processes, for Sluiceway and pgqueuer alike")
-    parser.add_argument("--batch", type=int, default=100,
-                        help="Sluiceway lease/result batch per worker, also pgqueuer's 'as tuned' batch")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=100,
+        help="Sluiceway lease/result batch per worker, also pgqueuer's 'as tuned' batch",
+    )
     parser.add_argument("--pgq-batch", type=int, default=10, help="pgqueuer's batch in its published benchmark")
     parser.add_argument("--clients", type=int, default=8, help="pgbench clients for the ceiling")
     parser.add_argument("--seconds", type=int, default=10, help="pgbench duration")
@@ -215,10 +263,18 @@ async def main() -> None:
 
     settings = {"synchronous_commit": args.synchronous_commit, "max_connections": "300"}
     with LocalPostgres(durable=True, settings=settings) as server:
-        print(f"PostgreSQL (embedded, fsync on, synchronous_commit={args.synchronous_commit}), "
-              f"{os.cpu_count()} cores shared by everything; medians of {args.repeat} interleaved runs")
-        results: dict[str, list[float]] = {"single": [], "batched": [], "ours": [], "runs": [], "pgq": [],
-                                           "pgq_tuned": []}
+        print(
+            f"PostgreSQL (embedded, fsync on, synchronous_commit={args.synchronous_commit}), "
+            f"{os.cpu_count()} cores shared by everything; medians of {args.repeat} interleaved runs"
+        )
+        results: dict[str, list[float]] = {
+            "single": [],
+            "batched": [],
+            "ours": [],
+            "runs": [],
+            "pgq": [],
+            "pgq_tuned": [],
+        }
         for round_ in range(args.repeat):
             print(f"round {round_ + 1}/{args.repeat}", flush=True)
             results["single"].append(await ceiling(server.dsn, args.tasks * 20, 1, args.clients, args.seconds))
@@ -233,16 +289,20 @@ async def main() -> None:
         print()
         print(f"  ceiling, claim+complete, 1 job/txn  : {single:8.0f} jobs/s")
         print(f"  ceiling, claim+complete, 10 jobs/txn: {batched:8.0f} jobs/s")
-        print(f"  sluiceway, {args.tasks} tasks, {args.workers} workers x batch {args.batch}: {ours:8.0f} tasks/s "
-              f"(runs COMPLETED at {median(results['runs']):.0f}/s)  all: "
-              + ", ".join(f"{v:.0f}" for v in results["ours"]))
+        print(
+            f"  sluiceway, {args.tasks} tasks, {args.workers} workers x batch {args.batch}: {ours:8.0f} tasks/s "
+            f"(runs COMPLETED at {median(results['runs']):.0f}/s)  all: "
+            + ", ".join(f"{v:.0f}" for v in results["ours"])
+        )
         print(f"    ratio to the 1-job ceiling : {ours / single:5.2f}x (goal >= 0.6x)")
         print(f"    ratio to the 10-job ceiling: {ours / batched:5.2f}x")
         if not args.skip_pgqueuer:
             for key, batch, label in (("pgq", args.pgq_batch, "as published"), ("pgq_tuned", args.batch, "as tuned")):
                 peer = median(results[key])
-                print(f"  pgqueuer 1.6 {label}, {args.workers} workers x batch {batch}: {peer:8.0f} jobs/s  all: "
-                      + ", ".join(f"{v:.0f}" for v in results[key]))
+                print(
+                    f"  pgqueuer 1.6 {label}, {args.workers} workers x batch {batch}: {peer:8.0f} jobs/s  all: "
+                    + ", ".join(f"{v:.0f}" for v in results[key])
+                )
                 print(f"    sluiceway / pgqueuer {label}: {ours / peer:5.2f}x (goal > 1x)")
 
 

@@ -82,8 +82,9 @@ class OperatorProcess:
 
 
 @pytest.fixture(scope="session")
-def operator(cluster: Cluster, operator_database: str, tmp_path_factory: pytest.TempPathFactory
-             ) -> Iterator[OperatorProcess]:
+def operator(
+    cluster: Cluster, operator_database: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
     logs = tmp_path_factory.mktemp("operator")
     port = free_port()
     env = {
@@ -96,12 +97,16 @@ def operator(cluster: Cluster, operator_database: str, tmp_path_factory: pytest.
         "SLUICEWAY_NAMESPACES": "e2e-*",
         # Small numbers so a test can open a breaker and wait out its open time.
         "SLUICEWAY_CIRCUIT_BREAKER": '{"enabled": true, "minimumRequests": 3, "failureRatio": 0.5, '
-                                     '"openMs": 1500, "maxOpenMs": 10000}',
+        '"openMs": 1500, "maxOpenMs": 10000}',
     }
     child = Child("operator", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env)
     process = OperatorProcess(child, operator_database, f"http://127.0.0.1:{port}")
-    wait_until(lambda: urllib.request.urlopen(f"{process.api_url}/readyz", timeout=2).status == 200,
-               timeout=60, what="the operator's API /readyz", child=child)
+    wait_until(
+        lambda: urllib.request.urlopen(f"{process.api_url}/readyz", timeout=2).status == 200,
+        timeout=60,
+        what="the operator's API /readyz",
+        child=child,
+    )
     yield process
     child.stop()
     if os.environ.get("SLUICEWAY_E2E_SHOW_LOGS"):
@@ -138,20 +143,29 @@ def fetch(database_url: str, query: str, *args: object) -> list[dict[str, object
     return asyncio.run(go())
 
 
-
-
 @pytest.fixture
-def start_worker(operator: OperatorProcess, tmp_path_factory: pytest.TempPathFactory
-                 ) -> Iterator[Callable[..., Child]]:
+def start_worker(operator: OperatorProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Child]]:
     """Start `sluiceway worker` processes, as a user would; all are stopped after the test."""
     started: list[Child] = []
     logs = tmp_path_factory.mktemp("workers")
 
     def start(target: str, namespace: str, **env: str) -> Child:
-        child = Child(f"worker-{len(started)}", [
-            sys.executable, "-m", "sluiceway", "worker", target, "--url", operator.api_url,
-            "--namespace", namespace,
-        ], logs, env={**os.environ, **env})
+        child = Child(
+            f"worker-{len(started)}",
+            [
+                sys.executable,
+                "-m",
+                "sluiceway",
+                "worker",
+                target,
+                "--url",
+                operator.api_url,
+                "--namespace",
+                namespace,
+            ],
+            logs,
+            env={**os.environ, **env},
+        )
         started.append(child)
         return child
 

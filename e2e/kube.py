@@ -24,14 +24,18 @@ class Kube:
     def run(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
             [self.kubectl_path, f"--kubeconfig={self.kubeconfig}", *args],
-            input=input, text=True, capture_output=True, timeout=60,
+            input=input,
+            text=True,
+            capture_output=True,
+            timeout=60,
         )
         if check and result.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
         return result
 
-    def apply(self, manifest: dict[str, Any] | str, namespace: str, *, check: bool = True,
-              server_side: bool = False) -> subprocess.CompletedProcess[str]:
+    def apply(
+        self, manifest: dict[str, Any] | str, namespace: str, *, check: bool = True, server_side: bool = False
+    ) -> subprocess.CompletedProcess[str]:
         text = manifest if isinstance(manifest, str) else yaml.safe_dump(manifest)
         extra = ["--server-side", "--field-manager=e2e"] if server_side else []
         return self.run("apply", "-n", namespace, *extra, "-f", "-", input=text, check=check)
@@ -46,12 +50,14 @@ class Kube:
         return found
 
     def delete(self, kind: str, name: str, namespace: str, *, wait: bool = True) -> None:
-        self.run("delete", kind, name, "-n", namespace, "--ignore-not-found", f"--wait={str(wait).lower()}",
-                 "--timeout=60s")
+        self.run(
+            "delete", kind, name, "-n", namespace, "--ignore-not-found", f"--wait={str(wait).lower()}", "--timeout=60s"
+        )
 
 
-def eventually(probe: Callable[[], T | None], *, timeout: float = 30.0, interval: float = 0.2,
-               what: str = "the condition") -> T:
+def eventually(
+    probe: Callable[[], T | None], *, timeout: float = 30.0, interval: float = 0.2, what: str = "the condition"
+) -> T:
     """Poll until `probe` returns something truthy; return it."""
     deadline = time.monotonic() + timeout
     last: Any = None

@@ -45,16 +45,29 @@ class Secured:
 
 
 def role(name: str, rules: list[dict[str, Any]], account: str) -> str:
-    return "\n---\n".join(json.dumps(doc) for doc in [
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": name}, "rules": rules},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": name},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-         "subjects": [{"kind": "ServiceAccount", "name": account}]},
-    ])
+    return "\n---\n".join(
+        json.dumps(doc)
+        for doc in [
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": name}, "rules": rules},
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": account}],
+            },
+        ]
+    )
 
 
-WORKER_RULES = [{"apiGroups": ["sluiceway.dev"], "resources": ["taskdefinitions"], "resourceNames": [TASK_TYPE],
-                 "verbs": ["poll", "update"]}]
+WORKER_RULES = [
+    {
+        "apiGroups": ["sluiceway.dev"],
+        "resources": ["taskdefinitions"],
+        "resourceNames": [TASK_TYPE],
+        "verbs": ["poll", "update"],
+    }
+]
 STARTER_RULES = [{"apiGroups": ["sluiceway.dev"], "resources": ["workflowruns"], "verbs": ["create", "get"]}]
 
 
@@ -70,8 +83,7 @@ def _database(postgres_server: str, name: str, statement: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def secured(cluster: Cluster, postgres_server: str, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[Secured]:
+def secured(cluster: Cluster, postgres_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     kube = cluster.kube
     suffix = uuid.uuid4().hex[:6]
     a, b, keys = f"a-{suffix}", f"b-{suffix}", f"keys-{suffix}"
@@ -99,24 +111,59 @@ def secured(cluster: Cluster, postgres_server: str, tmp_path_factory: pytest.Tem
         "SLUICEWAY_NAMESPACES": f"{a},{b}",
         "SLUICEWAY_LEADER_ELECTION_NAMESPACE": keys,
     }
-    child = Child("operator-auth", [sys.executable, "-m", "sluiceway", "operator"],
-                  tmp_path_factory.mktemp("operator-auth"), env=env)
+    child = Child(
+        "operator-auth",
+        [sys.executable, "-m", "sluiceway", "operator"],
+        tmp_path_factory.mktemp("operator-auth"),
+        env=env,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: urllib.request.urlopen(f"{url}/readyz", timeout=2).status == 200,
-                   timeout=60, what="the operator's API /readyz", child=child)
+        wait_until(
+            lambda: urllib.request.urlopen(f"{url}/readyz", timeout=2).status == 200,
+            timeout=60,
+            what="the operator's API /readyz",
+            child=child,
+        )
         secured = Secured(kube, url, a, b, keys, child, tokens)
         for namespace in (a, b):
-            kube.apply({"apiVersion": API, "kind": "TaskDefinition", "metadata": {"name": "auth-echo"},
-                        "spec": {"name": TASK_TYPE, "responseTimeoutSeconds": 60}}, namespace)
-            kube.apply({"apiVersion": API, "kind": "Workflow", "metadata": {"name": "auth-flow"}, "spec": {
-                "name": WORKFLOW,
-                "tasks": [{"name": TASK_TYPE, "taskReferenceName": "echo", "type": "SIMPLE",
-                           "inputParameters": {"text": "${workflow.input.text}"}}],
-                "outputParameters": {"echoed": "${echo.output.echoed}"}}}, namespace)
+            kube.apply(
+                {
+                    "apiVersion": API,
+                    "kind": "TaskDefinition",
+                    "metadata": {"name": "auth-echo"},
+                    "spec": {"name": TASK_TYPE, "responseTimeoutSeconds": 60},
+                },
+                namespace,
+            )
+            kube.apply(
+                {
+                    "apiVersion": API,
+                    "kind": "Workflow",
+                    "metadata": {"name": "auth-flow"},
+                    "spec": {
+                        "name": WORKFLOW,
+                        "tasks": [
+                            {
+                                "name": TASK_TYPE,
+                                "taskReferenceName": "echo",
+                                "type": "SIMPLE",
+                                "inputParameters": {"text": "${workflow.input.text}"},
+                            }
+                        ],
+                        "outputParameters": {"echoed": "${echo.output.echoed}"},
+                    },
+                },
+                namespace,
+            )
         for namespace in (a, b):
-            eventually(lambda ns=namespace: (o := kube.get("workflow", "auth-flow", ns)) and
-                       o.get("status", {}).get("version"), timeout=60, what=f"the Workflow in {namespace}")
+            eventually(
+                lambda ns=namespace: (
+                    (o := kube.get("workflow", "auth-flow", ns)) and o.get("status", {}).get("version")
+                ),
+                timeout=60,
+                what=f"the Workflow in {namespace}",
+            )
         yield secured
     finally:
         if os.environ.get("SLUICEWAY_E2E_SHOW_LOGS"):
@@ -130,16 +177,24 @@ def secured(cluster: Cluster, postgres_server: str, tmp_path_factory: pytest.Tem
 
 
 def start_run(s: Secured, namespace: str, text: str) -> str:
-    status, body = call("POST", f"{s.url}/v1/ns/{namespace}/executions", {"name": WORKFLOW, "input": {"text": text}},
-                        s.token(namespace, "starter"))
+    status, body = call(
+        "POST",
+        f"{s.url}/v1/ns/{namespace}/executions",
+        {"name": WORKFLOW, "input": {"text": text}},
+        s.token(namespace, "starter"),
+    )
     assert status == 201, body
     run_id: str = body["id"]
     return run_id
 
 
 def poll(s: Secured, namespace: str, headers: dict[str, str] | None, timeout: float = 0) -> tuple[int, Any]:
-    return call("POST", f"{s.url}/v1/ns/{namespace}/tasks/poll",
-                {"taskTypes": [TASK_TYPE], "workerId": "e2e-auth", "pollTimeoutSeconds": timeout}, headers)
+    return call(
+        "POST",
+        f"{s.url}/v1/ns/{namespace}/tasks/poll",
+        {"taskTypes": [TASK_TYPE], "workerId": "e2e-auth", "pollTimeoutSeconds": timeout},
+        headers,
+    )
 
 
 def lease(s: Secured, namespace: str, headers: dict[str, str]) -> dict[str, Any]:
@@ -177,8 +232,10 @@ def test_a_worker_of_namespace_a_works_in_a_and_never_on_b(secured: Secured) -> 
 
     status, body = poll(s, b, worker_a)
     assert status == 403, body
-    assert body == {"error": "FORBIDDEN", "message":
-                    f"system:serviceaccount:{a}:worker may not poll taskdefinitions/{TASK_TYPE} in namespace {b}"}
+    assert body == {
+        "error": "FORBIDDEN",
+        "message": f"system:serviceaccount:{a}:worker may not poll taskdefinitions/{TASK_TYPE} in namespace {b}",
+    }
     status, body = poll(s, a, s.token(a, "starter"))  # may start runs, not work on them
     assert status == 403, body
 
@@ -189,16 +246,22 @@ def test_a_worker_of_namespace_a_works_in_a_and_never_on_b(secured: Secured) -> 
 
     # b's task, through b's paths: refused before anything is looked at.
     beat = {"taskId": task_b["taskId"], "epoch": task_b["epoch"]}
-    for path, body_ in [(f"{task_b['taskId']}/heartbeat", beat), ("heartbeats", {"heartbeats": [beat]}),
-                        (f"{task_b['taskId']}/result", result(task_b, echoed="stolen")),
-                        ("results", {"results": [result(task_b, echoed="stolen")]})]:
+    for path, body_ in [
+        (f"{task_b['taskId']}/heartbeat", beat),
+        ("heartbeats", {"heartbeats": [beat]}),
+        (f"{task_b['taskId']}/result", result(task_b, echoed="stolen")),
+        ("results", {"results": [result(task_b, echoed="stolen")]}),
+    ]:
         status, body = call("POST", f"{s.url}/v1/ns/{b}/tasks/{path}", body_, worker_a)
         assert status == 403, (path, body)
         assert body["message"].endswith(f"may not update taskdefinitions/{TASK_TYPE} in namespace {b}")
     # ... and through a's paths: not a task of namespace a.
-    for path, body_ in [(f"{task_b['taskId']}/heartbeat", beat), ("heartbeats", {"heartbeats": [beat]}),
-                        (f"{task_b['taskId']}/result", result(task_b, echoed="stolen")),
-                        ("results", {"results": [result(task_b, echoed="stolen")]})]:
+    for path, body_ in [
+        (f"{task_b['taskId']}/heartbeat", beat),
+        ("heartbeats", {"heartbeats": [beat]}),
+        (f"{task_b['taskId']}/result", result(task_b, echoed="stolen")),
+        ("results", {"results": [result(task_b, echoed="stolen")]}),
+    ]:
         status, body = call("POST", f"{s.url}/v1/ns/{a}/tasks/{path}", body_, worker_a)
         assert status != 200 or path == "heartbeats", (path, body)
         if path == "heartbeats":
@@ -208,18 +271,25 @@ def test_a_worker_of_namespace_a_works_in_a_and_never_on_b(secured: Secured) -> 
     # b's lease is untouched: b's worker still holds it and completes it.
     status, body = call("POST", f"{s.url}/v1/ns/{b}/tasks/{task_b['taskId']}/heartbeat", beat, s.token(b, "worker"))
     assert status == 200, body
-    status, body = call("POST", f"{s.url}/v1/ns/{b}/tasks/{task_b['taskId']}/result", result(task_b, echoed="b"),
-                        s.token(b, "worker"))
+    status, body = call(
+        "POST", f"{s.url}/v1/ns/{b}/tasks/{task_b['taskId']}/result", result(task_b, echoed="b"), s.token(b, "worker")
+    )
     assert status == 200, body
 
-    status, body = call("POST", f"{s.url}/v1/ns/{a}/tasks/{task_a['taskId']}/heartbeat",
-                        {"taskId": task_a["taskId"], "epoch": task_a["epoch"]}, worker_a)
+    status, body = call(
+        "POST",
+        f"{s.url}/v1/ns/{a}/tasks/{task_a['taskId']}/heartbeat",
+        {"taskId": task_a["taskId"], "epoch": task_a["epoch"]},
+        worker_a,
+    )
     assert status == 200, body
-    status, body = call("POST", f"{s.url}/v1/ns/{a}/tasks/{task_a['taskId']}/result", result(task_a, echoed="a"),
-                        worker_a)
+    status, body = call(
+        "POST", f"{s.url}/v1/ns/{a}/tasks/{task_a['taskId']}/result", result(task_a, echoed="a"), worker_a
+    )
     assert status == 200, body
 
     for namespace, run_id, echoed in ((a, run_a, "a"), (b, run_b, "b")):
+
         def finished(ns: str = namespace, rid: str = run_id) -> dict[str, Any] | None:
             status, body = call("GET", f"{s.url}/v1/ns/{ns}/executions/{rid}", None, s.token(ns, "starter"))
             assert status == 200, body
@@ -236,17 +306,27 @@ def test_an_api_key_works_as_its_service_account_until_its_secret_is_deleted(sec
     s, a, b = secured, secured.a, secured.b
     key = secrets.token_urlsafe(32)
     name = f"key-{uuid.uuid4().hex[:6]}"
-    s.kube.apply({"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": {
-        "name": name, "labels": {"sluiceway.dev/api-key": "true"},
-        "annotations": {"sluiceway.dev/service-account": f"{a}/worker"}}, "stringData": {"key": key}}, s.keys)
+    s.kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {
+                "name": name,
+                "labels": {"sluiceway.dev/api-key": "true"},
+                "annotations": {"sluiceway.dev/service-account": f"{a}/worker"},
+            },
+            "stringData": {"key": key},
+        },
+        s.keys,
+    )
     headers = {"X-API-Key": key}
     eventually(lambda: poll(s, a, headers)[0] == 200, timeout=10, what="the key to be accepted")
 
     run_id = start_run(s, a, "by key")
     task = lease(s, a, headers)
     assert task["executionId"] == run_id
-    status, body = call("POST", f"{s.url}/v1/ns/{a}/tasks/{task['taskId']}/result", result(task, echoed="key"),
-                        headers)
+    status, body = call("POST", f"{s.url}/v1/ns/{a}/tasks/{task['taskId']}/result", result(task, echoed="key"), headers)
     assert status == 200, body
     status, body = poll(s, b, headers)
     assert status == 403 and f"system:serviceaccount:{a}:worker may not poll" in body["message"], body

@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,11 +34,17 @@ Helm = Callable[..., subprocess.CompletedProcess[str]]
 SLUICEWAY_KINDS = ["taskdefinitions", "workflows", "workflowruns", "semaphores", "quotas"]
 NAMESPACED_RULES = [
     {"apiGroups": ["sluiceway.dev"], "resources": SLUICEWAY_KINDS, "verbs": ["get", "list", "watch", "patch"]},
-    {"apiGroups": ["sluiceway.dev"], "resources": [f"{kind}/status" for kind in SLUICEWAY_KINDS],
-     "verbs": ["get", "patch"]},
+    {
+        "apiGroups": ["sluiceway.dev"],
+        "resources": [f"{kind}/status" for kind in SLUICEWAY_KINDS],
+        "verbs": ["get", "patch"],
+    },
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
-    {"apiGroups": ["apps"], "resources": ["deployments"],
-     "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
+    {
+        "apiGroups": ["apps"],
+        "resources": ["deployments"],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
+    },
     {"apiGroups": ["sluiceway.dev"], "resources": ["taskdefinitions/finalizers"], "verbs": ["update"]},
 ]
 IMPERSONATE_RULE = {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"]}
@@ -57,6 +62,7 @@ RELEASE_NAMESPACE_RULES = [
 
 # --- fixtures and helpers ---------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def helm(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Helm:
     """Run the helm CLI against the test cluster, with its own config and cache."""
@@ -67,8 +73,13 @@ def helm(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Helm:
         assert found, "helm must be on PATH to test an existing cluster"
         binary = found
     home = tmp_path_factory.mktemp("helm")
-    env = {**os.environ, "HELM_CONFIG_HOME": str(home / "config"), "HELM_CACHE_HOME": str(home / "cache"),
-           "HELM_DATA_HOME": str(home / "data"), "KUBECONFIG": str(cluster.kube.kubeconfig)}
+    env = {
+        **os.environ,
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_DATA_HOME": str(home / "data"),
+        "KUBECONFIG": str(cluster.kube.kubeconfig),
+    }
 
     def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         result = subprocess.run([binary, *args], env=env, text=True, capture_output=True, timeout=120)
@@ -125,8 +136,12 @@ def env_of(container: Manifest) -> dict[str, Any]:
 
 def rules_of(manifests: list[Manifest]) -> list[tuple[str, str, Manifest]]:
     """(kind, namespace, rule) for every rule of every Role and ClusterRole."""
-    return [(m["kind"], m["metadata"].get("namespace", ""), rule)
-            for m in manifests if m["kind"] in ("Role", "ClusterRole") for rule in m["rules"]]
+    return [
+        (m["kind"], m["metadata"].get("namespace", ""), rule)
+        for m in manifests
+        if m["kind"] in ("Role", "ClusterRole")
+        for rule in m["rules"]
+    ]
 
 
 def without_service_monitor(manifests: list[Manifest]) -> str:
@@ -143,19 +158,24 @@ def dry_run_on_server(kube: Kube, manifests: list[Manifest]) -> None:
     for m in manifests:
         if m["kind"] not in CLUSTER_SCOPED_KINDS:
             assert m["metadata"].get("namespace"), f"{m['kind']}/{m['metadata']['name']} names no namespace"
-    result = kube.run("apply", "--dry-run=server", "-f", "-",
-                      input=without_service_monitor(manifests), check=False)
+    result = kube.run("apply", "--dry-run=server", "-f", "-", input=without_service_monitor(manifests), check=False)
     assert result.returncode == 0, f"the API server refused the chart:\n{result.stderr}"
 
 
 # --- helm lint ----------------------------------------------------------------
 
-@pytest.mark.parametrize("values", [
-    pytest.param([*DB], id="defaults"),
-    pytest.param(["--set", "devPostgres.enabled=true"], id="dev-postgres"),
-    pytest.param([*DB, "--set", "replicas=3", "--set", "metrics.serviceMonitor.enabled=true"],
-                 id="replicas-and-service-monitor"),
-])
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pytest.param([*DB], id="defaults"),
+        pytest.param(["--set", "devPostgres.enabled=true"], id="dev-postgres"),
+        pytest.param(
+            [*DB, "--set", "replicas=3", "--set", "metrics.serviceMonitor.enabled=true"],
+            id="replicas-and-service-monitor",
+        ),
+    ],
+)
 def test_lint_passes_without_warnings_or_errors(helm: Helm, values: list[str]) -> None:
     result = helm("lint", str(CHART), *values, check=False)
     output = result.stdout + result.stderr
@@ -166,31 +186,57 @@ def test_lint_passes_without_warnings_or_errors(helm: Helm, values: list[str]) -
 
 # --- rendered manifests against the real API server ----------------------------
 
-@pytest.mark.parametrize("values", [
-    pytest.param([*DB], id="defaults"),
-    pytest.param(["--set", "devPostgres.enabled=true", "--set", "devPostgres.persistence.enabled=true"],
-                 id="dev-postgres-with-pvc"),
-    pytest.param([*DB, "--set", "replicas=3", "--set", "metrics.serviceMonitor.enabled=true",
-                  "--set", "apiKeys.allowWrites=true", "--set", "circuitBreaker.enabled=true",
-                  "--set", "logLevel=DEBUG", "--set", "auth.mode=none",
-                  "--set", "serviceAccount.annotations.example\\.com/role=sluiceway",
-                  "--set", "extraEnv[0].name=SLUICEWAY_DECIDERS", "--set-string", "extraEnv[0].value=4"],
-                 id="everything-on"),
-])
-def test_rendered_manifests_pass_server_side_dry_run(helm: Helm, kube: Kube, new_namespace: Callable[[], str],
-                                                     values: list[str]) -> None:
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pytest.param([*DB], id="defaults"),
+        pytest.param(
+            ["--set", "devPostgres.enabled=true", "--set", "devPostgres.persistence.enabled=true"],
+            id="dev-postgres-with-pvc",
+        ),
+        pytest.param(
+            [
+                *DB,
+                "--set",
+                "replicas=3",
+                "--set",
+                "metrics.serviceMonitor.enabled=true",
+                "--set",
+                "apiKeys.allowWrites=true",
+                "--set",
+                "circuitBreaker.enabled=true",
+                "--set",
+                "logLevel=DEBUG",
+                "--set",
+                "auth.mode=none",
+                "--set",
+                "serviceAccount.annotations.example\\.com/role=sluiceway",
+                "--set",
+                "extraEnv[0].name=SLUICEWAY_DECIDERS",
+                "--set-string",
+                "extraEnv[0].value=4",
+            ],
+            id="everything-on",
+        ),
+    ],
+)
+def test_rendered_manifests_pass_server_side_dry_run(
+    helm: Helm, kube: Kube, new_namespace: Callable[[], str], values: list[str]
+) -> None:
     namespace = new_namespace()
     manifests = render(helm, *values, namespace=namespace, release=release_name())
-    assert {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment",
-            "Service"} <= {m["kind"] for m in manifests}
+    assert {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service"} <= {
+        m["kind"] for m in manifests
+    }
     dry_run_on_server(kube, manifests)
 
 
 def test_watch_namespaces_grants_roles_in_each_namespace_and_no_cluster_wide_sluiceway_rules(
-        helm: Helm, kube: Kube, new_namespace: Callable[[], str]) -> None:
+    helm: Helm, kube: Kube, new_namespace: Callable[[], str]
+) -> None:
     release_ns, a, b = new_namespace(), new_namespace(), new_namespace()
-    manifests = render(helm, *DB, "--set", f"watchNamespaces={{{a},{b}}}", namespace=release_ns,
-                       release=release_name())
+    manifests = render(helm, *DB, "--set", f"watchNamespaces={{{a},{b}}}", namespace=release_ns, release=release_name())
 
     roles = {(m["metadata"]["namespace"], m["metadata"]["name"]): m for m in of_kind(manifests, "Role")}
     fullname = one(manifests, "Deployment")["metadata"]["name"]
@@ -216,8 +262,10 @@ RBAC_VARIANTS = [
     pytest.param([], id="cluster-wide"),
     pytest.param(["--set", "watchNamespaces={team-a,team-b}"], id="watch-namespaces"),
     pytest.param(["--set", "apiKeys.allowWrites=true"], id="api-key-writes"),
-    pytest.param(["--set", "apiKeys.allowWrites=true", "--set", "watchNamespaces={team-a}"],
-                 id="api-key-writes-in-watched-namespaces"),
+    pytest.param(
+        ["--set", "apiKeys.allowWrites=true", "--set", "watchNamespaces={team-a}"],
+        id="api-key-writes-in-watched-namespaces",
+    ),
 ]
 
 
@@ -241,7 +289,8 @@ def test_cluster_wide_rules_are_exactly_what_the_operator_uses(helm: Helm) -> No
     assert local["metadata"]["namespace"] == "sluiceway"
     assert local["rules"] == RELEASE_NAMESPACE_RULES
     assert one(manifests, "ClusterRoleBinding")["subjects"] == [
-        {"kind": "ServiceAccount", "name": "sluiceway", "namespace": "sluiceway"}]
+        {"kind": "ServiceAccount", "name": "sluiceway", "namespace": "sluiceway"}
+    ]
 
 
 @pytest.mark.parametrize("values", RBAC_VARIANTS)
@@ -257,19 +306,27 @@ def test_impersonate_is_granted_only_when_api_keys_allow_writes(helm: Helm, valu
 
 # --- values the schema and templates refuse --------------------------------------
 
-@pytest.mark.parametrize(("values", "named"), [
-    pytest.param([*DB, "--set", "replicas=0"], "/replicas", id="replicas=0"),
-    pytest.param([*DB, "--set", "auth.mode=bogus"], "/auth/mode", id="auth.mode=bogus"),
-    pytest.param([*DB, "--set", "typo=1"], "'typo'", id="typo=1"),
-    pytest.param([*DB, "--set", "logLevel=verbose"], "/logLevel", id="logLevel=verbose"),
-    pytest.param([*DB, "--set", "image.pullPolicy=Sometimes"], "/image/pullPolicy", id="pullPolicy=Sometimes"),
-    pytest.param([], "database.existingSecret", id="no-database"),
-    pytest.param([*DB, "--set", "devPostgres.enabled=true"], "database.existingSecret", id="two-databases"),
-    pytest.param([*DB, "--set", "circuitBreaker.enabled=true", "--set", "circuitBreaker.maxOpenMs=10"],
-                 "circuitBreaker.maxOpenMs", id="breaker-max-below-open"),
-    pytest.param([*DB, "--set", "circuitBreaker.failureRatio=0"], "/circuitBreaker/failureRatio",
-                 id="breaker-ratio-0"),
-])
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        pytest.param([*DB, "--set", "replicas=0"], "/replicas", id="replicas=0"),
+        pytest.param([*DB, "--set", "auth.mode=bogus"], "/auth/mode", id="auth.mode=bogus"),
+        pytest.param([*DB, "--set", "typo=1"], "'typo'", id="typo=1"),
+        pytest.param([*DB, "--set", "logLevel=verbose"], "/logLevel", id="logLevel=verbose"),
+        pytest.param([*DB, "--set", "image.pullPolicy=Sometimes"], "/image/pullPolicy", id="pullPolicy=Sometimes"),
+        pytest.param([], "database.existingSecret", id="no-database"),
+        pytest.param([*DB, "--set", "devPostgres.enabled=true"], "database.existingSecret", id="two-databases"),
+        pytest.param(
+            [*DB, "--set", "circuitBreaker.enabled=true", "--set", "circuitBreaker.maxOpenMs=10"],
+            "circuitBreaker.maxOpenMs",
+            id="breaker-max-below-open",
+        ),
+        pytest.param(
+            [*DB, "--set", "circuitBreaker.failureRatio=0"], "/circuitBreaker/failureRatio", id="breaker-ratio-0"
+        ),
+    ],
+)
 def test_bad_values_fail_with_a_message_naming_the_field(helm: Helm, values: list[str], named: str) -> None:
     result = helm("template", "sluiceway", str(CHART), *values, check=False)
     assert result.returncode != 0, result.stdout
@@ -277,6 +334,7 @@ def test_bad_values_fail_with_a_message_naming_the_field(helm: Helm, values: lis
 
 
 # --- what is rendered, and when ---------------------------------------------------
+
 
 def test_pod_disruption_budget_only_with_more_than_one_replica(helm: Helm) -> None:
     assert of_kind(render(helm, *DB), "PodDisruptionBudget") == []
@@ -289,8 +347,9 @@ def test_pod_disruption_budget_only_with_more_than_one_replica(helm: Helm) -> No
 
 def test_service_monitor_only_when_enabled(helm: Helm) -> None:
     assert of_kind(render(helm, *DB), "ServiceMonitor") == []
-    manifests = render(helm, *DB, "--set", "metrics.serviceMonitor.enabled=true",
-                       "--set", "metrics.serviceMonitor.interval=15s")
+    manifests = render(
+        helm, *DB, "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.interval=15s"
+    )
     monitor = one(manifests, "ServiceMonitor")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "15s"}]
@@ -301,8 +360,13 @@ def test_service_monitor_only_when_enabled(helm: Helm) -> None:
 def test_operator_runs_non_root_with_a_read_only_root_and_no_privileges(helm: Helm) -> None:
     manifests = render(helm, *DB)
     pod = one(manifests, "Deployment")["spec"]["template"]["spec"]
-    assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
-                                      "fsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+        "fsGroup": 65532,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     container = operator_container(manifests)
     security = container["securityContext"]
     assert security["allowPrivilegeEscalation"] is False
@@ -346,16 +410,22 @@ def test_circuit_breaker_values_reach_the_operator_as_json_it_accepts(helm: Helm
     defaults = json.loads(env["SLUICEWAY_CIRCUIT_BREAKER"])
     assert defaults == BreakerConfig(enabled=True).model_dump(by_alias=True)
 
-    env = env_of(operator_container(render(helm, *DB, "--set", "circuitBreaker.enabled=true",
-                                           "--set", "circuitBreaker.openMs=2000")))
+    env = env_of(
+        operator_container(
+            render(helm, *DB, "--set", "circuitBreaker.enabled=true", "--set", "circuitBreaker.openMs=2000")
+        )
+    )
     parsed = BreakerConfig.parse(env["SLUICEWAY_CIRCUIT_BREAKER"])
     assert parsed.open_ms == 2000
     assert parsed.model_dump(by_alias=True) == json.loads(env["SLUICEWAY_CIRCUIT_BREAKER"])
 
 
 def test_dev_postgres_is_opt_in_and_labelled_not_for_production(helm: Helm) -> None:
-    assert not [m for m in render(helm, *DB)
-                if m["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "dev-postgres"]
+    assert not [
+        m
+        for m in render(helm, *DB)
+        if m["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "dev-postgres"
+    ]
 
     manifests = render(helm, "--set", "devPostgres.enabled=true")
     postgres = one(manifests, "StatefulSet")
@@ -370,10 +440,13 @@ def test_dev_postgres_is_opt_in_and_labelled_not_for_production(helm: Helm) -> N
     secret = next(m for m in of_kind(manifests, "Secret") if m["metadata"]["name"] == "sluiceway-dev-postgres")
     password = base64.b64decode(secret["data"]["POSTGRES_PASSWORD"]).decode()
     assert len(password) == 24 and password.isalnum()
-    assert base64.b64decode(secret["data"]["dsn"]).decode() == \
-        f"postgresql://sluiceway:{password}@sluiceway-dev-postgres:5432/sluiceway"
-    assert env_of(operator_container(manifests))["SLUICEWAY_DATABASE_URL"] == \
-        {"secretKeyRef": {"name": "sluiceway-dev-postgres", "key": "dsn"}}
+    assert (
+        base64.b64decode(secret["data"]["dsn"]).decode()
+        == f"postgresql://sluiceway:{password}@sluiceway-dev-postgres:5432/sluiceway"
+    )
+    assert env_of(operator_container(manifests))["SLUICEWAY_DATABASE_URL"] == {
+        "secretKeyRef": {"name": "sluiceway-dev-postgres", "key": "dsn"}
+    }
 
     # The operator's Service must not select the PostgreSQL pods.
     services = {m["metadata"]["name"]: m for m in of_kind(manifests, "Service")}
@@ -383,18 +456,32 @@ def test_dev_postgres_is_opt_in_and_labelled_not_for_production(helm: Helm) -> N
 
 # --- a real install --------------------------------------------------------------
 
-def test_install_creates_the_operator_and_uninstall_removes_it(helm: Helm, kube: Kube,
-                                                               new_namespace: Callable[[], str]) -> None:
+
+def test_install_creates_the_operator_and_uninstall_removes_it(
+    helm: Helm, kube: Kube, new_namespace: Callable[[], str]
+) -> None:
     namespace, release = new_namespace(), release_name()
-    kube.run("create", "secret", "generic", "sluiceway-db", "-n", namespace,
-             "--from-literal=dsn=postgresql://sluiceway:secret@db.example:5432/sluiceway")
+    kube.run(
+        "create",
+        "secret",
+        "generic",
+        "sluiceway-db",
+        "-n",
+        namespace,
+        "--from-literal=dsn=postgresql://sluiceway:secret@db.example:5432/sluiceway",
+    )
     fullname = f"{release}-sluiceway"
     try:
         installed = helm("install", release, str(CHART), "--namespace", namespace, *DB)
         assert "kubectl get sluiceway" in installed.stdout
 
-        for kind, name in (("deployment", fullname), ("service", fullname), ("serviceaccount", fullname),
-                           ("role", f"{fullname}-local"), ("rolebinding", f"{fullname}-local")):
+        for kind, name in (
+            ("deployment", fullname),
+            ("service", fullname),
+            ("serviceaccount", fullname),
+            ("role", f"{fullname}-local"),
+            ("rolebinding", f"{fullname}-local"),
+        ):
             assert kube.get(kind, name, namespace), f"no {kind}/{name} after helm install"
         kube.run("get", "clusterrole,clusterrolebinding", fullname)
 
@@ -412,8 +499,11 @@ def test_install_creates_the_operator_and_uninstall_removes_it(helm: Helm, kube:
         helm("uninstall", release, "--namespace", namespace, "--wait", "--timeout=60s", check=False)
 
     for kind in ("deployment", "service", "serviceaccount"):
-        eventually(lambda: kube.get(kind, fullname, namespace) is None, timeout=60,
-                   what=f"the {kind} to be removed by helm uninstall")
+        eventually(
+            lambda kind=kind: kube.get(kind, fullname, namespace) is None,
+            timeout=60,
+            what=f"the {kind} to be removed by helm uninstall",
+        )
     assert "NotFound" in kube.run("get", "clusterrole", fullname, check=False).stderr
 
 
@@ -421,14 +511,12 @@ def test_dev_postgres_password_survives_upgrade(helm: Helm, kube: Kube, new_name
     namespace, release = new_namespace(), release_name()
     secret_name = f"{release}-sluiceway-dev-postgres"
     try:
-        installed = helm("install", release, str(CHART), "--namespace", namespace,
-                         "--set", "devPostgres.enabled=true")
+        installed = helm("install", release, str(CHART), "--namespace", namespace, "--set", "devPostgres.enabled=true")
         assert "NOT FOR PRODUCTION" in installed.stdout
         before = kube.get("secret", secret_name, namespace)
         assert before is not None
 
-        helm("upgrade", release, str(CHART), "--namespace", namespace, "--reuse-values",
-             "--set", "logLevel=DEBUG")
+        helm("upgrade", release, str(CHART), "--namespace", namespace, "--reuse-values", "--set", "logLevel=DEBUG")
         after = kube.get("secret", secret_name, namespace)
         assert after is not None
         assert after["data"] == before["data"]

@@ -33,9 +33,14 @@ def token_kubeconfig(kube: Kube, token: str, path: Path) -> Path:
     """The admin kubeconfig's cluster, with a bearer token as the only credential."""
     admin = yaml.safe_load(kube.run("config", "view", "--raw", "--minify").stdout)
     cluster = admin["clusters"][0]["cluster"]
-    config = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": "c", "cluster": cluster}],
-              "users": [{"name": "u", "user": {"token": token}}],
-              "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}], "current-context": "c"}
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "c",
+    }
     path.write_text(yaml.safe_dump(config))
     return path
 
@@ -64,13 +69,35 @@ def install(cluster: Cluster, postgres_server: str, tmp_path: Path) -> Iterator[
     for namespace in (release_ns, watched):
         kube.run("create", "namespace", namespace)
     kube.run("create", "secret", "generic", "sluiceway-db", "-n", release_ns, "--from-literal=dsn=unused-here")
-    env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig), "HELM_CACHE_HOME": str(tmp_path / "helm-cache"),
-           "HELM_CONFIG_HOME": str(tmp_path / "helm-config"), "HELM_DATA_HOME": str(tmp_path / "helm-data")}
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kube.kubeconfig),
+        "HELM_CACHE_HOME": str(tmp_path / "helm-cache"),
+        "HELM_CONFIG_HOME": str(tmp_path / "helm-config"),
+        "HELM_DATA_HOME": str(tmp_path / "helm-data"),
+    }
     import subprocess
 
-    subprocess.run([helm_bin(cluster), "install", release, str(CHART), "-n", release_ns, "--skip-crds",
-                    "--set", "database.existingSecret=sluiceway-db", "--set", f"watchNamespaces={{{watched}}}",
-                    "--wait=false"], check=True, env=env, capture_output=True, text=True)
+    subprocess.run(
+        [
+            helm_bin(cluster),
+            "install",
+            release,
+            str(CHART),
+            "-n",
+            release_ns,
+            "--skip-crds",
+            "--set",
+            "database.existingSecret=sluiceway-db",
+            "--set",
+            f"watchNamespaces={{{watched}}}",
+            "--wait=false",
+        ],
+        check=True,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     service_account = f"{release}-sluiceway"
     token = kube.run("create", "token", service_account, "-n", release_ns, "--duration=2h").stdout.strip()
     kubeconfig = token_kubeconfig(kube, token, tmp_path / "operator.kubeconfig")
@@ -78,16 +105,30 @@ def install(cluster: Cluster, postgres_server: str, tmp_path: Path) -> Iterator[
     fetch(postgres_server, f'CREATE DATABASE "{database}"')
     dsn = postgres_server.rsplit("/", 1)[0] + f"/{database}"
     port = free_port()
-    operator = Child("operator-as-chart-sa", [sys.executable, "-m", "sluiceway", "operator"], tmp_path, env={
-        **os.environ, "KUBECONFIG": str(kubeconfig), "SLUICEWAY_DATABASE_URL": dsn,
-        "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}", "SLUICEWAY_NAMESPACES": watched,
-        "SLUICEWAY_AUTH": "kubernetes", "SLUICEWAY_LEADER_ELECTION_NAMESPACE": release_ns,
-        "SLUICEWAY_API_KEYS_NAMESPACE": release_ns, "SLUICEWAY_POD_NAME": "operator-0",
-        "SLUICEWAY_API_URL": f"http://127.0.0.1:{port}",
-    })
+    operator = Child(
+        "operator-as-chart-sa",
+        [sys.executable, "-m", "sluiceway", "operator"],
+        tmp_path,
+        env={
+            **os.environ,
+            "KUBECONFIG": str(kubeconfig),
+            "SLUICEWAY_DATABASE_URL": dsn,
+            "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
+            "SLUICEWAY_NAMESPACES": watched,
+            "SLUICEWAY_AUTH": "kubernetes",
+            "SLUICEWAY_LEADER_ELECTION_NAMESPACE": release_ns,
+            "SLUICEWAY_API_KEYS_NAMESPACE": release_ns,
+            "SLUICEWAY_POD_NAME": "operator-0",
+            "SLUICEWAY_API_URL": f"http://127.0.0.1:{port}",
+        },
+    )
     api_url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: urllib.request.urlopen(f"{api_url}/readyz", timeout=2).status == 200, timeout=60,
-               what="the operator running as the chart's ServiceAccount", child=operator)
+    wait_until(
+        lambda: urllib.request.urlopen(f"{api_url}/readyz", timeout=2).status == 200,
+        timeout=60,
+        what="the operator running as the chart's ServiceAccount",
+        child=operator,
+    )
     yield Install(release, release_ns, watched, operator, api_url, dsn)
     operator.stop()
     kube.run("delete", "sluiceway", "--all", "-n", watched, "--wait=false", check=False)
@@ -101,49 +142,96 @@ def apply(kube: Kube, namespace: str, kind: str, name: str, spec: dict[str, Any]
 
 
 def ready(kube: Kube, namespace: str, kind: str, name: str) -> dict[str, Any]:
-    return eventually(lambda: (o := kube.get(kind, name, namespace)) and (c := condition(o)) and
-                      c["status"] == "True" and o, timeout=60, what=f"{kind}/{name} Ready")
+    return eventually(
+        lambda: (o := kube.get(kind, name, namespace)) and (c := condition(o)) and c["status"] == "True" and o,
+        timeout=60,
+        what=f"{kind}/{name} Ready",
+    )
 
 
 def worker_token(kube: Kube, namespace: str) -> str:
     """A worker ServiceAccount that ordinary RBAC lets poll and update task definitions."""
     kube.run("create", "serviceaccount", "worker", "-n", namespace)
-    kube.run("create", "role", "worker", "-n", namespace, "--verb=poll,update",
-             "--resource=taskdefinitions.sluiceway.dev")
-    kube.run("create", "rolebinding", "worker", "-n", namespace, "--role=worker",
-             f"--serviceaccount={namespace}:worker")
+    kube.run(
+        "create", "role", "worker", "-n", namespace, "--verb=poll,update", "--resource=taskdefinitions.sluiceway.dev"
+    )
+    kube.run(
+        "create", "rolebinding", "worker", "-n", namespace, "--role=worker", f"--serviceaccount={namespace}:worker"
+    )
     return kube.run("create", "token", "worker", "-n", namespace, "--duration=2h").stdout.strip()
 
 
-def test_the_operator_does_its_whole_job_with_exactly_the_charts_rbac(cluster: Cluster, install: Install,
-                                                                     tmp_path: Path) -> None:
+def test_the_operator_does_its_whole_job_with_exactly_the_charts_rbac(
+    cluster: Cluster, install: Install, tmp_path: Path
+) -> None:
     kube, ns = cluster.kube, install.watched
     apply(kube, ns, "Semaphore", "erp", {"name": "legacy_erp", "permits": 2})
     apply(kube, ns, "Quota", "default", {"maxConcurrentExecutions": 50})
-    apply(kube, ns, "TaskDefinition", "reserve-stock", {
-        "name": "reserve_stock", "semaphores": ["legacy_erp"],
-        "workers": {"image": "example.com/fulfilment:1", "replicas": 1}})
-    apply(kube, ns, "Workflow", "reserve", {"tasks": [
-        {"name": "reserve_stock", "taskReferenceName": "reserve", "inputParameters": {"skus": ["A", "B"]}}]})
-    for kind, name in (("semaphore", "erp"), ("quota", "default"), ("taskdefinition", "reserve-stock"),
-                       ("workflow", "reserve")):
+    apply(
+        kube,
+        ns,
+        "TaskDefinition",
+        "reserve-stock",
+        {
+            "name": "reserve_stock",
+            "semaphores": ["legacy_erp"],
+            "workers": {"image": "example.com/fulfilment:1", "replicas": 1},
+        },
+    )
+    apply(
+        kube,
+        ns,
+        "Workflow",
+        "reserve",
+        {"tasks": [{"name": "reserve_stock", "taskReferenceName": "reserve", "inputParameters": {"skus": ["A", "B"]}}]},
+    )
+    for kind, name in (
+        ("semaphore", "erp"),
+        ("quota", "default"),
+        ("taskdefinition", "reserve-stock"),
+        ("workflow", "reserve"),
+    ):
         ready(kube, ns, kind, name)
-    deployment = eventually(lambda: kube.get("deployment", "reserve-stock-workers", ns), timeout=60,
-                            what="the worker Deployment")
+    deployment = eventually(
+        lambda: kube.get("deployment", "reserve-stock-workers", ns), timeout=60, what="the worker Deployment"
+    )
     assert deployment["metadata"]["ownerReferences"][0]["kind"] == "TaskDefinition"
-    worker = Child("worker", [sys.executable, "-m", "sluiceway", "worker", WORKERS, "--url", install.api_url,
-                              "--namespace", ns], tmp_path, env={**os.environ, "SLUICEWAY_TOKEN": worker_token(kube, ns)})
+    worker = Child(
+        "worker",
+        [sys.executable, "-m", "sluiceway", "worker", WORKERS, "--url", install.api_url, "--namespace", ns],
+        tmp_path,
+        env={**os.environ, "SLUICEWAY_TOKEN": worker_token(kube, ns)},
+    )
     try:
-        kube.run("create", "-n", ns, "-f", "-", input=json.dumps(
-            {"apiVersion": API, "kind": "WorkflowRun", "metadata": {"name": "reserve-1"},
-             "spec": {"workflow": "reserve"}}))
-        status = eventually(lambda: (s := (kube.get("workflowrun", "reserve-1", ns) or {}).get("status", {}))
-                            .get("phase") == "Completed" and s, timeout=60, what="the run to complete")
+        kube.run(
+            "create",
+            "-n",
+            ns,
+            "-f",
+            "-",
+            input=json.dumps(
+                {
+                    "apiVersion": API,
+                    "kind": "WorkflowRun",
+                    "metadata": {"name": "reserve-1"},
+                    "spec": {"workflow": "reserve"},
+                }
+            ),
+        )
+        status = eventually(
+            lambda: (
+                (s := (kube.get("workflowrun", "reserve-1", ns) or {}).get("status", {})).get("phase") == "Completed"
+                and s
+            ),
+            timeout=60,
+            what="the run to complete",
+        )
     finally:
         worker.stop()
     assert status["output"] == {"reserved": ["A:ok", "B:ok"]}
-    lease = json.loads(kube.run("get", "lease", "sluiceway-operator", "-n", install.release_namespace,
-                                "-o", "json").stdout)
+    lease = json.loads(
+        kube.run("get", "lease", "sluiceway-operator", "-n", install.release_namespace, "-o", "json").stdout
+    )
     assert lease["spec"]["holderIdentity"] == "operator-0"
     events = json.loads(kube.run("get", "events", "-n", ns, "-o", "json").stdout)["items"]
     assert any(e["reason"] == "Completed" and e["involvedObject"]["name"] == "reserve-1" for e in events)
@@ -155,9 +243,22 @@ def test_the_operator_does_its_whole_job_with_exactly_the_charts_rbac(cluster: C
 
 def test_taking_one_rule_away_breaks_that_part_of_the_job(cluster: Cluster, install: Install) -> None:
     kube, ns = cluster.kube, install.watched
-    apply(kube, ns, "Workflow", "noop", {"tasks": [
-        {"name": "calc", "taskReferenceName": "calc", "type": "INLINE",
-         "inputParameters": {"evaluatorType": "cel", "expression": "1 + 1"}}]})
+    apply(
+        kube,
+        ns,
+        "Workflow",
+        "noop",
+        {
+            "tasks": [
+                {
+                    "name": "calc",
+                    "taskReferenceName": "calc",
+                    "type": "INLINE",
+                    "inputParameters": {"evaluatorType": "cel", "expression": "1 + 1"},
+                }
+            ]
+        },
+    )
     ready(kube, ns, "workflow", "noop")
     role = json.loads(kube.run("get", "role", install.release + "-sluiceway", "-n", ns, "-o", "json").stdout)
     granted = [resource for rule in role["rules"] for resource in rule["resources"]]
@@ -165,13 +266,30 @@ def test_taking_one_rule_away_breaks_that_part_of_the_job(cluster: Cluster, inst
     for rule in role["rules"]:  # take exactly that one resource away, nothing else
         rule["resources"] = [r for r in rule["resources"] if r != "workflowruns/status"]
     kube.run("replace", "-f", "-", input=json.dumps(role))
-    kube.run("create", "-n", ns, "-f", "-", input=json.dumps(
-        {"apiVersion": API, "kind": "WorkflowRun", "metadata": {"name": "unreported"}, "spec": {"workflow": "noop"}}))
+    kube.run(
+        "create",
+        "-n",
+        ns,
+        "-f",
+        "-",
+        input=json.dumps(
+            {"apiVersion": API, "kind": "WorkflowRun", "metadata": {"name": "unreported"}, "spec": {"workflow": "noop"}}
+        ),
+    )
     # The run itself happens (PostgreSQL is the operator's own), but its WorkflowRun never hears of it.
-    eventually(lambda: fetch(install.database, "SELECT status FROM executions WHERE resource_name = 'unreported'")
-               == [{"status": "COMPLETED"}], timeout=60, what="the run to complete in the store")
+    eventually(
+        lambda: (
+            fetch(install.database, "SELECT status FROM executions WHERE resource_name = 'unreported'")
+            == [{"status": "COMPLETED"}]
+        ),
+        timeout=60,
+        what="the run to complete in the store",
+    )
     time.sleep(5)
     status = (kube.get("workflowrun", "unreported", ns) or {}).get("status", {})
     assert status.get("phase") != "Completed", status
-    eventually(lambda: "forbidden" in install.operator.tail(400).lower(), timeout=30,
-               what="the operator to log the refused status write")
+    eventually(
+        lambda: "forbidden" in install.operator.tail(400).lower(),
+        timeout=30,
+        what="the operator to log the refused status write",
+    )

@@ -29,15 +29,27 @@ def ready_at_generation(kube: Kube, kind: str, name: str, namespace: str) -> dic
 
 
 def stored_task(db: str, namespace: str, name: str) -> dict[str, Any] | None:
-    rows = fetch(db, "SELECT generation, spec FROM task_definitions WHERE namespace = $1 AND name = $2",
-                 namespace, name)
+    rows = fetch(
+        db, "SELECT generation, spec FROM task_definitions WHERE namespace = $1 AND name = $2", namespace, name
+    )
     return rows[0] if rows else None
 
 
 def test_a_valid_task_definition_becomes_ready_and_stored(kube: Kube, namespace: str, db: str) -> None:
-    kube.apply(task_definition("charge", retryCount=5, retryLogic="EXPONENTIAL_BACKOFF", retryDelaySeconds=2,
-                               backoffScaleFactor=2, maxRetryDelaySeconds=300, jitter=0.2, retryBudget=0.3,
-                               nonRetryableErrors=["card_declined", "INVALID_ARGUMENT"]), namespace)
+    kube.apply(
+        task_definition(
+            "charge",
+            retryCount=5,
+            retryLogic="EXPONENTIAL_BACKOFF",
+            retryDelaySeconds=2,
+            backoffScaleFactor=2,
+            maxRetryDelaySeconds=300,
+            jitter=0.2,
+            retryBudget=0.3,
+            nonRetryableErrors=["card_declined", "INVALID_ARGUMENT"],
+        ),
+        namespace,
+    )
     obj = ready_at_generation(kube, "taskdefinition", "charge", namespace)
     ready = condition(obj)
     assert ready is not None and ready["status"] == "True", ready
@@ -122,32 +134,53 @@ def test_deleting_removes_it_from_the_store(kube: Kube, namespace: str, db: str)
 
 
 def test_semaphore_is_stored_and_reports_permits(kube: Kube, namespace: str, db: str) -> None:
-    kube.apply({"apiVersion": API, "kind": "Semaphore", "metadata": {"name": "legacy-erp"},
-                "spec": {"name": "legacy_erp", "permits": 4}}, namespace)
+    kube.apply(
+        {
+            "apiVersion": API,
+            "kind": "Semaphore",
+            "metadata": {"name": "legacy-erp"},
+            "spec": {"name": "legacy_erp", "permits": 4},
+        },
+        namespace,
+    )
     obj = ready_at_generation(kube, "semaphore", "legacy-erp", namespace)
     assert obj["status"]["permits"] == 4 and obj["status"]["semaphoreName"] == "legacy_erp"
     rows = fetch(db, "SELECT permits FROM semaphores WHERE namespace = $1 AND name = 'legacy_erp'", namespace)
     assert rows == [{"permits": 4}]
-    refused = kube.apply({"apiVersion": API, "kind": "Semaphore", "metadata": {"name": "neg"},
-                          "spec": {"permits": -1}}, namespace, check=False)
+    refused = kube.apply(
+        {"apiVersion": API, "kind": "Semaphore", "metadata": {"name": "neg"}, "spec": {"permits": -1}},
+        namespace,
+        check=False,
+    )
     assert refused.returncode != 0 and "spec.permits" in refused.stderr
     kube.delete("semaphore", "legacy-erp", namespace)
     assert fetch(db, "SELECT 1 FROM semaphores WHERE namespace = $1", namespace) == []
 
 
 def test_quota_is_stored(kube: Kube, namespace: str, db: str) -> None:
-    kube.apply({"apiVersion": API, "kind": "Quota", "metadata": {"name": "default"},
-                "spec": {"maxConcurrentExecutions": 5000, "maxExecutionsPerMinute": 2000}}, namespace)
+    kube.apply(
+        {
+            "apiVersion": API,
+            "kind": "Quota",
+            "metadata": {"name": "default"},
+            "spec": {"maxConcurrentExecutions": 5000, "maxExecutionsPerMinute": 2000},
+        },
+        namespace,
+    )
     ready_at_generation(kube, "quota", "default", namespace)
-    rows = fetch(db, "SELECT max_concurrent_executions, max_executions_per_minute, max_schedules FROM quotas"
-                     " WHERE namespace = $1", namespace)
+    rows = fetch(
+        db,
+        "SELECT max_concurrent_executions, max_executions_per_minute, max_schedules FROM quotas WHERE namespace = $1",
+        namespace,
+    )
     assert rows == [{"max_concurrent_executions": 5000, "max_executions_per_minute": 2000, "max_schedules": None}]
 
 
 def test_kubectl_get_sluiceway_lists_every_kind_with_columns(kube: Kube, namespace: str) -> None:
     kube.apply(task_definition("listed", retryCount=2, concurrentExecLimit=8), namespace)
-    kube.apply({"apiVersion": API, "kind": "Semaphore", "metadata": {"name": "pool"}, "spec": {"permits": 2}},
-               namespace)
+    kube.apply(
+        {"apiVersion": API, "kind": "Semaphore", "metadata": {"name": "pool"}, "spec": {"permits": 2}}, namespace
+    )
     ready_at_generation(kube, "taskdefinition", "listed", namespace)
     listing = kube.run("get", "sluiceway", "-n", namespace).stdout
     assert "taskdefinition.sluiceway.dev/listed" in listing

@@ -76,13 +76,15 @@ def test_applying_the_examples_twice_changes_nothing(kube: Kube, namespace: str)
             assert without_time_window(now) == without_time_window(obj), f"{key}: status churn"
         else:
             assert now["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"], (
-                f"{key} was written again: {json.dumps(obj.get('status'))} -> {json.dumps(now.get('status'))}")
+                f"{key} was written again: {json.dumps(obj.get('status'))} -> {json.dumps(now.get('status'))}"
+            )
 
 
 def test_server_side_apply_has_no_field_manager_conflicts(kube: Kube, namespace: str) -> None:
     for _ in range(2):
-        result = kube.run("apply", "--server-side", "--field-manager=argocd-controller", "-n", namespace,
-                          "-f", EXAMPLES, check=False)
+        result = kube.run(
+            "apply", "--server-side", "--field-manager=argocd-controller", "-n", namespace, "-f", EXAMPLES, check=False
+        )
         assert result.returncode == 0, result.stderr
         assert "conflict" not in result.stderr.lower()
         eventually(lambda: settled(kube, namespace), timeout=60, what="the examples to be reconciled")
@@ -90,8 +92,11 @@ def test_server_side_apply_has_no_field_manager_conflicts(kube: Kube, namespace:
         assert obj["metadata"]["generation"] == 1, f"{key}: re-applying made a new generation"
         managers = {m["manager"]: m for m in obj["metadata"].get("managedFields", [])}
         assert "argocd-controller" in managers
-        spec_writers = [name for name, m in managers.items()
-                        if name != "argocd-controller" and "f:spec" in json.dumps(m.get("fieldsV1", {}))]
+        spec_writers = [
+            name
+            for name, m in managers.items()
+            if name != "argocd-controller" and "f:spec" in json.dumps(m.get("fieldsV1", {}))
+        ]
         assert spec_writers == [], f"{key}: the spec was written by {spec_writers}"
 
 
@@ -102,17 +107,30 @@ def test_deleting_a_workflow_lets_runs_finish_or_terminates_them_as_its_policy_s
 
     api = f"{operator.api_url}/v1/ns/{namespace}/executions"
     for name, policy in (("keep-going", "Finish"), ("stop-now", "Terminate")):
-        kube.apply({"apiVersion": "sluiceway.dev/v1alpha1", "kind": "Workflow", "metadata": {"name": name},
-                    "spec": {"activeRunsPolicy": policy,
-                             "tasks": [{"name": "nobody_polls", "taskReferenceName": "wait_here"}]}}, namespace)
-        eventually(lambda: (o := kube.get("workflow", name, namespace)) and o.get("status", {}).get("version"),
-                   what=f"Workflow {name}")
+        kube.apply(
+            {
+                "apiVersion": "sluiceway.dev/v1alpha1",
+                "kind": "Workflow",
+                "metadata": {"name": name},
+                "spec": {
+                    "activeRunsPolicy": policy,
+                    "tasks": [{"name": "nobody_polls", "taskReferenceName": "wait_here"}],
+                },
+            },
+            namespace,
+        )
+        eventually(
+            lambda name=name: (o := kube.get("workflow", name, namespace)) and o.get("status", {}).get("version"),
+            what=f"Workflow {name}",
+        )
     runs = {name: call("POST", api, {"name": name})[1]["id"] for name in ("keep-going", "stop-now")}
     kube.delete("workflow", "keep-going", namespace)
     kube.delete("workflow", "stop-now", namespace)
     assert kube.get("workflow", "stop-now", namespace) is None, "the finalizer let the deletion finish"
-    stopped = eventually(lambda: (v := call("GET", f"{api}/{runs['stop-now']}")[1])["status"] == "TERMINATED" and v,
-                         what="the Terminate policy to end the run")
+    stopped = eventually(
+        lambda: (v := call("GET", f"{api}/{runs['stop-now']}")[1])["status"] == "TERMINATED" and v,
+        what="the Terminate policy to end the run",
+    )
     assert "activeRunsPolicy Terminate" in stopped["reasonForIncompletion"]
     time.sleep(2)
     assert call("GET", f"{api}/{runs['keep-going']}")[1]["status"] == "RUNNING", "Finish lets runs go on"

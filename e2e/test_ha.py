@@ -46,14 +46,24 @@ def ha(cluster: Cluster, postgres_server: str, tmp_path: Path) -> Iterator[tuple
 
     def start(name: str) -> Replica:
         port = free_port()
-        env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig), "SLUICEWAY_DATABASE_URL": dsn,
-               "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}", "SLUICEWAY_NAMESPACES": namespace,
-               "SLUICEWAY_LEADER_ELECTION_NAMESPACE": namespace, "SLUICEWAY_POD_NAME": name,
-               "SLUICEWAY_LOG_LEVEL": "INFO"}
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(kube.kubeconfig),
+            "SLUICEWAY_DATABASE_URL": dsn,
+            "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
+            "SLUICEWAY_NAMESPACES": namespace,
+            "SLUICEWAY_LEADER_ELECTION_NAMESPACE": namespace,
+            "SLUICEWAY_POD_NAME": name,
+            "SLUICEWAY_LOG_LEVEL": "INFO",
+        }
         child = Child(name, [sys.executable, "-m", "sluiceway", "operator"], tmp_path, env=env)
         replica = Replica(name, child, f"http://127.0.0.1:{port}")
-        wait_until(lambda: urllib.request.urlopen(f"{replica.url}/readyz", timeout=2).status == 200, timeout=60,
-                   what=f"{name} /readyz", child=child)
+        wait_until(
+            lambda: urllib.request.urlopen(f"{replica.url}/readyz", timeout=2).status == 200,
+            timeout=60,
+            what=f"{name} /readyz",
+            child=child,
+        )
         replicas.append(replica)
         return replica
 
@@ -90,35 +100,82 @@ def test_killing_the_reconciling_replica_hands_over_and_loses_nothing(
 ) -> None:
     kube = cluster.kube
     namespace, dsn, (leader, follower) = ha
-    apply(kube, namespace, "Workflow", "handover", {"tasks": [
-        {"name": "reserve_stock", "taskReferenceName": "reserve", "inputParameters": {"skus": ["A"]}},
-        {"name": "pause", "taskReferenceName": "pause", "type": "WAIT", "inputParameters": {"duration": "4s"}},
-        {"name": "send_email", "taskReferenceName": "email", "inputParameters": {"to": "ops@example.com"}},
-    ]})
+    apply(
+        kube,
+        namespace,
+        "Workflow",
+        "handover",
+        {
+            "tasks": [
+                {"name": "reserve_stock", "taskReferenceName": "reserve", "inputParameters": {"skus": ["A"]}},
+                {"name": "pause", "taskReferenceName": "pause", "type": "WAIT", "inputParameters": {"duration": "4s"}},
+                {"name": "send_email", "taskReferenceName": "email", "inputParameters": {"to": "ops@example.com"}},
+            ]
+        },
+    )
     eventually(lambda: (o := kube.get("workflow", "handover", namespace)) and condition(o), what="the Workflow")
-    worker = Child("worker", [sys.executable, "-m", "sluiceway", "worker", WORKERS, "--url", follower.url,
-                              "--namespace", namespace], tmp_path)
+    worker = Child(
+        "worker",
+        [sys.executable, "-m", "sluiceway", "worker", WORKERS, "--url", follower.url, "--namespace", namespace],
+        tmp_path,
+    )
     try:
-        kube.run("create", "-n", namespace, "-f", "-", input=json.dumps(
-            {"apiVersion": API, "kind": "WorkflowRun", "metadata": {"name": "before"},
-             "spec": {"workflow": "handover"}}))
-        eventually(lambda: (kube.get("workflowrun", "before", namespace) or {}).get("status", {}).get("executionId"),
-                   what="the first run to start")
+        kube.run(
+            "create",
+            "-n",
+            namespace,
+            "-f",
+            "-",
+            input=json.dumps(
+                {
+                    "apiVersion": API,
+                    "kind": "WorkflowRun",
+                    "metadata": {"name": "before"},
+                    "spec": {"workflow": "handover"},
+                }
+            ),
+        )
+        eventually(
+            lambda: (kube.get("workflowrun", "before", namespace) or {}).get("status", {}).get("executionId"),
+            what="the first run to start",
+        )
         killed_at = time.monotonic()
         leader.kill()
         eventually(lambda: holder(kube, namespace) == "op-2", timeout=60, what="op-2 to take the lease")
         print(f"handover took {time.monotonic() - killed_at:.1f} s")
-        kube.run("create", "-n", namespace, "-f", "-", input=json.dumps(
-            {"apiVersion": API, "kind": "WorkflowRun", "metadata": {"name": "after"},
-             "spec": {"workflow": "handover"}}))
+        kube.run(
+            "create",
+            "-n",
+            namespace,
+            "-f",
+            "-",
+            input=json.dumps(
+                {
+                    "apiVersion": API,
+                    "kind": "WorkflowRun",
+                    "metadata": {"name": "after"},
+                    "spec": {"workflow": "handover"},
+                }
+            ),
+        )
         for name in ("before", "after"):
-            assert eventually(lambda: phase(kube, namespace, name) in ("Completed", "Failed") and
-                              phase(kube, namespace, name), timeout=60, what=f"{name} to finish") == "Completed"
+            assert (
+                eventually(
+                    lambda name=name: (
+                        phase(kube, namespace, name) in ("Completed", "Failed") and phase(kube, namespace, name)
+                    ),
+                    timeout=60,
+                    what=f"{name} to finish",
+                )
+                == "Completed"
+            )
     finally:
         worker.stop()
     runs = fetch(dsn, "SELECT resource_name, status FROM executions ORDER BY resource_name")
-    assert runs == [{"resource_name": "after", "status": "COMPLETED"}, {"resource_name": "before",
-                                                                          "status": "COMPLETED"}]
+    assert runs == [
+        {"resource_name": "after", "status": "COMPLETED"},
+        {"resource_name": "before", "status": "COMPLETED"},
+    ]
     attempts = fetch(dsn, "SELECT ref, count(*)::int AS n FROM tasks GROUP BY execution_id, ref HAVING count(*) > 1")
     assert attempts == [], "a task ran twice"
     assert fetch(dsn, "SELECT count(*)::int AS n FROM decide_queue") == [{"n": 0}]

@@ -28,24 +28,44 @@ def simple(ref: str, name: str, **inputs: Any) -> dict[str, Any]:
 ORDER_WORKFLOW = {
     "name": "order_fulfilment",
     "tasks": [
-        {"name": "fan_out", "taskReferenceName": "fan_out", "type": "FORK_JOIN", "forkTasks": [
-            [simple("reserve", "reserve_stock", skus="${workflow.input.skus}")],
-            [simple("charge", "charge_card", amount="${workflow.input.amount}")],
-            [simple("email", "send_email", to="${workflow.input.email}")],
-        ]},
+        {
+            "name": "fan_out",
+            "taskReferenceName": "fan_out",
+            "type": "FORK_JOIN",
+            "forkTasks": [
+                [simple("reserve", "reserve_stock", skus="${workflow.input.skus}")],
+                [simple("charge", "charge_card", amount="${workflow.input.amount}")],
+                [simple("email", "send_email", to="${workflow.input.email}")],
+            ],
+        },
         {"name": "join", "taskReferenceName": "join", "type": "JOIN"},
-        {"name": "route", "taskReferenceName": "route", "type": "SWITCH", "evaluatorType": "value-param",
-         "expression": "speed", "inputParameters": {"speed": "${workflow.input.shipping}"},
-         "decisionCases": {"express": [simple("ship", "ship_express")]},
-         "defaultCase": [simple("ship_slow", "ship_standard")]},
+        {
+            "name": "route",
+            "taskReferenceName": "route",
+            "type": "SWITCH",
+            "evaluatorType": "value-param",
+            "expression": "speed",
+            "inputParameters": {"speed": "${workflow.input.shipping}"},
+            "decisionCases": {"express": [simple("ship", "ship_express")]},
+            "defaultCase": [simple("ship_slow", "ship_standard")],
+        },
         {"name": "cool_off", "taskReferenceName": "cool_off", "type": "WAIT", "inputParameters": {"duration": "1s"}},
-        {"name": "total", "taskReferenceName": "total", "type": "INLINE",
-         "inputParameters": {"evaluatorType": "cel", "expression": "input.amount * 2",
-                             "amount": "${charge.output.charged}"}},
+        {
+            "name": "total",
+            "taskReferenceName": "total",
+            "type": "INLINE",
+            "inputParameters": {
+                "evaluatorType": "cel",
+                "expression": "input.amount * 2",
+                "amount": "${charge.output.charged}",
+            },
+        },
     ],
     "outputParameters": {
-        "reserved": "${reserve.output.reserved}", "charged": "${charge.output.charged}",
-        "carrier": "${ship.output.carrier}", "doubled": "${total.output.result}",
+        "reserved": "${reserve.output.reserved}",
+        "charged": "${charge.output.charged}",
+        "carrier": "${ship.output.carrier}",
+        "doubled": "${total.output.result}",
     },
 }
 
@@ -63,15 +83,30 @@ def test_a_workflow_run_created_with_kubectl_completes_on_worker_processes(
 ) -> None:
     kube.apply(manifest("TaskDefinition", "charge-card", {"name": "charge_card", "retryCount": 2}), namespace)
     kube.apply(manifest("Workflow", "order-fulfilment", ORDER_WORKFLOW), namespace)
-    wf = eventually(lambda: (o := kube.get("workflow", "order-fulfilment", namespace)) and
-                    o.get("status", {}).get("version") and o, what="the Workflow to be stored")
+    wf = eventually(
+        lambda: (o := kube.get("workflow", "order-fulfilment", namespace)) and o.get("status", {}).get("version") and o,
+        what="the Workflow to be stored",
+    )
     assert wf["status"]["conditions"][0]["status"] == "True"
     start_worker(WORKERS, namespace)
     start_worker(WORKERS, namespace)
-    kube.run("create", "-n", namespace, "-f", "-", input=json.dumps(manifest("WorkflowRun", "order-42", {
-        "workflow": "order_fulfilment",
-        "input": {"skus": ["A1", "B2"], "amount": 21, "email": "ada@example.com", "shipping": "express"},
-    })))
+    kube.run(
+        "create",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input=json.dumps(
+            manifest(
+                "WorkflowRun",
+                "order-42",
+                {
+                    "workflow": "order_fulfilment",
+                    "input": {"skus": ["A1", "B2"], "amount": 21, "email": "ada@example.com", "shipping": "express"},
+                },
+            )
+        ),
+    )
     run = eventually(lambda: run_phase(kube, "order-42", namespace), timeout=60, what="the run to finish")
     status = run["status"]
     assert status["phase"] == "Completed", status
@@ -92,18 +127,37 @@ def test_a_workflow_run_created_with_kubectl_completes_on_worker_processes(
 def test_a_task_that_fails_twice_retries_inside_its_backoff_band(
     kube: Kube, namespace: str, operator: OperatorProcess, start_worker: Callable[..., Child]
 ) -> None:
-    kube.apply(manifest("TaskDefinition", "flaky-call", {
-        "name": "flaky_call", "retryCount": 3, "retryLogic": "EXPONENTIAL_BACKOFF", "retryDelaySeconds": 1,
-        "backoffScaleFactor": 2, "jitter": 0.2}), namespace)
+    kube.apply(
+        manifest(
+            "TaskDefinition",
+            "flaky-call",
+            {
+                "name": "flaky_call",
+                "retryCount": 3,
+                "retryLogic": "EXPONENTIAL_BACKOFF",
+                "retryDelaySeconds": 1,
+                "backoffScaleFactor": 2,
+                "jitter": 0.2,
+            },
+        ),
+        namespace,
+    )
     kube.apply(manifest("Workflow", "flaky", {"tasks": [simple("call", "flaky_call")]}), namespace)
     eventually(lambda: (o := kube.get("workflow", "flaky", namespace)) and o.get("status", {}).get("version"))
     start_worker(WORKERS, namespace)
-    kube.run("create", "-n", namespace, "-f", "-",
-             input=json.dumps(manifest("WorkflowRun", "flaky-1", {"workflow": "flaky"})))
+    kube.run(
+        "create",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input=json.dumps(manifest("WorkflowRun", "flaky-1", {"workflow": "flaky"})),
+    )
     run = eventually(lambda: run_phase(kube, "flaky-1", namespace), timeout=60, what="the run to finish")
     assert run["status"]["phase"] == "Completed"
     with urllib.request.urlopen(
-            f"{operator.api_url}/v1/ns/{namespace}/executions/{run['status']['executionId']}") as response:
+        f"{operator.api_url}/v1/ns/{namespace}/executions/{run['status']['executionId']}"
+    ) as response:
         tasks = json.load(response)["tasks"]
     assert [(t["attempt"], t["status"]) for t in tasks] == [(1, "FAILED"), (2, "FAILED"), (3, "COMPLETED")]
     assert tasks[0]["reason"] == "ConnectionError: partner unavailable on attempt 1"
@@ -111,42 +165,89 @@ def test_a_task_that_fails_twice_retries_inside_its_backoff_band(
     def at(text: str) -> datetime.datetime:
         return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
-    gaps = [(at(b["startedAt"]) - at(a["endedAt"])).total_seconds() for a, b in zip(tasks, tasks[1:])]
+    gaps = [(at(b["startedAt"]) - at(a["endedAt"])).total_seconds() for a, b in zip(tasks, tasks[1:], strict=False)]
     bands = [(0.8, 1.2), (1.6, 2.4)]  # 1 s and 2 s, ±20%
     slack = 0.5  # the worker's poll answering after the task becomes leasable
-    for gap, (low, high) in zip(gaps, bands):
+    for gap, (low, high) in zip(gaps, bands, strict=False):
         assert low <= gap <= high + slack, (gaps, bands)
 
 
 def test_an_invalid_workflow_graph_is_not_ready_and_says_why(kube: Kube, namespace: str) -> None:
-    kube.apply(manifest("Workflow", "broken", {"tasks": [
-        simple("a", "x", v="${nowhere.output.v}"),
-        {"name": "j", "taskReferenceName": "j", "type": "JOIN"},
-    ]}), namespace)
-    obj = eventually(lambda: (o := kube.get("workflow", "broken", namespace)) and
-                     o.get("status", {}).get("conditions") and o)
+    kube.apply(
+        manifest(
+            "Workflow",
+            "broken",
+            {
+                "tasks": [
+                    simple("a", "x", v="${nowhere.output.v}"),
+                    {"name": "j", "taskReferenceName": "j", "type": "JOIN"},
+                ]
+            },
+        ),
+        namespace,
+    )
+    obj = eventually(
+        lambda: (o := kube.get("workflow", "broken", namespace)) and o.get("status", {}).get("conditions") and o
+    )
     ready = obj["status"]["conditions"][0]
     assert (ready["status"], ready["reason"]) == ("False", "InvalidGraph")
     assert "unknown task 'nowhere'" in ready["message"] and "JOIN without joinOn" in ready["message"]
 
 
-def test_a_run_of_a_missing_workflow_waits_for_it(kube: Kube, namespace: str,
-                                                  start_worker: Callable[..., Child]) -> None:
-    kube.run("create", "-n", namespace, "-f", "-",
-             input=json.dumps(manifest("WorkflowRun", "early", {"workflow": "late_comer"})))
+def test_a_run_of_a_missing_workflow_waits_for_it(
+    kube: Kube, namespace: str, start_worker: Callable[..., Child]
+) -> None:
+    kube.run(
+        "create",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input=json.dumps(manifest("WorkflowRun", "early", {"workflow": "late_comer"})),
+    )
     pending = eventually(lambda: run_phase(kube, "early", namespace, terminal=False), what="a status")
     assert pending["status"]["phase"] == "Pending"
     assert "late_comer not found" in pending["status"]["reasonForIncompletion"]
-    kube.apply(manifest("Workflow", "late-comer", {"name": "late_comer", "tasks": [
-        {"name": "done", "taskReferenceName": "done", "type": "INLINE",
-         "inputParameters": {"evaluatorType": "cel", "expression": "'ok'"}}]}), namespace)
+    kube.apply(
+        manifest(
+            "Workflow",
+            "late-comer",
+            {
+                "name": "late_comer",
+                "tasks": [
+                    {
+                        "name": "done",
+                        "taskReferenceName": "done",
+                        "type": "INLINE",
+                        "inputParameters": {"evaluatorType": "cel", "expression": "'ok'"},
+                    }
+                ],
+            },
+        ),
+        namespace,
+    )
     run = eventually(lambda: run_phase(kube, "early", namespace), timeout=40, what="the run to start and finish")
     assert run["status"]["phase"] == "Completed" and run["status"]["output"] == {"result": "ok"}
 
 
 def test_the_spec_of_a_workflow_run_is_immutable(kube: Kube, namespace: str) -> None:
-    kube.run("create", "-n", namespace, "-f", "-",
-             input=json.dumps(manifest("WorkflowRun", "fixed", {"workflow": "anything"})))
-    result = kube.run("patch", "workflowrun", "fixed", "-n", namespace, "--type=merge",
-                      "-p", '{"spec": {"workflow": "other"}}', check=False)
+    kube.run(
+        "create",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input=json.dumps(manifest("WorkflowRun", "fixed", {"workflow": "anything"})),
+    )
+    result = kube.run(
+        "patch",
+        "workflowrun",
+        "fixed",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        '{"spec": {"workflow": "other"}}',
+        check=False,
+    )
     assert result.returncode != 0 and "spec is immutable" in result.stderr

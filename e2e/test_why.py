@@ -41,24 +41,35 @@ def ready(kube: Kube, kind: str, name: str, namespace: str, *, version: bool = F
 
 
 def why(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sluiceway", "why", *argv], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "sluiceway", "why", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_why_names_the_semaphore_holding_a_task(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
     api = f"{operator.api_url}/v1/ns/{namespace}"
     kube.apply(manifest("Semaphore", "erp", {"name": "legacy_erp", "permits": 1}), namespace)
-    kube.apply(manifest("TaskDefinition", "export-report", {"name": "export_report", "semaphores": ["legacy_erp"]}),
-               namespace)
-    kube.apply(manifest("Workflow", "one-export", {"tasks": [{"name": "export_report",
-                                                              "taskReferenceName": "export"}]}), namespace)
+    kube.apply(
+        manifest("TaskDefinition", "export-report", {"name": "export_report", "semaphores": ["legacy_erp"]}), namespace
+    )
+    kube.apply(
+        manifest("Workflow", "one-export", {"tasks": [{"name": "export_report", "taskReferenceName": "export"}]}),
+        namespace,
+    )
     ready(kube, "semaphore", "erp", namespace)
     ready(kube, "taskdefinition", "export-report", namespace)
     ready(kube, "workflow", "one-export", namespace, version=True)
 
     runs = [call("POST", f"{api}/executions", {"name": "one-export"})["id"] for _ in range(2)]
-    leased = call("POST", f"{api}/tasks/poll", {"taskTypes": ["export_report"], "workerId": "holder", "count": 5,
-                                                "pollTimeoutSeconds": 5})["tasks"]
+    leased = call(
+        "POST",
+        f"{api}/tasks/poll",
+        {"taskTypes": ["export_report"], "workerId": "holder", "count": 5, "pollTimeoutSeconds": 5},
+    )["tasks"]
     assert len(leased) == 1, leased  # one permit
     held = leased[0]
     holder_run = held["executionId"]
@@ -83,12 +94,21 @@ def test_why_names_the_semaphore_holding_a_task(kube: Kube, namespace: str, oper
     assert json.loads(result.stdout)["executionId"] == holder_run
 
     # By WorkflowRun, resolved through the Kubernetes API with $KUBECONFIG.
-    kube.run("create", "-n", namespace, "-f", "-",
-             input=json.dumps(manifest("WorkflowRun", "export-3", {"workflow": "one-export"})))
-    eventually(lambda: (kube.get("workflowrun", "export-3", namespace) or {}).get("status", {}).get("executionId"),
-               what="the WorkflowRun's executionId")
-    result = why("workflowrun/export-3", "-n", namespace, "--url", operator.api_url,
-                 env={"KUBECONFIG": str(kube.kubeconfig)})
+    kube.run(
+        "create",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input=json.dumps(manifest("WorkflowRun", "export-3", {"workflow": "one-export"})),
+    )
+    eventually(
+        lambda: (kube.get("workflowrun", "export-3", namespace) or {}).get("status", {}).get("executionId"),
+        what="the WorkflowRun's executionId",
+    )
+    result = why(
+        "workflowrun/export-3", "-n", namespace, "--url", operator.api_url, env={"KUBECONFIG": str(kube.kubeconfig)}
+    )
     assert result.returncode == 1, (result.stdout, result.stderr)
     assert "semaphore:legacy_erp" in result.stdout and "1/1" in result.stdout, result.stdout
 
@@ -98,17 +118,28 @@ def test_why_names_the_semaphore_holding_a_task(kube: Kube, namespace: str, oper
     assert (VENV_BIN / "kubectl-sluiceway").exists(), "make test installs the package and its kubectl plugin"
     plugin = subprocess.run(
         [str(kube.kubectl_path), "sluiceway", "why", waiting_run, "-n", namespace, "--url", operator.api_url],
-        capture_output=True, text=True, timeout=60,
-        env={**os.environ, "KUBECONFIG": str(kube.kubeconfig),
-             "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"})
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "KUBECONFIG": str(kube.kubeconfig),
+            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        },
+    )
     assert plugin.returncode == 1, (plugin.stdout, plugin.stderr)
     assert plugin.stdout.splitlines()[0] == lines[0] and "semaphore:legacy_erp" in plugin.stdout, plugin.stdout
 
     # Finished: complete the leased task; the run is over and nothing blocks.
-    call("POST", f"{api}/tasks/results", {"results": [{"taskId": held["taskId"], "epoch": held["epoch"],
-                                                       "status": "COMPLETED"}]})
-    eventually(lambda: call("GET", f"{api}/executions/{holder_run}")["status"] == "COMPLETED",
-               what="the holder's run to complete")
+    call(
+        "POST",
+        f"{api}/tasks/results",
+        {"results": [{"taskId": held["taskId"], "epoch": held["epoch"], "status": "COMPLETED"}]},
+    )
+    eventually(
+        lambda: call("GET", f"{api}/executions/{holder_run}")["status"] == "COMPLETED",
+        what="the holder's run to complete",
+    )
     result = why(holder_run, "-n", namespace, "--url", operator.api_url)
     assert result.returncode == 0, (result.stdout, result.stderr)
     assert result.stdout.splitlines()[0] == f"run {holder_run} (one-export) is COMPLETED", result.stdout

@@ -44,8 +44,11 @@ async def plane(pool: asyncpg.Pool, database_url: str) -> AsyncIterator[Plane]:
     notifications = Notifications(database_url)
     await notifications.start()
     port = _port()
-    server = _QuietServer(uvicorn.Config(create_app(Services(pool, notifications)), host="127.0.0.1", port=port,
-                                         log_level="warning", lifespan="off"))
+    server = _QuietServer(
+        uvicorn.Config(
+            create_app(Services(pool, notifications)), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+        )
+    )
     stop = asyncio.Event()
     config = DeciderConfig()
     notifications.caches.append(config.definitions)

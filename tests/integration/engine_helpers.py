@@ -20,8 +20,9 @@ async def define_task(pool: asyncpg.Pool, name: str, **spec: Any) -> None:
 
 async def define_workflow(pool: asyncpg.Pool, name: str, tasks: list[dict[str, Any]], **spec: Any) -> int:
     async with pool.acquire() as conn:
-        _, version = await workflows.upsert_workflow(conn, NS, name, name.replace("_", "-"), 1,
-                                                     {"tasks": tasks, **spec})
+        _, version = await workflows.upsert_workflow(
+            conn, NS, name, name.replace("_", "-"), 1, {"tasks": tasks, **spec}
+        )
     return version
 
 
@@ -46,8 +47,9 @@ async def lease(pool: asyncpg.Pool, task_type: str, count: int = 10, worker: str
         return await leasing.lease_ungated(conn, NS, task_type, worker, count)
 
 
-async def report(pool: asyncpg.Pool, lease_: leasing.Lease, status: ResultStatus = ResultStatus.COMPLETED,
-                 **fields: Any) -> results.Outcome:
+async def report(
+    pool: asyncpg.Pool, lease_: leasing.Lease, status: ResultStatus = ResultStatus.COMPLETED, **fields: Any
+) -> results.Outcome:
     result = TaskResult(task_id=lease_.task_id, epoch=lease_.epoch, status=status, **fields)
     async with pool.acquire() as conn, conn.transaction():
         outcomes = await results.apply_results(conn, NS, [result])

@@ -64,10 +64,14 @@ class Running:
 
 
 async def test_a_run_started_over_http_completes_on_sdk_workers(plane: Plane) -> None:
-    await define_workflow(plane.pool, "greet", [
-        {"name": "hello", "taskReferenceName": "hello", "inputParameters": {"who": "${workflow.input.who}"}},
-        {"name": "shout", "taskReferenceName": "shout", "inputParameters": {"text": "${hello.output.text}"}},
-    ])
+    await define_workflow(
+        plane.pool,
+        "greet",
+        [
+            {"name": "hello", "taskReferenceName": "hello", "inputParameters": {"who": "${workflow.input.who}"}},
+            {"name": "shout", "taskReferenceName": "shout", "inputParameters": {"text": "${hello.output.text}"}},
+        ],
+    )
     worker = Worker(plane.url, NS, poll_timeout=2)
 
     @worker.task("hello", concurrency=2)
@@ -87,8 +91,15 @@ async def test_a_run_started_over_http_completes_on_sdk_workers(plane: Plane) ->
 
 
 async def test_retries_land_inside_the_backoff_band(plane: Plane) -> None:
-    await define_task(plane.pool, "flaky", retryCount=3, retryLogic="EXPONENTIAL_BACKOFF", retryDelaySeconds=1,
-                      backoffScaleFactor=2, jitter=0.2)
+    await define_task(
+        plane.pool,
+        "flaky",
+        retryCount=3,
+        retryLogic="EXPONENTIAL_BACKOFF",
+        retryDelaySeconds=1,
+        backoffScaleFactor=2,
+        jitter=0.2,
+    )
     await define_workflow(plane.pool, "retrying", [{"name": "flaky", "taskReferenceName": "f"}])
     calls: list[float] = []
     worker = Worker(plane.url, NS, poll_timeout=5)
@@ -104,7 +115,7 @@ async def test_retries_land_inside_the_backoff_band(plane: Plane) -> None:
         _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "retrying"})
         run = await finished(plane, started["id"])
     assert run["status"] == "COMPLETED" and run["output"] == {"attempt": 3}
-    gaps = [b - a for a, b in zip(calls, calls[1:])]
+    gaps = [b - a for a, b in zip(calls, calls[1:], strict=False)]
     # Delay before retry 1 is 1 s ±20%, before retry 2 is 2 s ±20%; allow scheduling slack on top.
     assert 0.8 <= gaps[0] <= 1.2 + 0.5, gaps
     assert 1.6 <= gaps[1] <= 2.4 + 0.5, gaps
@@ -187,16 +198,20 @@ async def test_stale_results_get_409_over_http(plane: Plane) -> None:
     await post(plane, f"/v1/ns/{NS}/executions", {"name": "one"})
     leased: list[dict[str, Any]] = []
     while len(leased) < 2:
-        status, body = await post(plane, f"/v1/ns/{NS}/tasks/poll",
-                                  {"taskTypes": ["job"], "workerId": "w", "count": 2, "pollTimeoutSeconds": 5})
+        status, body = await post(
+            plane,
+            f"/v1/ns/{NS}/tasks/poll",
+            {"taskTypes": ["job"], "workerId": "w", "count": 2, "pollTimeoutSeconds": 5},
+        )
         assert status == 200
         leased += body["tasks"]
     task, other = leased
     stale = {"taskId": task["taskId"], "epoch": task["epoch"] + 7, "status": "COMPLETED"}
     status, body = await post(plane, f"/v1/ns/{NS}/tasks/{task['taskId']}/result", stale)
     assert status == 409 and body["error"] == "STALE_LEASE" and "stale epoch" in body["message"]
-    status, body = await post(plane, f"/v1/ns/{NS}/tasks/heartbeats",
-                              {"heartbeats": [{"taskId": task["taskId"], "epoch": task["epoch"] + 7}]})
+    status, body = await post(
+        plane, f"/v1/ns/{NS}/tasks/heartbeats", {"heartbeats": [{"taskId": task["taskId"], "epoch": task["epoch"] + 7}]}
+    )
     assert status == 200 and body == {"alive": [], "gone": [task["taskId"]]}
     good = {"taskId": other["taskId"], "epoch": other["epoch"], "status": "COMPLETED"}
     status, body = await post(plane, f"/v1/ns/{NS}/tasks/results", {"results": [good, stale]})
@@ -217,8 +232,9 @@ async def test_stale_results_get_409_over_http(plane: Plane) -> None:
         ("tasks/results", {"results": [{"taskId": "0" * 32, "epoch": 1, "status": "DONE"}]}, "results.0.status"),
     ],
 )
-async def test_invalid_requests_are_422_naming_the_field(plane: Plane, path: str, body: dict[str, Any],
-                                                         field: str) -> None:
+async def test_invalid_requests_are_422_naming_the_field(
+    plane: Plane, path: str, body: dict[str, Any], field: str
+) -> None:
     status, answer = await post(plane, f"/v1/ns/{NS}/{path}", body)
     assert status == 422 and answer["error"] == "INVALID_REQUEST"
     assert field in [f["field"] for f in answer["fields"]], answer
@@ -227,8 +243,9 @@ async def test_invalid_requests_are_422_naming_the_field(plane: Plane, path: str
 async def test_a_long_poll_is_answered_as_soon_as_a_task_is_ready(plane: Plane) -> None:
     await define_workflow(plane.pool, "later", [{"name": "soon", "taskReferenceName": "s"}])
     started = time.monotonic()
-    poll = asyncio.create_task(post(plane, f"/v1/ns/{NS}/tasks/poll",
-                                    {"taskTypes": ["soon"], "workerId": "w", "pollTimeoutSeconds": 20}))
+    poll = asyncio.create_task(
+        post(plane, f"/v1/ns/{NS}/tasks/poll", {"taskTypes": ["soon"], "workerId": "w", "pollTimeoutSeconds": 20})
+    )
     await asyncio.sleep(0.5)
     assert not poll.done()
     await post(plane, f"/v1/ns/{NS}/executions", {"name": "later"})
@@ -272,8 +289,9 @@ async def test_graceful_shutdown_hands_back_unfinished_work(plane: Plane) -> Non
         _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "slowrun"})
         await asyncio.wait_for(entered.wait(), 10)
     # The task went back to the queue at once, not after the one-hour lease.
-    status, body = await post(plane, f"/v1/ns/{NS}/tasks/poll",
-                              {"taskTypes": ["slow"], "workerId": "next", "pollTimeoutSeconds": 5})
+    status, body = await post(
+        plane, f"/v1/ns/{NS}/tasks/poll", {"taskTypes": ["slow"], "workerId": "next", "pollTimeoutSeconds": 5}
+    )
     assert status == 200 and len(body["tasks"]) == 1
     assert body["tasks"][0]["attempt"] == 1 and body["tasks"][0]["epoch"] == 2
 
@@ -282,9 +300,14 @@ async def test_the_worker_protocol_is_in_the_served_openapi_document(plane: Plan
     status, document = await get(plane, "/openapi.json")
     assert status == 200
     paths = document["paths"]
-    for path in ("/v1/ns/{namespace}/tasks/poll", "/v1/ns/{namespace}/tasks/results",
-                 "/v1/ns/{namespace}/tasks/heartbeats", "/v1/ns/{namespace}/tasks/{task_id}/result",
-                 "/v1/ns/{namespace}/executions", "/v1/ns/{namespace}/executions/{execution_id}/decide"):
+    for path in (
+        "/v1/ns/{namespace}/tasks/poll",
+        "/v1/ns/{namespace}/tasks/results",
+        "/v1/ns/{namespace}/tasks/heartbeats",
+        "/v1/ns/{namespace}/tasks/{task_id}/result",
+        "/v1/ns/{namespace}/executions",
+        "/v1/ns/{namespace}/executions/{execution_id}/decide",
+    ):
         assert path in paths, path
     poll = paths["/v1/ns/{namespace}/tasks/poll"]["post"]
     assert "long poll" in poll["summary"].lower()
@@ -296,9 +319,15 @@ async def test_the_worker_protocol_is_in_the_served_openapi_document(plane: Plan
 async def test_the_metrics_that_move_first_are_exported(plane: Plane) -> None:
     async with aiohttp.ClientSession() as http, http.get(f"{plane.url}/metrics") as response:
         text = await response.text()
-    for name in ("sluiceway_decide_queue_oldest_seconds", "sluiceway_timers_overdue",
-                 "sluiceway_outbox_dead_lettered", "sluiceway_lease_seconds_bucket", "sluiceway_complete_seconds_bucket",
-                 "sluiceway_gate_holds_total", "sluiceway_decisions_total"):
+    for name in (
+        "sluiceway_decide_queue_oldest_seconds",
+        "sluiceway_timers_overdue",
+        "sluiceway_outbox_dead_lettered",
+        "sluiceway_lease_seconds_bucket",
+        "sluiceway_complete_seconds_bucket",
+        "sluiceway_gate_holds_total",
+        "sluiceway_decisions_total",
+    ):
         assert name in text, name
     for labelled in ("sluiceway_tasks_ready", "sluiceway_tasks_delayed", "sluiceway_circuit_breaker_state"):
         assert f"# TYPE {labelled} gauge" in text, labelled

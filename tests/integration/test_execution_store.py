@@ -22,10 +22,14 @@ from tests.integration.engine_helpers import (
 
 
 async def test_a_run_completes_through_leases_and_results(pool: asyncpg.Pool) -> None:
-    await define_workflow(pool, "order", [
-        {"name": "fetch", "taskReferenceName": "fetch", "inputParameters": {"id": "${workflow.input.id}"}},
-        {"name": "charge", "taskReferenceName": "charge", "inputParameters": {"amount": "${fetch.output.total}"}},
-    ])
+    await define_workflow(
+        pool,
+        "order",
+        [
+            {"name": "fetch", "taskReferenceName": "fetch", "inputParameters": {"id": "${workflow.input.id}"}},
+            {"name": "charge", "taskReferenceName": "charge", "inputParameters": {"amount": "${fetch.output.total}"}},
+        ],
+    )
     run_id = await start(pool, "order", {"id": 7})
     await settle(pool)
     [fetch] = await lease(pool, "fetch")
@@ -80,19 +84,33 @@ async def test_unknown_and_foreign_tasks_are_404(pool: asyncpg.Pool) -> None:
     from sluiceway.store import results
 
     async with pool.acquire() as conn, conn.transaction():
-        foreign = await results.apply_results(conn, "other-namespace", [
-            TaskResult(task_id=job.task_id, epoch=job.epoch, status=ResultStatus.COMPLETED)])
+        foreign = await results.apply_results(
+            conn, "other-namespace", [TaskResult(task_id=job.task_id, epoch=job.epoch, status=ResultStatus.COMPLETED)]
+        )
         # The API refuses such an id with 422; the store must still not trip over one.
-        bogus = await results.apply_results(conn, NS, [
-            TaskResult.model_construct(task_id="not-a-uuid", epoch=1, status=ResultStatus.COMPLETED, output={},
-                                       reason="", retry_after_seconds=None, callback_after_seconds=None)])
+        bogus = await results.apply_results(
+            conn,
+            NS,
+            [
+                TaskResult.model_construct(
+                    task_id="not-a-uuid",
+                    epoch=1,
+                    status=ResultStatus.COMPLETED,
+                    output={},
+                    reason="",
+                    retry_after_seconds=None,
+                    callback_after_seconds=None,
+                )
+            ],
+        )
     assert foreign[job.task_id].code == 404, "a worker of one namespace cannot complete another's task"
     assert bogus["not-a-uuid"].code == 404
 
 
 async def test_a_dead_worker_is_reclaimed_after_heartbeat_timeout_and_retried(pool: asyncpg.Pool) -> None:
-    await define_task(pool, "batch", heartbeatTimeout=1, retryCount=2, retryLogic="FIXED", retryDelaySeconds=0.5,
-                      jitter=0)
+    await define_task(
+        pool, "batch", heartbeatTimeout=1, retryCount=2, retryLogic="FIXED", retryDelaySeconds=0.5, jitter=0
+    )
     await define_workflow(pool, "nightly", [{"name": "batch", "taskReferenceName": "b"}])
     run_id = await start(pool, "nightly")
     await settle(pool)
@@ -103,10 +121,12 @@ async def test_a_dead_worker_is_reclaimed_after_heartbeat_timeout_and_retried(po
     assert [e.missed.value for e in report_.expired] == ["heartbeatTimeout"]
     await settle(pool)
     async with pool.acquire() as conn:
-        attempts = await conn.fetch("SELECT attempt, status, reason, available_at - $2::timestamptz AS after"
-                                    " FROM tasks WHERE execution_id = $1::uuid ORDER BY attempt", run_id,
-                                    await conn.fetchval("SELECT ended_at FROM tasks WHERE id = $1::uuid",
-                                                        dying.task_id))
+        attempts = await conn.fetch(
+            "SELECT attempt, status, reason, available_at - $2::timestamptz AS after"
+            " FROM tasks WHERE execution_id = $1::uuid ORDER BY attempt",
+            run_id,
+            await conn.fetchval("SELECT ended_at FROM tasks WHERE id = $1::uuid", dying.task_id),
+        )
     assert [(a["attempt"], a["status"]) for a in attempts] == [(1, "FAILED"), (2, "SCHEDULED")]
     assert attempts[0]["reason"].startswith("WorkerLost")
     assert attempts[1]["after"].total_seconds() >= 0.5 - 0.05, "the reclaim follows the task's own backoff"
@@ -139,11 +159,19 @@ async def test_heartbeats_keep_a_lease_alive(pool: asyncpg.Pool) -> None:
 
 
 async def test_concurrent_pollers_never_lease_a_task_twice(pool: asyncpg.Pool) -> None:
-    await define_workflow(pool, "fan", [
-        {"name": "fan", "taskReferenceName": "fan", "type": "FORK_JOIN_DYNAMIC",
-         "inputParameters": {"forkTaskName": "unit", "forkTaskInputs": "${workflow.input.items}"}},
-        {"name": "join", "taskReferenceName": "join", "type": "JOIN"},
-    ])
+    await define_workflow(
+        pool,
+        "fan",
+        [
+            {
+                "name": "fan",
+                "taskReferenceName": "fan",
+                "type": "FORK_JOIN_DYNAMIC",
+                "inputParameters": {"forkTaskName": "unit", "forkTaskInputs": "${workflow.input.items}"},
+            },
+            {"name": "join", "taskReferenceName": "join", "type": "JOIN"},
+        ],
+    )
     await start(pool, "fan", {"items": [{"i": i} for i in range(1500)]})
     await settle(pool)
     leased: list[str] = []
@@ -189,9 +217,13 @@ async def test_the_workflow_timeout_fires_from_its_timer(pool: asyncpg.Pool) -> 
 
 async def test_terminating_a_run_cancels_its_tasks_and_child_runs(pool: asyncpg.Pool) -> None:
     await define_workflow(pool, "child", [{"name": "deep", "taskReferenceName": "d"}])
-    await define_workflow(pool, "parent", [
-        {"name": "sub", "taskReferenceName": "sub", "type": "SUB_WORKFLOW", "subWorkflowParam": {"name": "child"}},
-    ])
+    await define_workflow(
+        pool,
+        "parent",
+        [
+            {"name": "sub", "taskReferenceName": "sub", "type": "SUB_WORKFLOW", "subWorkflowParam": {"name": "child"}},
+        ],
+    )
     run_id = await start(pool, "parent")
     await settle(pool)
     async with pool.acquire() as conn:
@@ -206,10 +238,19 @@ async def test_terminating_a_run_cancels_its_tasks_and_child_runs(pool: asyncpg.
 
 async def test_a_sub_workflow_result_flows_to_the_parent(pool: asyncpg.Pool) -> None:
     await define_workflow(pool, "billing", [{"name": "bill", "taskReferenceName": "bill"}])
-    await define_workflow(pool, "checkout", [
-        {"name": "sub", "taskReferenceName": "sub", "type": "SUB_WORKFLOW", "subWorkflowParam": {"name": "billing"}},
-        {"name": "ship", "taskReferenceName": "ship", "inputParameters": {"paid": "${sub.output.paid}"}},
-    ])
+    await define_workflow(
+        pool,
+        "checkout",
+        [
+            {
+                "name": "sub",
+                "taskReferenceName": "sub",
+                "type": "SUB_WORKFLOW",
+                "subWorkflowParam": {"name": "billing"},
+            },
+            {"name": "ship", "taskReferenceName": "ship", "inputParameters": {"paid": "${sub.output.paid}"}},
+        ],
+    )
     run_id = await start(pool, "checkout")
     await settle(pool)
     [bill] = await lease(pool, "bill")
@@ -223,10 +264,14 @@ async def test_a_sub_workflow_result_flows_to_the_parent(pool: asyncpg.Pool) -> 
 
 
 async def test_failure_workflow_starts_with_the_failed_run(pool: asyncpg.Pool) -> None:
-    await define_workflow(pool, "oncall", [{"name": "page", "taskReferenceName": "page",
-                                            "inputParameters": {"about": "${workflow.input.workflowId}"}}])
-    await define_workflow(pool, "fragile", [{"name": "x", "taskReferenceName": "x", "retryCount": 0}],
-                          failureWorkflow="oncall")
+    await define_workflow(
+        pool,
+        "oncall",
+        [{"name": "page", "taskReferenceName": "page", "inputParameters": {"about": "${workflow.input.workflowId}"}}],
+    )
+    await define_workflow(
+        pool, "fragile", [{"name": "x", "taskReferenceName": "x", "retryCount": 0}], failureWorkflow="oncall"
+    )
     run_id = await start(pool, "fragile")
     await settle(pool)
     [x] = await lease(pool, "x")

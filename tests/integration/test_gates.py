@@ -23,8 +23,9 @@ from tests.integration.engine_helpers import NS, define_task, define_workflow, s
 
 def max_overlap(intervals: list[tuple[Any, Any]]) -> int:
     """The most intervals open at one instant; an end at t closes before a start at t."""
-    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals],
-                    key=lambda e: (e[0], e[1]))
+    events = sorted(
+        [(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals], key=lambda e: (e[0], e[1])
+    )
     open_, worst = 0, 0
     for _, delta in events:
         open_ += delta
@@ -49,8 +50,14 @@ async def gates_of(pool: asyncpg.Pool, task_type: str) -> Gates:
     return resolve(TaskDefinitionSpec.model_validate(stored.spec) if stored else None).gates
 
 
-async def hammer(pool: asyncpg.Pool, task_types: list[str], pollers: int, expected: int,
-                 hold: tuple[float, float] = (0.0, 0.004), timeout: float = 120) -> list[leasing.Lease]:
+async def hammer(
+    pool: asyncpg.Pool,
+    task_types: list[str],
+    pollers: int,
+    expected: int,
+    hold: tuple[float, float] = (0.0, 0.004),
+    timeout: float = 120,
+) -> list[leasing.Lease]:
     """`pollers` concurrent pollers lease and complete until `expected` tasks are done."""
     gates = {t: await gates_of(pool, t) for t in task_types}
     done: list[leasing.Lease] = []
@@ -66,9 +73,14 @@ async def hammer(pool: asyncpg.Pool, task_types: list[str], pollers: int, expect
                 continue
             await asyncio.sleep(rng.uniform(*hold))
             async with pool.acquire() as conn:
-                answers = await results.apply_results(conn, NS, [
-                    TaskResult(task_id=lease.task_id, epoch=lease.epoch, status=ResultStatus.COMPLETED)
-                    for lease in outcome.leases])
+                answers = await results.apply_results(
+                    conn,
+                    NS,
+                    [
+                        TaskResult(task_id=lease.task_id, epoch=lease.epoch, status=ResultStatus.COMPLETED)
+                        for lease in outcome.leases
+                    ],
+                )
             assert all(a.code == 200 for a in answers.values())
             done.extend(outcome.leases)
 
@@ -78,8 +90,11 @@ async def hammer(pool: asyncpg.Pool, task_types: list[str], pollers: int, expect
 
 async def intervals(pool: asyncpg.Pool, task_types: list[str]) -> list[tuple[Any, Any]]:
     async with pool.acquire() as conn:
-        rows = await conn.fetch("SELECT leased_at, ended_at FROM tasks WHERE namespace = $1 AND name = ANY($2)"
-                                " AND leased_at IS NOT NULL", NS, task_types)
+        rows = await conn.fetch(
+            "SELECT leased_at, ended_at FROM tasks WHERE namespace = $1 AND name = ANY($2) AND leased_at IS NOT NULL",
+            NS,
+            task_types,
+        )
     return [(r["leased_at"], r["ended_at"]) for r in rows]
 
 
@@ -185,8 +200,12 @@ async def test_the_fixed_window_admits_at_most_twice_the_limit_across_a_boundary
     await settle(pool)
     await hammer(pool, ["metered"], pollers=12, expected=130, timeout=60)
     async with pool.acquire() as conn:
-        stamps = [r["t"] for r in await conn.fetch(
-            "SELECT extract(epoch FROM leased_at)::float8 AS t FROM tasks WHERE name = 'metered' ORDER BY 1")]
+        stamps = [
+            r["t"]
+            for r in await conn.fetch(
+                "SELECT extract(epoch FROM leased_at)::float8 AS t FROM tasks WHERE name = 'metered' ORDER BY 1"
+            )
+        ]
     per_window = Counter(int(t // 1) for t in stamps)
     worst_window = max(per_window.values())
     worst_span = max(sum(1 for u in stamps if t <= u < t + 1) for t in stamps)  # any one-second span
@@ -195,8 +214,9 @@ async def test_the_fixed_window_admits_at_most_twice_the_limit_across_a_boundary
     assert worst_span <= 2 * limit
 
 
-async def test_two_starts_racing_for_the_last_quota_slot_admit_exactly_one(pool: asyncpg.Pool,
-                                                                          database_url: str) -> None:
+async def test_two_starts_racing_for_the_last_quota_slot_admit_exactly_one(
+    pool: asyncpg.Pool, database_url: str
+) -> None:
     async with pool.acquire() as conn:
         await definitions.upsert_quota(conn, NS, "default", 1, 3, None, None, None)
     await define_workflow(pool, "q_wf", [{"name": "never", "taskReferenceName": "n"}])
@@ -240,14 +260,19 @@ async def test_max_concurrent_executions_refuses_with_limit_exceeded(pool: async
 
 
 async def test_per_key_admission_queues_in_order_and_keys_never_contend(pool: asyncpg.Pool) -> None:
-    await define_workflow(pool, "tenant_sync", [{"name": "sync", "taskReferenceName": "s"}],
-                          rateLimitConfig={"rateLimitKey": "${workflow.input.tenantId}", "concurrentExecLimit": 1})
+    await define_workflow(
+        pool,
+        "tenant_sync",
+        [{"name": "sync", "taskReferenceName": "s"}],
+        rateLimitConfig={"rateLimitKey": "${workflow.input.tenantId}", "concurrentExecLimit": 1},
+    )
     outcomes = []
     async with pool.acquire() as conn:
         for tenant in ["acme", "acme", "acme", "globex", None]:
             async with conn.transaction():
-                outcomes.append(await executions.start_run(
-                    conn, NS, "tenant_sync", None, {"tenantId": tenant} if tenant else {}))
+                outcomes.append(
+                    await executions.start_run(conn, NS, "tenant_sync", None, {"tenantId": tenant} if tenant else {})
+                )
     assert [o.awaiting_admission for o in outcomes] == [False, True, True, False, False]  # type: ignore[union-attr]
     await settle(pool)
     acme1, acme2, acme3 = (o.id for o in outcomes[:3])  # type: ignore[union-attr]
@@ -256,8 +281,9 @@ async def test_per_key_admission_queues_in_order_and_keys_never_contend(pool: as
     for lease in leased:
         if lease.execution_id == acme1:
             async with pool.acquire() as conn:
-                await results.apply_results(conn, NS, [TaskResult(task_id=lease.task_id, epoch=lease.epoch,
-                                                                  status=ResultStatus.COMPLETED)])
+                await results.apply_results(
+                    conn, NS, [TaskResult(task_id=lease.task_id, epoch=lease.epoch, status=ResultStatus.COMPLETED)]
+                )
     await settle(pool)
     assert [lease.execution_id for lease in await leasing_all(pool, "sync")] == [acme2], "admitted in order"
 

@@ -8,15 +8,14 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import asyncpg
 import pytest
 from aiohttp import web
 
 from sluiceway.controls.breaker import BreakerConfig, Breakers, BreakerState
 from sluiceway.systemtasks.http import HttpTaskRunner
 from tests.integration.conftest import Plane
-from tests.integration.test_api_and_sdk import finished, post
 from tests.integration.engine_helpers import NS, define_task, define_workflow
+from tests.integration.test_api_and_sdk import finished, post
 
 
 class Upstream:
@@ -65,8 +64,12 @@ async def http_runner(plane: Plane) -> AsyncIterator[Callable[[BreakerConfig], H
 
 
 def http_task(ref: str, uri: str, **extra: Any) -> dict[str, Any]:
-    return {"name": "call_partner", "taskReferenceName": ref, "type": "HTTP",
-            "inputParameters": {"http_request": {"uri": uri, "method": "POST", "body": {"order": 42}}, **extra}}
+    return {
+        "name": "call_partner",
+        "taskReferenceName": ref,
+        "type": "HTTP",
+        "inputParameters": {"http_request": {"uri": uri, "method": "POST", "body": {"order": 42}}, **extra},
+    }
 
 
 async def run(plane: Plane, workflow: str) -> dict[str, Any]:
@@ -95,8 +98,9 @@ async def test_a_4xx_is_terminal_and_never_retried(plane: Plane, upstream: Upstr
 
 
 @pytest.mark.parametrize("status", [503, 429, 408])
-async def test_retryable_statuses_are_retried_honoring_retry_after(plane: Plane, upstream: Upstream,
-                                                                   http_runner: Any, status: int) -> None:
+async def test_retryable_statuses_are_retried_honoring_retry_after(
+    plane: Plane, upstream: Upstream, http_runner: Any, status: int
+) -> None:
     upstream.plan = [(status, {"busy": True}, {"Retry-After": "0.6"})]
     await define_task(plane.pool, "call_partner", retryCount=2, retryDelaySeconds=30)
     await define_workflow(plane.pool, "busy", [http_task("call", f"{upstream.url}/orders")])
@@ -125,13 +129,24 @@ async def test_link_local_targets_are_refused(plane: Plane, http_runner: Any) ->
     assert result["status"] == "FAILED" and "link-local" in result["reasonForIncompletion"]
 
 
-async def test_http_poll_snoozes_until_its_condition_holds(plane: Plane, upstream: Upstream,
-                                                           http_runner: Any) -> None:
+async def test_http_poll_snoozes_until_its_condition_holds(plane: Plane, upstream: Upstream, http_runner: Any) -> None:
     upstream.plan = [(200, {"state": "pending"}, {}), (200, {"state": "pending"}, {}), (200, {"state": "done"}, {})]
-    await define_workflow(plane.pool, "polling", [{
-        "name": "report_ready", "taskReferenceName": "poll", "type": "HTTP_POLL",
-        "inputParameters": {"http_request": {"uri": f"{upstream.url}/report"}, "pollingIntervalSeconds": 0.2,
-                            "terminationCondition": "response.body.state == 'done'"}}])
+    await define_workflow(
+        plane.pool,
+        "polling",
+        [
+            {
+                "name": "report_ready",
+                "taskReferenceName": "poll",
+                "type": "HTTP_POLL",
+                "inputParameters": {
+                    "http_request": {"uri": f"{upstream.url}/report"},
+                    "pollingIntervalSeconds": 0.2,
+                    "terminationCondition": "response.body.state == 'done'",
+                },
+            }
+        ],
+    )
     http_runner()
     result = await run(plane, "polling")
     assert result["status"] == "COMPLETED" and len(upstream.calls) == 3
@@ -142,8 +157,9 @@ async def test_http_poll_snoozes_until_its_condition_holds(plane: Plane, upstrea
 async def test_the_breaker_opens_fails_fast_non_terminally_and_closes_after_a_probe(
     plane: Plane, upstream: Upstream, http_runner: Any
 ) -> None:
-    config = BreakerConfig(enabled=True, minimum_requests=3, failure_ratio=0.5, window_ms=30_000, open_ms=1_500,
-                           max_open_ms=10_000)
+    config = BreakerConfig(
+        enabled=True, minimum_requests=3, failure_ratio=0.5, window_ms=30_000, open_ms=1_500, max_open_ms=10_000
+    )
     upstream.fallback = (503, {"down": True}, {})
     await define_task(plane.pool, "call_partner", retryCount=0)
     await define_workflow(plane.pool, "fragile", [http_task("call", f"{upstream.url}/x")])

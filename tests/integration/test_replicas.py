@@ -27,13 +27,22 @@ def replicas(database_url: str) -> Iterator[list[str]]:
     urls, children = [], []
     for n in range(2):
         port = free_port()
-        env = {**os.environ, "SLUICEWAY_DATABASE_URL": database_url, "SLUICEWAY_KUBERNETES": "false",
-               "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}", "SLUICEWAY_LOG_LEVEL": "WARNING"}
+        env = {
+            **os.environ,
+            "SLUICEWAY_DATABASE_URL": database_url,
+            "SLUICEWAY_KUBERNETES": "false",
+            "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
+            "SLUICEWAY_LOG_LEVEL": "WARNING",
+        }
         children.append(Child(f"operator-{n}", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env))
         urls.append(f"http://127.0.0.1:{port}")
-    for url, child in zip(urls, children):
-        wait_until(lambda: urllib.request.urlopen(f"{url}/readyz", timeout=2).status == 200, timeout=60,
-                   what=f"{child.name} /readyz", child=child)
+    for url, child in zip(urls, children, strict=False):
+        wait_until(
+            lambda url=url: urllib.request.urlopen(f"{url}/readyz", timeout=2).status == 200,
+            timeout=60,
+            what=f"{child.name} /readyz",
+            child=child,
+        )
     yield urls
     for child in children:
         child.stop()
@@ -41,8 +50,11 @@ def replicas(database_url: str) -> Iterator[list[str]]:
 
 async def test_two_replicas_never_exceed_a_cap_or_decide_twice(pool: asyncpg.Pool, replicas: list[str]) -> None:
     await define_task(pool, "shared", concurrentExecLimit=4)
-    await define_workflow(pool, "two_steps", [{"name": "shared", "taskReferenceName": "one"},
-                                              {"name": "shared", "taskReferenceName": "two"}])
+    await define_workflow(
+        pool,
+        "two_steps",
+        [{"name": "shared", "taskReferenceName": "one"}, {"name": "shared", "taskReferenceName": "two"}],
+    )
     runs = await start_runs(pool, "two_steps", 300)
     completed = 0
 
@@ -50,16 +62,20 @@ async def test_two_replicas_never_exceed_a_cap_or_decide_twice(pool: asyncpg.Poo
         nonlocal completed
         base = f"{replicas[n % 2]}/v1/ns/{NS}/tasks"
         while completed < 600:
-            async with http.post(f"{base}/poll", json={"taskTypes": ["shared"], "workerId": f"p{n}",
-                                                       "count": 1 + n % 5, "pollTimeoutSeconds": 1}) as r:
+            async with http.post(
+                f"{base}/poll",
+                json={"taskTypes": ["shared"], "workerId": f"p{n}", "count": 1 + n % 5, "pollTimeoutSeconds": 1},
+            ) as r:
                 tasks = (await r.json())["tasks"]
             if not tasks:
                 continue
             await asyncio.sleep(0.002)
             # Report through the *other* replica: any replica may take any result.
             other = f"{replicas[(n + 1) % 2]}/v1/ns/{NS}/tasks"
-            async with http.post(f"{other}/results", json={"results": [
-                    {"taskId": t["taskId"], "epoch": t["epoch"], "status": "COMPLETED"} for t in tasks]}) as r:
+            async with http.post(
+                f"{other}/results",
+                json={"results": [{"taskId": t["taskId"], "epoch": t["epoch"], "status": "COMPLETED"} for t in tasks]},
+            ) as r:
                 assert r.status == 200, await r.text()
             completed += len(tasks)
 
@@ -68,8 +84,11 @@ async def test_two_replicas_never_exceed_a_cap_or_decide_twice(pool: asyncpg.Poo
 
     async def all_done() -> bool:
         async with pool.acquire() as conn:
-            return bool(await conn.fetchval(
-                "SELECT count(*) = 300 FROM executions WHERE status = 'COMPLETED' AND id = ANY($1::uuid[])", runs))
+            return bool(
+                await conn.fetchval(
+                    "SELECT count(*) = 300 FROM executions WHERE status = 'COMPLETED' AND id = ANY($1::uuid[])", runs
+                )
+            )
 
     for _ in range(200):
         if await all_done():
@@ -80,7 +99,9 @@ async def test_two_replicas_never_exceed_a_cap_or_decide_twice(pool: asyncpg.Poo
     print(f"two replicas, concurrentExecLimit 4: worst in flight {worst} over 600 leases")
     assert worst == 4
     async with pool.acquire() as conn:
-        attempts = await conn.fetch("SELECT ref, count(*) AS n FROM tasks GROUP BY execution_id, ref HAVING count(*) > 1")
+        attempts = await conn.fetch(
+            "SELECT ref, count(*) AS n FROM tasks GROUP BY execution_id, ref HAVING count(*) > 1"
+        )
         leftovers = await conn.fetchval("SELECT count(*) FROM decide_queue")
     assert attempts == [], "a task was scheduled twice"
     assert leftovers == 0

@@ -26,13 +26,18 @@ from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.model.taskdefinition import TaskDefinitionSpec
 from sluiceway.model.workflow import WorkflowSpec
 
-T0 = datetime.datetime(2026, 11, 29, 12, 0, tzinfo=datetime.timezone.utc)
+T0 = datetime.datetime(2026, 11, 29, 12, 0, tzinfo=datetime.UTC)
 
 
 class Simulation:
-    def __init__(self, workflow: dict[str, Any], input: dict[str, Any] | None = None,
-                 definitions: dict[str, dict[str, Any]] | None = None,
-                 defaults: OperatorDefaults = OperatorDefaults(), seed: int = 1) -> None:
+    def __init__(
+        self,
+        workflow: dict[str, Any],
+        input: dict[str, Any] | None = None,
+        definitions: dict[str, dict[str, Any]] | None = None,
+        defaults: OperatorDefaults = OperatorDefaults(),
+        seed: int = 1,
+    ) -> None:
         self.workflow = WorkflowSpec.model_validate(workflow)
         self.input = input or {}
         self.definitions = {k: TaskDefinitionSpec.model_validate(v) for k, v in (definitions or {}).items()}
@@ -55,10 +60,21 @@ class Simulation:
 
     def snapshot(self) -> RunSnapshot:
         return RunSnapshot(
-            id="run-1", namespace="ns", workflow_name="wf", version=1, workflow=self.workflow, status=self.status,
-            input=self.input, tasks=dict(self.rows), evaluated=self.evaluated, timeout_at=self.timeout_at,
-            terminate_requested=self.terminate_requested, awaiting_admission=self.awaiting_admission,
-            definitions=self.definitions, defaults=self.defaults, budgets=self.budgets,
+            id="run-1",
+            namespace="ns",
+            workflow_name="wf",
+            version=1,
+            workflow=self.workflow,
+            status=self.status,
+            input=self.input,
+            tasks=dict(self.rows),
+            evaluated=self.evaluated,
+            timeout_at=self.timeout_at,
+            terminate_requested=self.terminate_requested,
+            awaiting_admission=self.awaiting_admission,
+            definitions=self.definitions,
+            defaults=self.defaults,
+            budgets=self.budgets,
         )
 
     def step(self, event: Event = Event.TASK_UPDATED) -> Decision:
@@ -83,12 +99,36 @@ class Simulation:
     def _apply(self, command: object) -> None:
         if isinstance(command, ScheduleTask):
             self.scheduled.append(command)
-            self._put(TaskRow(self._row_id(), command.ref, command.type, command.name, command.status,
-                              command.attempt, command.input, {}, "", None, command.deadlines.schedule_to_close,
-                              command.first_scheduled_at))
+            self._put(
+                TaskRow(
+                    self._row_id(),
+                    command.ref,
+                    command.type,
+                    command.name,
+                    command.status,
+                    command.attempt,
+                    command.input,
+                    {},
+                    "",
+                    None,
+                    command.deadlines.schedule_to_close,
+                    command.first_scheduled_at,
+                )
+            )
         elif isinstance(command, RecordTask):
-            self._put(TaskRow(self._row_id(), command.ref, command.type, command.name, command.status,
-                              command.attempt, command.input, command.output, command.reason))
+            self._put(
+                TaskRow(
+                    self._row_id(),
+                    command.ref,
+                    command.type,
+                    command.name,
+                    command.status,
+                    command.attempt,
+                    command.input,
+                    command.output,
+                    command.reason,
+                )
+            )
         elif isinstance(command, UpdateTask):
             row = next(r for r in self.rows.values() if r.id == command.task_id)
             self._put(TaskRow(**{**row.__dict__, "status": command.status, "reason": command.reason}))
@@ -98,7 +138,7 @@ class Simulation:
             self.children.append(command)
         elif isinstance(command, FinishRun):
             self.status, self.finished = command.status, command
-            for ref, row in list(self.rows.items()):
+            for _ref, row in list(self.rows.items()):
                 if not row.status.is_terminal():
                     self._put(TaskRow(**{**row.__dict__, "status": TaskStatus.CANCELED}))
 
@@ -106,13 +146,28 @@ class Simulation:
         self.rows[row.ref] = row
         self.history.append(row)
 
-    def worker(self, ref: str, status: TaskStatus = TaskStatus.COMPLETED, output: dict[str, Any] | None = None,
-               reason: str = "", retry_after: float | None = None) -> None:
+    def worker(
+        self,
+        ref: str,
+        status: TaskStatus = TaskStatus.COMPLETED,
+        output: dict[str, Any] | None = None,
+        reason: str = "",
+        retry_after: float | None = None,
+    ) -> None:
         """A worker (or the sweeper) reports on the latest attempt of `ref`."""
         row = self.rows[ref]
         assert not row.status.is_terminal(), f"{ref} is already {row.status}"
-        self._put(TaskRow(**{**row.__dict__, "status": status, "output": output or {}, "reason": reason,
-                             "retry_after_seconds": retry_after}))
+        self._put(
+            TaskRow(
+                **{
+                    **row.__dict__,
+                    "status": status,
+                    "output": output or {},
+                    "reason": reason,
+                    "retry_after_seconds": retry_after,
+                }
+            )
+        )
 
     def active(self) -> list[str]:
         return sorted(r.ref for r in self.rows.values() if not r.status.is_terminal())

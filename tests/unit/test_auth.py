@@ -34,8 +34,11 @@ class FakeKube:
 
     def __init__(self) -> None:
         self.tokens: dict[str, ReviewedToken] = {
-            "token-a": ReviewedToken(True, "system:serviceaccount:a:worker",
-                                     ("system:serviceaccounts", "system:serviceaccounts:a", "system:authenticated")),
+            "token-a": ReviewedToken(
+                True,
+                "system:serviceaccount:a:worker",
+                ("system:serviceaccounts", "system:serviceaccounts:a", "system:authenticated"),
+            ),
         }
         # (user, verb, resource, namespace, name) allowed
         self.grants: set[tuple[str, str, str, str, str | None]] = {
@@ -55,8 +58,18 @@ class FakeKube:
             raise ConnectionError("unreachable")
         return self.tokens.get(token, ReviewedToken(False, error="invalid bearer token"))
 
-    async def review_access(self, kube: object, user: str, groups: tuple[str, ...], *, group: str, resource: str,
-                            verb: str, namespace: str, name: str | None) -> bool:
+    async def review_access(
+        self,
+        kube: object,
+        user: str,
+        groups: tuple[str, ...],
+        *,
+        group: str,
+        resource: str,
+        verb: str,
+        namespace: str,
+        name: str | None,
+    ) -> bool:
         self.access_reviews += 1
         await asyncio.sleep(0)
         assert group == "sluiceway.dev"
@@ -71,9 +84,15 @@ class FakeKube:
 
 def authenticator(fake: FakeKube, clock: Clock, *, wall: float = 1_700_000_000.0, **kwargs: Any) -> auth.Authenticator:
     return auth.Authenticator(
-        object(), keys_namespace=kwargs.pop("keys_namespace", "ops"), clock=clock,  # type: ignore[arg-type]
-        wall=lambda: wall + clock.now, review_token=fake.review_token, review_access=fake.review_access,
-        list_keys=fake.list_keys, **kwargs)
+        object(),
+        keys_namespace=kwargs.pop("keys_namespace", "ops"),
+        clock=clock,  # type: ignore[arg-type]
+        wall=lambda: wall + clock.now,
+        review_token=fake.review_token,
+        review_access=fake.review_access,
+        list_keys=fake.list_keys,
+        **kwargs,
+    )
 
 
 def jwt(claims: dict[str, Any]) -> str:
@@ -85,9 +104,12 @@ def jwt(claims: dict[str, Any]) -> str:
 
 # -- rules ---------------------------------------------------------------------
 
+
 def test_a_poll_checks_poll_on_each_distinct_task_type() -> None:
     assert auth.checks("poll", "a", ["ship", "echo", "ship"]) == [
-        auth.Check("poll", "taskdefinitions", "a", "echo"), auth.Check("poll", "taskdefinitions", "a", "ship")]
+        auth.Check("poll", "taskdefinitions", "a", "echo"),
+        auth.Check("poll", "taskdefinitions", "a", "ship"),
+    ]
     assert all(c.group == "sluiceway.dev" for c in auth.checks("poll", "a", ["echo"]))
 
 
@@ -97,13 +119,23 @@ def test_results_and_heartbeats_check_update_on_the_task_types_and_nothing_for_u
         assert auth.checks(route, "a", []) == []
 
 
-@pytest.mark.parametrize(("route", "verb", "resource"), [
-    ("start", "create", "workflowruns"), ("get_run", "get", "workflowruns"), ("why_run", "get", "workflowruns"),
-    ("why_task", "get", "workflowruns"), ("decide", "update", "workflowruns"),
-    ("terminate", "update", "workflowruns"), ("queues", "list", "taskdefinitions"),
-    ("queue_workers", "list", "taskdefinitions"), ("queue_depth", "list", "taskdefinitions"),
-    ("semaphores", "get", "semaphores"), ("quotas", "get", "quotas"), ("task_definitions", "get", "taskdefinitions"),
-])
+@pytest.mark.parametrize(
+    ("route", "verb", "resource"),
+    [
+        ("start", "create", "workflowruns"),
+        ("get_run", "get", "workflowruns"),
+        ("why_run", "get", "workflowruns"),
+        ("why_task", "get", "workflowruns"),
+        ("decide", "update", "workflowruns"),
+        ("terminate", "update", "workflowruns"),
+        ("queues", "list", "taskdefinitions"),
+        ("queue_workers", "list", "taskdefinitions"),
+        ("queue_depth", "list", "taskdefinitions"),
+        ("semaphores", "get", "semaphores"),
+        ("quotas", "get", "quotas"),
+        ("task_definitions", "get", "taskdefinitions"),
+    ],
+)
 def test_namespace_wide_routes_ask_one_unnamed_check(route: str, verb: str, resource: str) -> None:
     assert auth.checks(route, "ns", ["ignored"]) == [auth.Check(verb, resource, "ns")]
 
@@ -115,8 +147,10 @@ def test_routes_naming_one_object_ask_about_that_name() -> None:
 
 def test_a_refusal_names_user_verb_resource_and_namespace() -> None:
     check = auth.Check("poll", "taskdefinitions", "b", "echo")
-    assert check.refusal("system:serviceaccount:a:worker") == \
-        "system:serviceaccount:a:worker may not poll taskdefinitions/echo in namespace b"
+    assert (
+        check.refusal("system:serviceaccount:a:worker")
+        == "system:serviceaccount:a:worker may not poll taskdefinitions/echo in namespace b"
+    )
     assert auth.Check("list", "taskdefinitions", "b").refusal("u") == "u may not list taskdefinitions in namespace b"
 
 
@@ -164,6 +198,7 @@ def test_every_v1_route_of_the_application_has_its_rule() -> None:
 
 # -- caches --------------------------------------------------------------------
 
+
 def test_a_cache_entry_expires_on_the_injected_clock() -> None:
     clock = Clock()
     cache: auth.TtlCache[str, bool] = auth.TtlCache(30, clock=clock)
@@ -209,18 +244,21 @@ def test_a_token_is_trusted_until_its_expiry_at_the_latest() -> None:
 
 # -- API keys ------------------------------------------------------------------
 
+
 def test_a_key_secret_is_parsed_or_refused_with_a_reason_naming_no_key() -> None:
     key = auth.parse_key_secret(KeySecret("key-a", (A_KEY + "\n").encode(), "a/worker"))
     assert isinstance(key, auth.ApiKey)
     assert key.digest == auth.digest(A_KEY)  # a trailing newline (from a file) does not count
     assert key.principal == auth.Principal(
-        "system:serviceaccount:a:worker",
-        ("system:serviceaccounts", "system:serviceaccounts:a", "system:authenticated"))
-    for bad, reason in [(KeySecret("s", None, "a/worker"), "no data key"),
-                        (KeySecret("s", b"short", "a/worker"), "shorter"),
-                        (KeySecret("s", A_KEY.encode(), None), "annotation"),
-                        (KeySecret("s", A_KEY.encode(), "worker"), "annotation"),
-                        (KeySecret("s", A_KEY.encode(), "A/worker"), "annotation")]:
+        "system:serviceaccount:a:worker", ("system:serviceaccounts", "system:serviceaccounts:a", "system:authenticated")
+    )
+    for bad, reason in [
+        (KeySecret("s", None, "a/worker"), "no data key"),
+        (KeySecret("s", b"short", "a/worker"), "shorter"),
+        (KeySecret("s", A_KEY.encode(), None), "annotation"),
+        (KeySecret("s", A_KEY.encode(), "worker"), "annotation"),
+        (KeySecret("s", A_KEY.encode(), "A/worker"), "annotation"),
+    ]:
         refused = auth.parse_key_secret(bad)
         assert isinstance(refused, str) and reason in refused
         assert A_KEY not in refused
@@ -228,9 +266,13 @@ def test_a_key_secret_is_parsed_or_refused_with_a_reason_naming_no_key() -> None
 
 def test_keys_match_exactly_on_their_digests() -> None:
     keys = auth.ApiKeys(Clock())
-    keys.replace([KeySecret("key-a", A_KEY.encode(), "a/worker"),
-                  KeySecret("key-b", b"another-key-of-namespace-b", "b/worker"),
-                  KeySecret("broken", None, "a/worker")])
+    keys.replace(
+        [
+            KeySecret("key-a", A_KEY.encode(), "a/worker"),
+            KeySecret("key-b", b"another-key-of-namespace-b", "b/worker"),
+            KeySecret("broken", None, "a/worker"),
+        ]
+    )
     assert len(keys) == 2
     found = keys.lookup(A_KEY)
     assert found is not None and found.secret == "key-a" and found.namespace == "a"
@@ -252,6 +294,7 @@ def test_keys_go_stale_without_a_successful_relist() -> None:
 
 
 # -- the authenticator ---------------------------------------------------------
+
 
 async def test_a_token_is_reviewed_once_then_served_from_the_cache_until_60s() -> None:
     fake, clock = FakeKube(), Clock()
@@ -287,10 +330,16 @@ async def test_concurrent_requests_with_a_new_token_share_one_review() -> None:
     assert fake.token_reviews == 1
 
 
-@pytest.mark.parametrize("headers", [
-    {}, {"authorization": "Bearer"}, {"authorization": "Basic dXNlcjpwdw=="},
-    {"authorization": "Bearer wrong"}, {"x-api-key": "not-a-key-of-anyone-at-all"},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"authorization": "Bearer"},
+        {"authorization": "Basic dXNlcjpwdw=="},
+        {"authorization": "Bearer wrong"},
+        {"x-api-key": "not-a-key-of-anyone-at-all"},
+    ],
+)
 async def test_no_identity_or_an_invalid_one_is_401(headers: dict[str, str]) -> None:
     authn = authenticator(FakeKube(), Clock())
     with pytest.raises(ApiError) as refused:
@@ -331,8 +380,10 @@ async def test_access_is_reviewed_once_per_question_and_a_refusal_is_cached_too(
         with pytest.raises(ApiError) as refused:
             await authn.authorize(identity, auth.checks("poll", "b", ["echo"]))
     assert refused.value.status == 403
-    assert refused.value.body == {"error": "FORBIDDEN", "message":
-                                  "system:serviceaccount:a:worker may not poll taskdefinitions/echo in namespace b"}
+    assert refused.value.body == {
+        "error": "FORBIDDEN",
+        "message": "system:serviceaccount:a:worker may not poll taskdefinitions/echo in namespace b",
+    }
     assert fake.access_reviews == 2
     clock.now += 30
     await authn.authorize(identity, auth.checks("poll", "a", ["echo"]))
@@ -366,8 +417,10 @@ async def test_an_api_key_acts_as_its_service_account_until_its_secret_goes() ->
 async def test_keys_may_write_as_their_service_account_only_when_allowed() -> None:
     authn = authenticator(FakeKube(), Clock(), allow_writes=True)
     identity = await authn.identify({"x-api-key": A_KEY})
-    assert identity.impersonate == ("system:serviceaccount:a:worker",
-                                    ["system:serviceaccounts", "system:serviceaccounts:a", "system:authenticated"])
+    assert identity.impersonate == (
+        "system:serviceaccount:a:worker",
+        ["system:serviceaccounts", "system:serviceaccounts:a", "system:authenticated"],
+    )
 
 
 async def test_without_a_keys_namespace_keys_are_refused() -> None:
@@ -415,13 +468,26 @@ async def test_the_refresher_relists_until_stopped() -> None:
 
 # -- the middleware, on the real application -----------------------------------
 
-async def call(app: Any, method: str, path: str, headers: dict[str, str] | None = None,
-               body: bytes = b"") -> tuple[int, dict[str, Any] | str]:
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-             "headers": [(k.lower().encode(), v.encode()) for k, v in
-                         {"content-type": "application/json", **(headers or {})}.items()],
-             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+
+async def call(
+    app: Any, method: str, path: str, headers: dict[str, str] | None = None, body: bytes = b""
+) -> tuple[int, dict[str, Any] | str]:
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (k.lower().encode(), v.encode()) for k, v in {"content-type": "application/json", **(headers or {})}.items()
+        ],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
     sent: list[dict[str, Any]] = []
     received = False
 
@@ -445,8 +511,11 @@ async def call(app: Any, method: str, path: str, headers: dict[str, str] | None 
 
 
 def secured_app(fake: FakeKube) -> Any:
-    services = Services(pool=None, authenticate=True,  # type: ignore[arg-type]
-                        authenticator=authenticator(fake, Clock()))
+    services = Services(
+        pool=None,
+        authenticate=True,  # type: ignore[arg-type]
+        authenticator=authenticator(fake, Clock()),
+    )
     return create_app(services)
 
 
@@ -471,7 +540,9 @@ async def test_a_route_refuses_a_caller_rbac_does_not_allow() -> None:
     headers = {"authorization": "Bearer token-a"}
     status, body = await call(app, "GET", "/v1/ns/a/executions/123", headers)
     assert status == 403 and body == {
-        "error": "FORBIDDEN", "message": "system:serviceaccount:a:worker may not get workflowruns in namespace a"}
+        "error": "FORBIDDEN",
+        "message": "system:serviceaccount:a:worker may not get workflowruns in namespace a",
+    }
     poll = json.dumps({"taskTypes": ["echo"], "workerId": "w"}).encode()
     status, body = await call(app, "POST", "/v1/ns/b/tasks/poll", headers, poll)
     assert status == 403 and isinstance(body, dict) and "in namespace b" in body["message"]
@@ -484,8 +555,11 @@ async def test_api_keys_may_not_write_definitions_unless_allowed() -> None:
 
 
 async def test_a_route_without_a_rule_refuses_everyone_when_authentication_is_on() -> None:
-    services = Services(pool=None, authenticate=True,  # type: ignore[arg-type]
-                        authenticator=authenticator(FakeKube(), Clock()))
+    services = Services(
+        pool=None,
+        authenticate=True,  # type: ignore[arg-type]
+        authenticator=authenticator(FakeKube(), Clock()),
+    )
     app = create_app(services)
 
     @app.get("/v1/ns/{namespace}/unguarded")

@@ -62,9 +62,12 @@ def test_the_cap_applies_before_jitter_too() -> None:
 @pytest.mark.parametrize(
     ("logic", "attempt", "expected"),
     [
-        (RetryLogic.FIXED, 1, 5), (RetryLogic.FIXED, 9, 5),
-        (RetryLogic.LINEAR_BACKOFF, 1, 15), (RetryLogic.LINEAR_BACKOFF, 4, 60),
-        (RetryLogic.EXPONENTIAL_BACKOFF, 1, 5), (RetryLogic.EXPONENTIAL_BACKOFF, 4, 135),
+        (RetryLogic.FIXED, 1, 5),
+        (RetryLogic.FIXED, 9, 5),
+        (RetryLogic.LINEAR_BACKOFF, 1, 15),
+        (RetryLogic.LINEAR_BACKOFF, 4, 60),
+        (RetryLogic.EXPONENTIAL_BACKOFF, 1, 5),
+        (RetryLogic.EXPONENTIAL_BACKOFF, 4, 135),
     ],
 )
 def test_the_three_shapes(logic: RetryLogic, attempt: int, expected: float) -> None:

@@ -6,8 +6,9 @@ import pytest
 
 from sluiceway.controls.breaker import BreakerConfig, Breakers, BreakerState, CircuitBreaker
 
-ON = BreakerConfig(enabled=True, minimum_requests=10, failure_ratio=0.5, window_ms=30_000, open_ms=5_000,
-                   max_open_ms=60_000)
+ON = BreakerConfig(
+    enabled=True, minimum_requests=10, failure_ratio=0.5, window_ms=30_000, open_ms=5_000, max_open_ms=60_000
+)
 
 
 def trip(breaker: CircuitBreaker, at: float = 0) -> None:
@@ -88,9 +89,12 @@ def test_breakers_are_per_target() -> None:
 
 @pytest.mark.parametrize(
     ("raw", "error"),
-    [('{"enabled": true, "failureRatio": 0}', "failureRatio"), ('{"enabled": true, "failureRatio": 1.5}',
-                                                               "failureRatio"),
-     ('{"enabled": true, "openMs": 10000, "maxOpenMs": 5000}', "maxOpenMs"), ("not json", "CIRCUIT_BREAKER")],
+    [
+        ('{"enabled": true, "failureRatio": 0}', "failureRatio"),
+        ('{"enabled": true, "failureRatio": 1.5}', "failureRatio"),
+        ('{"enabled": true, "openMs": 10000, "maxOpenMs": 5000}', "maxOpenMs"),
+        ("not json", "CIRCUIT_BREAKER"),
+    ],
 )
 def test_bad_configuration_is_refused_naming_the_option(raw: str, error: str) -> None:
     with pytest.raises(ValueError, match=error):
@@ -100,4 +104,9 @@ def test_bad_configuration_is_refused_naming_the_option(raw: str, error: str) ->
 def test_the_reference_defaults() -> None:
     config = BreakerConfig.parse('{"enabled": true}')
     assert (config.failure_ratio, config.minimum_requests, config.window_ms, config.open_ms, config.max_open_ms) == (
-        0.5, 10, 30_000, 5_000, 60_000)
+        0.5,
+        10,
+        30_000,
+        5_000,
+        60_000,
+    )

@@ -18,7 +18,7 @@ from sluiceway.worker.classifiers import (
     status_of,
 )
 
-NOW = datetime.datetime(2026, 11, 29, 12, 0, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2026, 11, 29, 12, 0, tzinfo=datetime.UTC)
 
 
 @pytest.mark.parametrize(
@@ -31,9 +31,16 @@ NOW = datetime.datetime(2026, 11, 29, 12, 0, tzinfo=datetime.timezone.utc)
         ("1" + "0" * 30, 1e15),  # saturates instead of crashing
         ("Sun, 29 Nov 2026 12:01:00 GMT", 60.0),  # RFC 9110 IMF-fixdate
         ("0", None),  # Retry-After: 0 falls back to the policy's curve
-        ("1,5", None), ("1e3", None), ("+30", None), ("-5", None), ("1_000", None),
+        ("1,5", None),
+        ("1e3", None),
+        ("+30", None),
+        ("-5", None),
+        ("1_000", None),
         ("١٢٣", None),  # non-ASCII digits
-        ("1 000", None), ("soon", None), ("", None), (None, None),
+        ("1 000", None),
+        ("soon", None),
+        ("", None),
+        (None, None),
         ("Sun, 29 Nov 2026 11:59:00 GMT", None),  # a date in the past is no delay
     ],
 )
@@ -133,7 +140,8 @@ def test_failure_taxonomy(exc: BaseException, kind: str | None) -> None:
 
 def test_taxonomy_options_replace_and_exclude() -> None:
     assert failure_taxonomy_classifier(infer_timeout_by_suffix=True)(ExecutionTimeout(), 1) == RetryOverride(
-        "transient")
+        "transient"
+    )
     assert failure_taxonomy_classifier(exclude_names={"ReadTimeout"})(ReadTimeout(), 1) is None
     custom = failure_taxonomy_classifier(transient_status={429})
     assert custom(HTTPStatusError(429), 1) == RetryOverride("transient")

@@ -65,9 +65,18 @@ def test_task_definition_bounds_match_the_reference() -> None:
     assert props["retryLogic"]["enum"] == ["FIXED", "LINEAR_BACKOFF", "EXPONENTIAL_BACKOFF"]
     assert props["timeoutPolicy"]["enum"] == ["TIME_OUT_WF", "RETRY", "ALERT_ONLY"]
     assert props["semaphores"]["x-kubernetes-list-type"] == "set"
-    for field in ("scheduleToStartTimeout", "startToCloseTimeout", "timeoutSeconds", "heartbeatTimeout",
-                  "responseTimeoutSeconds", "pollTimeoutSeconds", "concurrentExecLimit",
-                  "rateLimitPerFrequency", "rateLimitFrequencySeconds", "maxRetryDelaySeconds"):
+    for field in (
+        "scheduleToStartTimeout",
+        "startToCloseTimeout",
+        "timeoutSeconds",
+        "heartbeatTimeout",
+        "responseTimeoutSeconds",
+        "pollTimeoutSeconds",
+        "concurrentExecLimit",
+        "rateLimitPerFrequency",
+        "rateLimitFrequencySeconds",
+        "maxRetryDelaySeconds",
+    ):
         assert field in props, field
     rules = {v["fieldPath"] for v in spec["x-kubernetes-validations"]}
     assert ".maxRetryDelaySeconds" in rules

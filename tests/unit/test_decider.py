@@ -19,10 +19,19 @@ def simple(ref: str, name: str | None = None, **extra: Any) -> dict[str, Any]:
 
 
 def test_a_sequence_runs_in_order_and_passes_outputs_along() -> None:
-    sim = Simulation({"tasks": [
-        simple("fetch", inputParameters={"id": "${workflow.input.orderId}"}),
-        simple("charge", inputParameters={"amount": "${fetch.output.total}", "note": "order ${workflow.input.orderId}"}),
-    ], "outputParameters": {"receipt": "${charge.output.receipt}"}}, input={"orderId": 42})
+    sim = Simulation(
+        {
+            "tasks": [
+                simple("fetch", inputParameters={"id": "${workflow.input.orderId}"}),
+                simple(
+                    "charge",
+                    inputParameters={"amount": "${fetch.output.total}", "note": "order ${workflow.input.orderId}"},
+                ),
+            ],
+            "outputParameters": {"receipt": "${charge.output.receipt}"},
+        },
+        input={"orderId": 42},
+    )
     sim.step(Event.STARTED)
     assert sim.active() == ["fetch"] and sim.rows["fetch"].input == {"id": 42}
     sim.worker("fetch", output={"total": 9.5})
@@ -43,13 +52,22 @@ def test_the_same_snapshot_yields_the_same_commands() -> None:
     assert sim.step().commands == [], "nothing new to do while a is running"
 
 
-FORK = {"tasks": [
-    {"name": "fork", "taskReferenceName": "fork", "type": "FORK_JOIN", "forkTasks": [
-        [simple("a1"), simple("a2")], [simple("b1")], [simple("c1")],
-    ]},
-    {"name": "join", "taskReferenceName": "join", "type": "JOIN"},
-    simple("after"),
-]}
+FORK = {
+    "tasks": [
+        {
+            "name": "fork",
+            "taskReferenceName": "fork",
+            "type": "FORK_JOIN",
+            "forkTasks": [
+                [simple("a1"), simple("a2")],
+                [simple("b1")],
+                [simple("c1")],
+            ],
+        },
+        {"name": "join", "taskReferenceName": "join", "type": "JOIN"},
+        simple("after"),
+    ]
+}
 
 
 def test_fork_runs_branches_in_parallel_and_join_waits_for_every_branch() -> None:
@@ -68,12 +86,18 @@ def test_fork_runs_branches_in_parallel_and_join_waits_for_every_branch() -> Non
 
 
 def test_join_on_named_references_only() -> None:
-    workflow = {"tasks": [
-        {"name": "fork", "taskReferenceName": "fork", "type": "FORK_JOIN",
-         "forkTasks": [[simple("fast")], [simple("slow")]]},
-        {"name": "join", "taskReferenceName": "join", "type": "JOIN", "joinOn": ["fast"]},
-        simple("after"),
-    ]}
+    workflow = {
+        "tasks": [
+            {
+                "name": "fork",
+                "taskReferenceName": "fork",
+                "type": "FORK_JOIN",
+                "forkTasks": [[simple("fast")], [simple("slow")]],
+            },
+            {"name": "join", "taskReferenceName": "join", "type": "JOIN", "joinOn": ["fast"]},
+            simple("after"),
+        ]
+    }
     sim = Simulation(workflow)
     sim.step()
     sim.worker("fast")
@@ -83,13 +107,24 @@ def test_join_on_named_references_only() -> None:
 
 @pytest.mark.parametrize(("tier", "chosen"), [("gold", "vip"), ("basic", "standard"), ("unknown", "fallback")])
 def test_switch_with_value_param(tier: str, chosen: str) -> None:
-    sim = Simulation({"tasks": [
-        {"name": "route", "taskReferenceName": "route", "type": "SWITCH", "evaluatorType": "value-param",
-         "expression": "tier", "inputParameters": {"tier": "${workflow.input.tier}"},
-         "decisionCases": {"gold": [simple("vip")], "basic": [simple("standard")]},
-         "defaultCase": [simple("fallback")]},
-        simple("done"),
-    ]}, input={"tier": tier})
+    sim = Simulation(
+        {
+            "tasks": [
+                {
+                    "name": "route",
+                    "taskReferenceName": "route",
+                    "type": "SWITCH",
+                    "evaluatorType": "value-param",
+                    "expression": "tier",
+                    "inputParameters": {"tier": "${workflow.input.tier}"},
+                    "decisionCases": {"gold": [simple("vip")], "basic": [simple("standard")]},
+                    "defaultCase": [simple("fallback")],
+                },
+                simple("done"),
+            ]
+        },
+        input={"tier": tier},
+    )
     sim.step()
     assert sim.active() == [chosen]
     sim.worker(chosen)
@@ -98,30 +133,61 @@ def test_switch_with_value_param(tier: str, chosen: str) -> None:
 
 
 def test_switch_with_cel() -> None:
-    sim = Simulation({"tasks": [
-        {"name": "big", "taskReferenceName": "big", "type": "SWITCH", "evaluatorType": "cel",
-         "expression": "input.amount > 100 ? 'review' : 'auto'",
-         "inputParameters": {"amount": "${workflow.input.amount}"},
-         "decisionCases": {"review": [simple("manual")], "auto": [simple("approve")]}},
-    ]}, input={"amount": 250})
+    sim = Simulation(
+        {
+            "tasks": [
+                {
+                    "name": "big",
+                    "taskReferenceName": "big",
+                    "type": "SWITCH",
+                    "evaluatorType": "cel",
+                    "expression": "input.amount > 100 ? 'review' : 'auto'",
+                    "inputParameters": {"amount": "${workflow.input.amount}"},
+                    "decisionCases": {"review": [simple("manual")], "auto": [simple("approve")]},
+                },
+            ]
+        },
+        input={"amount": 250},
+    )
     sim.step()
     assert sim.active() == ["manual"]
     assert sim.rows["big"].output == {"evaluationResult": ["review"], "selectedCase": "review"}
 
 
 def test_inline_cel_and_a_throwing_expression_is_terminal() -> None:
-    sim = Simulation({"tasks": [
-        {"name": "calc", "taskReferenceName": "calc", "type": "INLINE",
-         "inputParameters": {"evaluatorType": "cel", "expression": "input.items.map(x, x * 2)",
-                             "items": "${workflow.input.items}"}},
-    ]}, input={"items": [1, 2, 3]})
+    sim = Simulation(
+        {
+            "tasks": [
+                {
+                    "name": "calc",
+                    "taskReferenceName": "calc",
+                    "type": "INLINE",
+                    "inputParameters": {
+                        "evaluatorType": "cel",
+                        "expression": "input.items.map(x, x * 2)",
+                        "items": "${workflow.input.items}",
+                    },
+                },
+            ]
+        },
+        input={"items": [1, 2, 3]},
+    )
     sim.step()
     assert sim.status is RunStatus.COMPLETED and sim.rows["calc"].output == {"result": [2, 4, 6]}
 
-    broken = Simulation({"tasks": [
-        {"name": "calc", "taskReferenceName": "calc", "type": "INLINE",
-         "inputParameters": {"evaluatorType": "cel", "expression": "1 / input.zero", "zero": 0}},
-    ]}, definitions={"calc": {"retryCount": 5}})
+    broken = Simulation(
+        {
+            "tasks": [
+                {
+                    "name": "calc",
+                    "taskReferenceName": "calc",
+                    "type": "INLINE",
+                    "inputParameters": {"evaluatorType": "cel", "expression": "1 / input.zero", "zero": 0},
+                },
+            ]
+        },
+        definitions={"calc": {"retryCount": 5}},
+    )
     broken.step()
     assert broken.status is RunStatus.FAILED
     assert broken.rows["calc"].status is TaskStatus.FAILED_WITH_TERMINAL_ERROR
@@ -129,10 +195,20 @@ def test_inline_cel_and_a_throwing_expression_is_terminal() -> None:
 
 
 def test_wait_for_a_duration_arms_only_its_own_timer() -> None:
-    sim = Simulation({"tasks": [
-        {"name": "pause", "taskReferenceName": "pause", "type": "WAIT", "inputParameters": {"duration": "1m 30s"}},
-        simple("next"),
-    ]}, definitions={"pause": {"scheduleToStartTimeout": 5, "startToCloseTimeout": 5, "timeoutSeconds": 600}})
+    sim = Simulation(
+        {
+            "tasks": [
+                {
+                    "name": "pause",
+                    "taskReferenceName": "pause",
+                    "type": "WAIT",
+                    "inputParameters": {"duration": "1m 30s"},
+                },
+                simple("next"),
+            ]
+        },
+        definitions={"pause": {"scheduleToStartTimeout": 5, "startToCloseTimeout": 5, "timeoutSeconds": 600}},
+    )
     sim.step()
     command = next(c for c in sim.scheduled if c.ref == "pause")
     assert command.status is TaskStatus.IN_PROGRESS
@@ -145,29 +221,54 @@ def test_wait_for_a_duration_arms_only_its_own_timer() -> None:
 
 
 def test_wait_until_a_past_instant_completes_at_once() -> None:
-    sim = Simulation({"tasks": [
-        {"name": "w", "taskReferenceName": "w", "type": "WAIT", "inputParameters": {"until": "2020-01-01T00:00:00Z"}},
-        simple("next"),
-    ]})
+    sim = Simulation(
+        {
+            "tasks": [
+                {
+                    "name": "w",
+                    "taskReferenceName": "w",
+                    "type": "WAIT",
+                    "inputParameters": {"until": "2020-01-01T00:00:00Z"},
+                },
+                simple("next"),
+            ]
+        }
+    )
     sim.step()
     assert sim.rows["w"].status is TaskStatus.COMPLETED and sim.active() == ["next"]
 
 
 def test_a_bad_wait_duration_fails_the_run_naming_it() -> None:
-    sim = Simulation({"tasks": [
-        {"name": "w", "taskReferenceName": "w", "type": "WAIT", "inputParameters": {"duration": "soon"}},
-    ]})
+    sim = Simulation(
+        {
+            "tasks": [
+                {"name": "w", "taskReferenceName": "w", "type": "WAIT", "inputParameters": {"duration": "soon"}},
+            ]
+        }
+    )
     sim.step()
     assert sim.status is RunStatus.FAILED and sim.finished is not None and "soon" in sim.finished.reason
 
 
 def test_terminate_ends_the_run_with_its_status_and_output() -> None:
-    sim = Simulation({"tasks": [
-        {"name": "stop", "taskReferenceName": "stop", "type": "TERMINATE",
-         "inputParameters": {"terminationStatus": "FAILED", "terminationReason": "no stock",
-                             "workflowOutput": {"sku": "${workflow.input.sku}"}}},
-        simple("never"),
-    ]}, input={"sku": "X1"})
+    sim = Simulation(
+        {
+            "tasks": [
+                {
+                    "name": "stop",
+                    "taskReferenceName": "stop",
+                    "type": "TERMINATE",
+                    "inputParameters": {
+                        "terminationStatus": "FAILED",
+                        "terminationReason": "no stock",
+                        "workflowOutput": {"sku": "${workflow.input.sku}"},
+                    },
+                },
+                simple("never"),
+            ]
+        },
+        input={"sku": "X1"},
+    )
     sim.step()
     assert sim.status is RunStatus.FAILED
     assert sim.finished is not None and sim.finished.reason == "no stock" and sim.finished.output == {"sku": "X1"}
@@ -175,11 +276,20 @@ def test_terminate_ends_the_run_with_its_status_and_output() -> None:
 
 
 def test_dynamic_fork_fans_out_over_a_list_and_joins_all() -> None:
-    sim = Simulation({"tasks": [
-        {"name": "fan", "taskReferenceName": "fan", "type": "FORK_JOIN_DYNAMIC",
-         "inputParameters": {"forkTaskName": "resize", "forkTaskInputs": "${workflow.input.images}"}},
-        {"name": "join", "taskReferenceName": "join", "type": "JOIN"},
-    ]}, input={"images": [{"url": "a"}, {"url": "b"}, "c"]})
+    sim = Simulation(
+        {
+            "tasks": [
+                {
+                    "name": "fan",
+                    "taskReferenceName": "fan",
+                    "type": "FORK_JOIN_DYNAMIC",
+                    "inputParameters": {"forkTaskName": "resize", "forkTaskInputs": "${workflow.input.images}"},
+                },
+                {"name": "join", "taskReferenceName": "join", "type": "JOIN"},
+            ]
+        },
+        input={"images": [{"url": "a"}, {"url": "b"}, "c"]},
+    )
     sim.step()
     assert sim.active() == ["fan__0", "fan__1", "fan__2"]
     assert [sim.rows[f"fan__{i}"].input for i in range(3)] == [{"url": "a"}, {"url": "b"}, {"item": "c"}]
@@ -192,11 +302,20 @@ def test_dynamic_fork_fans_out_over_a_list_and_joins_all() -> None:
 
 
 def test_max_concurrent_tasks_bounds_a_fan_out_and_exempts_operators() -> None:
-    sim = Simulation({"maxConcurrentTasks": 2, "tasks": [
-        {"name": "fan", "taskReferenceName": "fan", "type": "FORK_JOIN_DYNAMIC",
-         "inputParameters": {"forkTaskName": "work", "forkTaskInputs": [{"i": i} for i in range(8)]}},
-        {"name": "join", "taskReferenceName": "join", "type": "JOIN"},
-    ]})
+    sim = Simulation(
+        {
+            "maxConcurrentTasks": 2,
+            "tasks": [
+                {
+                    "name": "fan",
+                    "taskReferenceName": "fan",
+                    "type": "FORK_JOIN_DYNAMIC",
+                    "inputParameters": {"forkTaskName": "work", "forkTaskInputs": [{"i": i} for i in range(8)]},
+                },
+                {"name": "join", "taskReferenceName": "join", "type": "JOIN"},
+            ],
+        }
+    )
     decision = sim.step()
     assert len(sim.active()) == 2
     assert decision.holds and decision.holds[0].control == "maxConcurrentTasks"
@@ -209,9 +328,10 @@ def test_max_concurrent_tasks_bounds_a_fan_out_and_exempts_operators() -> None:
 
 
 def test_a_failure_is_retried_with_backoff_then_succeeds() -> None:
-    sim = Simulation({"tasks": [simple("flaky")]},
-                     definitions={"flaky": {"retryCount": 3, "retryLogic": "FIXED", "retryDelaySeconds": 5,
-                                            "jitter": 0}})
+    sim = Simulation(
+        {"tasks": [simple("flaky")]},
+        definitions={"flaky": {"retryCount": 3, "retryLogic": "FIXED", "retryDelaySeconds": 5, "jitter": 0}},
+    )
     sim.step()
     sim.worker("flaky", TaskStatus.FAILED, reason="timeout talking to the bank")
     sim.step()
@@ -277,9 +397,18 @@ def test_a_spent_retry_budget_fails_fast() -> None:
 
 
 def test_schedule_to_close_carries_across_attempts() -> None:
-    sim = Simulation({"tasks": [simple("t")]},
-                     definitions={"t": {"retryCount": 5, "scheduleToCloseTimeout": 30, "retryLogic": "FIXED",
-                                        "retryDelaySeconds": 20, "jitter": 0}})
+    sim = Simulation(
+        {"tasks": [simple("t")]},
+        definitions={
+            "t": {
+                "retryCount": 5,
+                "scheduleToCloseTimeout": 30,
+                "retryLogic": "FIXED",
+                "retryDelaySeconds": 20,
+                "jitter": 0,
+            }
+        },
+    )
     sim.step()
     deadline = T0 + datetime.timedelta(seconds=30)
     assert sim.scheduled[0].deadlines.schedule_to_close == deadline
@@ -332,10 +461,20 @@ def test_a_run_awaiting_admission_schedules_nothing() -> None:
 
 
 def test_sub_workflow_starts_a_child_and_waits_for_it() -> None:
-    sim = Simulation({"tasks": [
-        {"name": "child", "taskReferenceName": "child", "type": "SUB_WORKFLOW",
-         "subWorkflowParam": {"name": "billing", "version": 2}, "inputParameters": {"x": "${workflow.input.x}"}},
-    ]}, input={"x": 1})
+    sim = Simulation(
+        {
+            "tasks": [
+                {
+                    "name": "child",
+                    "taskReferenceName": "child",
+                    "type": "SUB_WORKFLOW",
+                    "subWorkflowParam": {"name": "billing", "version": 2},
+                    "inputParameters": {"x": "${workflow.input.x}"},
+                },
+            ]
+        },
+        input={"x": 1},
+    )
     sim.step()
     assert sim.children[0].workflow == "billing" and sim.children[0].input == {"x": 1}
     assert sim.rows["child"].status is TaskStatus.IN_PROGRESS
@@ -345,8 +484,17 @@ def test_sub_workflow_starts_a_child_and_waits_for_it() -> None:
 
 
 def test_deadlines_of_a_scheduled_task_follow_its_definition() -> None:
-    sim = Simulation({"tasks": [simple("t")]}, definitions={"t": {
-        "scheduleToStartTimeout": 120, "startToCloseTimeout": 60, "timeoutSeconds": 300, "heartbeatTimeout": 30}})
+    sim = Simulation(
+        {"tasks": [simple("t")]},
+        definitions={
+            "t": {
+                "scheduleToStartTimeout": 120,
+                "startToCloseTimeout": 60,
+                "timeoutSeconds": 300,
+                "heartbeatTimeout": 30,
+            }
+        },
+    )
     sim.step()
     command: ScheduleTask = sim.scheduled[0]
     assert command.deadlines.schedule_to_start == T0 + datetime.timedelta(seconds=120)

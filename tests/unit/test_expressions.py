@@ -50,7 +50,10 @@ def test_out_of_range_index_is_none() -> None:
 
 def test_references_names_the_first_step() -> None:
     assert references({"a": "${fetch.output.x}", "b": ["${workflow.input.y} and ${other.output}"]}) == {
-        "fetch", "workflow", "other"}
+        "fetch",
+        "workflow",
+        "other",
+    }
 
 
 def test_cel_evaluates_and_reports_errors_naming_the_expression() -> None:
@@ -70,15 +73,24 @@ def test_cel_evaluates_and_reports_errors_naming_the_expression() -> None:
         ("tenant-${workflow.input.tenantId}", {"tenantId": 7}, "tenant-7"),
     ],
 )
-def test_an_unresolved_key_shares_a_bucket_named_by_the_expression(expression: str, workflow_input: dict[str, Any],
-                                                                   key: str) -> None:
+def test_an_unresolved_key_shares_a_bucket_named_by_the_expression(
+    expression: str, workflow_input: dict[str, Any], key: str
+) -> None:
     assert admission_key(expression, workflow_input) == key
 
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [(90, 90.0), ("90", 90.0), ("30s", 30.0), ("5m", 300.0), ("1h 30m", 5400.0), ("2 days", 172800.0),
-     ("1.5h", 5400.0), ("1 hours 30 minutes", 5400.0)],
+    [
+        (90, 90.0),
+        ("90", 90.0),
+        ("30s", 30.0),
+        ("5m", 300.0),
+        ("1h 30m", 5400.0),
+        ("2 days", 172800.0),
+        ("1.5h", 5400.0),
+        ("1 hours 30 minutes", 5400.0),
+    ],
 )
 def test_durations(text: Any, seconds: float) -> None:
     assert parse_duration(text) == seconds
@@ -91,6 +103,6 @@ def test_bad_durations_are_refused(text: Any) -> None:
 
 
 def test_instants_need_a_zone() -> None:
-    assert parse_instant("2026-12-24T18:00:00Z") == datetime.datetime(2026, 12, 24, 18, tzinfo=datetime.timezone.utc)
+    assert parse_instant("2026-12-24T18:00:00Z") == datetime.datetime(2026, 12, 24, 18, tzinfo=datetime.UTC)
     with pytest.raises(ValueError, match="time zone"):
         parse_instant("2026-12-24T18:00:00")

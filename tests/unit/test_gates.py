@@ -17,8 +17,9 @@ def test_a_poll_for_ten_under_a_cap_of_two_gets_two_then_zero() -> None:
 
 
 def test_the_minimum_across_gates_wins() -> None:
-    gates = Gates(concurrent_exec_limit=8, rate_limit_per_frequency=100, rate_limit_frequency_seconds=60,
-                  semaphores=("erp",))
+    gates = Gates(
+        concurrent_exec_limit=8, rate_limit_per_frequency=100, rate_limit_frequency_seconds=60, semaphores=("erp",)
+    )
     window = Window(start=0, size=60, used=97)
     allowed, holds = allowance(10, gates, 1, window, [SemaphoreState("erp", 4, 2)], now=10)
     assert allowed == 2 and holds == [], "2 free permits < 3 tokens < 7 slots"
@@ -44,7 +45,8 @@ def test_ungated_is_unbounded() -> None:
     assert allowance(50, Gates(), 10_000, None, [], 0) == (50, [])
 
 
-@pytest.mark.parametrize(("now", "size", "start"), [(0, 60, 0), (59.9, 60, 0), (60, 60, 60), (125.5, 60, 120),
-                                                    (7.3, 1, 7)])
+@pytest.mark.parametrize(
+    ("now", "size", "start"), [(0, 60, 0), (59.9, 60, 0), (60, 60, 60), (125.5, 60, 120), (7.3, 1, 7)]
+)
 def test_fixed_windows_are_floor_of_now_over_size(now: float, size: int, start: float) -> None:
     assert window_start(now, size) == start

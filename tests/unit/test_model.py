@@ -37,26 +37,47 @@ def test_unset_policy_fields_stay_unset_so_defaults_can_be_layered() -> None:
     assert spec.retry_count is None and spec.retry_logic is None and spec.start_to_close_timeout is None
     assert spec.response_timeout_seconds == 3600 and spec.poll_timeout_seconds == 30
     assert spec.to_wire() == {
-        "description": "", "scheduleToStartTimeout": 0, "timeoutSeconds": 0, "heartbeatTimeout": 0,
-        "scheduleToCloseTimeout": 0, "responseTimeoutSeconds": 3600, "pollTimeoutSeconds": 30,
-        "timeoutPolicy": "TIME_OUT_WF", "concurrentExecLimit": 0, "rateLimitPerFrequency": 0,
-        "rateLimitFrequencySeconds": 1, "semaphores": [],
+        "description": "",
+        "scheduleToStartTimeout": 0,
+        "timeoutSeconds": 0,
+        "heartbeatTimeout": 0,
+        "scheduleToCloseTimeout": 0,
+        "responseTimeoutSeconds": 3600,
+        "pollTimeoutSeconds": 30,
+        "timeoutPolicy": "TIME_OUT_WF",
+        "concurrentExecLimit": 0,
+        "rateLimitPerFrequency": 0,
+        "rateLimitFrequencySeconds": 1,
+        "semaphores": [],
     }
 
 
 def test_workflow_task_references_must_be_unique_across_branches() -> None:
     task = {"name": "a", "taskReferenceName": "same"}
     with pytest.raises(ValidationError, match="used twice"):
-        WorkflowSpec.model_validate({"tasks": [
-            {"name": "fork", "taskReferenceName": "fork", "type": "FORK_JOIN", "forkTasks": [[task], [task]]},
-        ]})
+        WorkflowSpec.model_validate(
+            {
+                "tasks": [
+                    {"name": "fork", "taskReferenceName": "fork", "type": "FORK_JOIN", "forkTasks": [[task], [task]]},
+                ]
+            }
+        )
 
 
 def test_retry_policy_written_in_a_workflow_task_is_dropped() -> None:
-    spec = WorkflowSpec.model_validate({"tasks": [
-        {"name": "charge", "taskReferenceName": "charge", "retryCount": 1, "retryLogic": "FIXED",
-         "retryDelaySeconds": 9},
-    ]})
+    spec = WorkflowSpec.model_validate(
+        {
+            "tasks": [
+                {
+                    "name": "charge",
+                    "taskReferenceName": "charge",
+                    "retryCount": 1,
+                    "retryLogic": "FIXED",
+                    "retryDelaySeconds": 9,
+                },
+            ]
+        }
+    )
     wire = spec.tasks[0].to_wire()
     assert wire["retryCount"] == 1
     assert "retryLogic" not in wire and "retryDelaySeconds" not in wire
@@ -64,10 +85,18 @@ def test_retry_policy_written_in_a_workflow_task_is_dropped() -> None:
 
 def test_inline_refuses_javascript() -> None:
     with pytest.raises(ValidationError, match="not supported"):
-        WorkflowSpec.model_validate({"tasks": [{
-            "name": "calc", "taskReferenceName": "calc", "type": "INLINE",
-            "inputParameters": {"evaluatorType": "javascript", "expression": "1+1"},
-        }]})
+        WorkflowSpec.model_validate(
+            {
+                "tasks": [
+                    {
+                        "name": "calc",
+                        "taskReferenceName": "calc",
+                        "type": "INLINE",
+                        "inputParameters": {"evaluatorType": "javascript", "expression": "1+1"},
+                    }
+                ]
+            }
+        )
 
 
 @pytest.mark.parametrize(
@@ -108,5 +137,10 @@ def test_settings_name_the_missing_variable() -> None:
 
 def test_kubernetes_auth_without_kubernetes_is_refused() -> None:
     with pytest.raises(SettingsError, match="SLUICEWAY_KUBERNETES=false"):
-        Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_AUTH": "kubernetes",
-                           "SLUICEWAY_KUBERNETES": "false"})
+        Settings.from_env(
+            {
+                "SLUICEWAY_DATABASE_URL": "postgresql://x",
+                "SLUICEWAY_AUTH": "kubernetes",
+                "SLUICEWAY_KUBERNETES": "false",
+            }
+        )

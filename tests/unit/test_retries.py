@@ -15,14 +15,18 @@ from sluiceway.model.execution import TaskStatus
 from sluiceway.model.taskdefinition import RetryLogic, TaskDefinitionSpec, TimeoutPolicy
 from sluiceway.model.workflow import WorkflowTask
 
-NOW = datetime.datetime(2026, 11, 29, 12, 0, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2026, 11, 29, 12, 0, tzinfo=datetime.UTC)
 RNG = Random(7)
 
 
-def policy(timeout_policy: TimeoutPolicy = TimeoutPolicy.TIME_OUT_WF, optional: bool = False,
-           **retry: object) -> TaskPolicy:
-    return TaskPolicy(retry=RetryPolicy(**retry), timeouts=Timeouts(policy=timeout_policy),  # type: ignore[arg-type]
-                      optional=optional)
+def policy(
+    timeout_policy: TimeoutPolicy = TimeoutPolicy.TIME_OUT_WF, optional: bool = False, **retry: object
+) -> TaskPolicy:
+    return TaskPolicy(
+        retry=RetryPolicy(**retry),
+        timeouts=Timeouts(policy=timeout_policy),  # type: ignore[arg-type]
+        optional=optional,
+    )
 
 
 @pytest.mark.parametrize(
@@ -38,18 +42,25 @@ def policy(timeout_policy: TimeoutPolicy = TimeoutPolicy.TIME_OUT_WF, optional: 
         (TaskStatus.FAILED_WITH_TERMINAL_ERROR, TimeoutPolicy.ALERT_ONLY, False, TaskStatus.FAILED),
     ],
 )
-def test_status_and_timeout_policy(status: TaskStatus, timeout_policy: TimeoutPolicy, retried: bool,
-                                   outcome: TaskStatus | None) -> None:
-    decision = decide(FailedAttempt(status, "boom", attempt=1), policy(timeout_policy, retry_count=3),
-                      BudgetWindow(), NOW, RNG)
+def test_status_and_timeout_policy(
+    status: TaskStatus, timeout_policy: TimeoutPolicy, retried: bool, outcome: TaskStatus | None
+) -> None:
+    decision = decide(
+        FailedAttempt(status, "boom", attempt=1), policy(timeout_policy, retry_count=3), BudgetWindow(), NOW, RNG
+    )
     assert isinstance(decision, Retry) is retried
     if outcome is not None:
         assert isinstance(decision, GiveUp) and decision.outcome is outcome and decision.fails_run()
 
 
 def test_terminal_error_ignores_retry_count() -> None:
-    decision = decide(FailedAttempt(TaskStatus.FAILED_WITH_TERMINAL_ERROR, "bad input", 1),
-                      policy(retry_count=100), BudgetWindow(), NOW, RNG)
+    decision = decide(
+        FailedAttempt(TaskStatus.FAILED_WITH_TERMINAL_ERROR, "bad input", 1),
+        policy(retry_count=100),
+        BudgetWindow(),
+        NOW,
+        RNG,
+    )
     assert isinstance(decision, GiveUp) and decision.cause is GiveUpCause.TERMINAL
 
 
@@ -64,8 +75,13 @@ def test_terminal_error_ignores_retry_count() -> None:
     ],
 )
 def test_non_retryable_errors_are_substrings_of_the_reason(reason: str, retried: bool) -> None:
-    decision = decide(FailedAttempt(TaskStatus.FAILED, reason, 1),
-                      policy(non_retryable_errors=("card_declined", "INVALID_ARGUMENT")), BudgetWindow(), NOW, RNG)
+    decision = decide(
+        FailedAttempt(TaskStatus.FAILED, reason, 1),
+        policy(non_retryable_errors=("card_declined", "INVALID_ARGUMENT")),
+        BudgetWindow(),
+        NOW,
+        RNG,
+    )
     assert isinstance(decision, Retry) is retried
     if not retried:
         assert isinstance(decision, GiveUp) and decision.cause is GiveUpCause.NON_RETRYABLE
@@ -73,8 +89,7 @@ def test_non_retryable_errors_are_substrings_of_the_reason(reason: str, retried:
 
 @pytest.mark.parametrize(("attempt", "retried"), [(1, True), (3, True), (4, False)])
 def test_retry_count_is_attempts_after_the_first(attempt: int, retried: bool) -> None:
-    decision = decide(FailedAttempt(TaskStatus.FAILED, "x", attempt), policy(retry_count=3), BudgetWindow(), NOW,
-                      RNG)
+    decision = decide(FailedAttempt(TaskStatus.FAILED, "x", attempt), policy(retry_count=3), BudgetWindow(), NOW, RNG)
     assert isinstance(decision, Retry) is retried
 
 
@@ -109,8 +124,13 @@ def test_budget_edges(executions: int, retries: int, budget: float, spent: bool)
 
 
 def test_a_spent_budget_fails_fast_although_attempts_remain() -> None:
-    decision = decide(FailedAttempt(TaskStatus.FAILED, "x", 1), policy(retry_count=10, retry_budget=0.3),
-                      BudgetWindow(executions=40, retries=20), NOW, RNG)
+    decision = decide(
+        FailedAttempt(TaskStatus.FAILED, "x", 1),
+        policy(retry_count=10, retry_budget=0.3),
+        BudgetWindow(executions=40, retries=20),
+        NOW,
+        RNG,
+    )
     assert isinstance(decision, GiveUp) and decision.cause is GiveUpCause.BUDGET
     assert "20/40" in decision.message
 
@@ -119,8 +139,7 @@ def test_retry_after_is_honored_exactly_and_clamped_by_the_ceiling() -> None:
     p = policy(jitter=0.5, max_retry_backoff_seconds=120)
     exact = decide(FailedAttempt(TaskStatus.FAILED, "429", 1, retry_after_seconds=17.5), p, BudgetWindow(), NOW, RNG)
     assert exact == Retry(17.5)
-    clamped = decide(FailedAttempt(TaskStatus.FAILED, "429", 1, retry_after_seconds=1e20), p, BudgetWindow(), NOW,
-                     RNG)
+    clamped = decide(FailedAttempt(TaskStatus.FAILED, "429", 1, retry_after_seconds=1e20), p, BudgetWindow(), NOW, RNG)
     assert clamped == Retry(120)
 
 
@@ -128,8 +147,9 @@ def test_retry_after_is_honored_exactly_and_clamped_by_the_ceiling() -> None:
 def test_a_retry_landing_past_schedule_to_close_is_deadline_exceeded(deadline_in: int, retried: bool) -> None:
     deadline = NOW + datetime.timedelta(seconds=deadline_in)
     p = policy(retry_logic=RetryLogic.FIXED, retry_delay_seconds=10, jitter=0)
-    decision = decide(FailedAttempt(TaskStatus.FAILED, "x", 1, schedule_to_close_at=deadline), p, BudgetWindow(),
-                      NOW, RNG)
+    decision = decide(
+        FailedAttempt(TaskStatus.FAILED, "x", 1, schedule_to_close_at=deadline), p, BudgetWindow(), NOW, RNG
+    )
     assert isinstance(decision, Retry) is retried
     if not retried:
         assert isinstance(decision, GiveUp) and decision.cause is GiveUpCause.DEADLINE

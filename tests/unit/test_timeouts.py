@@ -11,15 +11,21 @@ from sluiceway.controls.timeouts import Deadlines, Missed, expiry, on_heartbeat,
 from sluiceway.model.execution import TaskStatus
 from sluiceway.model.taskdefinition import TimeoutPolicy
 
-T0 = datetime.datetime(2026, 11, 29, 12, 0, tzinfo=datetime.timezone.utc)
+T0 = datetime.datetime(2026, 11, 29, 12, 0, tzinfo=datetime.UTC)
 
 
 def at(seconds: float) -> datetime.datetime:
     return T0 + datetime.timedelta(seconds=seconds)
 
 
-ALL = Timeouts(schedule_to_start=120, start_to_close=60, timeout_seconds=300, heartbeat=30, schedule_to_close=900,
-               response_timeout=3600)
+ALL = Timeouts(
+    schedule_to_start=120,
+    start_to_close=60,
+    timeout_seconds=300,
+    heartbeat=30,
+    schedule_to_close=900,
+    response_timeout=3600,
+)
 
 
 def test_zero_arms_no_timer() -> None:
@@ -37,8 +43,9 @@ def test_lease_swaps_schedule_to_start_for_the_running_deadlines() -> None:
     assert queued == Deadlines(schedule_to_start=at(120), total=at(300), schedule_to_close=at(900))
     running = on_lease(ALL, queued, at(10))
     assert running == Deadlines(start_to_close=at(70), total=at(300), heartbeat=at(40), lease=at(3610))
-    assert on_heartbeat(ALL, running, at(35)) == Deadlines(start_to_close=at(70), total=at(300), heartbeat=at(65),
-                                                           lease=at(3635))
+    assert on_heartbeat(ALL, running, at(35)) == Deadlines(
+        start_to_close=at(70), total=at(300), heartbeat=at(65), lease=at(3635)
+    )
 
 
 @pytest.mark.parametrize(
@@ -49,17 +56,24 @@ def test_lease_swaps_schedule_to_start_for_the_running_deadlines() -> None:
         (Deadlines(total=at(300)), at(300), Missed.TOTAL, TaskStatus.TIMED_OUT),
         (Deadlines(heartbeat=at(30)), at(31), Missed.HEARTBEAT, TaskStatus.FAILED),
         (Deadlines(lease=at(3600)), at(3600), Missed.LEASE, TaskStatus.FAILED),
-        (Deadlines(schedule_to_close=at(900)), at(900), Missed.SCHEDULE_TO_CLOSE,
-         TaskStatus.FAILED_WITH_TERMINAL_ERROR),
+        (
+            Deadlines(schedule_to_close=at(900)),
+            at(900),
+            Missed.SCHEDULE_TO_CLOSE,
+            TaskStatus.FAILED_WITH_TERMINAL_ERROR,
+        ),
         (Deadlines(wait_until=at(5)), at(5), Missed.WAIT_OVER, TaskStatus.COMPLETED),
     ],
 )
-def test_what_each_missed_deadline_means(deadlines: Deadlines, now: datetime.datetime, missed: Missed,
-                                         status: TaskStatus) -> None:
+def test_what_each_missed_deadline_means(
+    deadlines: Deadlines, now: datetime.datetime, missed: Missed, status: TaskStatus
+) -> None:
     result = expiry(deadlines, ALL, now, "charge")
     assert result is not None and (result.missed, result.status) == (missed, status)
     assert expiry(deadlines, ALL, now - datetime.timedelta(seconds=1), "charge") is None or missed in (
-        Missed.START_TO_CLOSE, Missed.HEARTBEAT)
+        Missed.START_TO_CLOSE,
+        Missed.HEARTBEAT,
+    )
 
 
 def test_schedule_to_start_names_the_starved_queue() -> None:

@@ -8,32 +8,51 @@ from sluiceway.controls.why import RunFacts, TaskFacts, explain, explain_task
 
 
 def ready_task(**facts: object) -> TaskFacts:
-    base: dict[str, object] = dict(task_id="t1", ref="export", type="SIMPLE", name="export_report",
-                                   status="SCHEDULED", attempt=1, seconds_until_available=-1, recent_pollers=2,
-                                   queue_ready=3)
+    base: dict[str, object] = dict(
+        task_id="t1",
+        ref="export",
+        type="SIMPLE",
+        name="export_report",
+        status="SCHEDULED",
+        attempt=1,
+        seconds_until_available=-1,
+        recent_pollers=2,
+        queue_ready=3,
+    )
     base.update(facts)
     return TaskFacts(**base)  # type: ignore[arg-type]
 
 
 def test_a_full_semaphore_names_itself_its_numbers_and_holders() -> None:
-    task = ready_task(gates=Gates(semaphores=("legacy_erp",)), semaphores=[SemaphoreState("legacy_erp", 4, 4)],
-                      semaphore_holders={"legacy_erp": ["sync_inventory t9 (run r1)"]})
+    task = ready_task(
+        gates=Gates(semaphores=("legacy_erp",)),
+        semaphores=[SemaphoreState("legacy_erp", 4, 4)],
+        semaphore_holders={"legacy_erp": ["sync_inventory t9 (run r1)"]},
+    )
     [reason] = explain_task(task)
     assert reason.control == "semaphore:legacy_erp" and reason.blocking
     assert reason.message == "semaphore legacy_erp: 4/4 held by sync_inventory t9 (run r1)"
 
 
 def test_a_spent_rate_window_says_when_the_next_opens() -> None:
-    task = ready_task(name="partner_api", gates=Gates(rate_limit_per_frequency=100, rate_limit_frequency_seconds=60),
-                      window_used=100, seconds_to_next_window=23.2)
+    task = ready_task(
+        name="partner_api",
+        gates=Gates(rate_limit_per_frequency=100, rate_limit_frequency_seconds=60),
+        window_used=100,
+        seconds_to_next_window=23.2,
+    )
     [reason] = explain_task(task)
     assert reason.control == "rateLimit"
     assert reason.message == "rate limit partner_api: 100/100 this window, next window in 23 s"
 
 
 def test_every_closed_gate_is_listed() -> None:
-    task = ready_task(gates=Gates(concurrent_exec_limit=2, semaphores=("s",)), in_flight=2,
-                      semaphores=[SemaphoreState("s", 1, 1)], recent_pollers=0)
+    task = ready_task(
+        gates=Gates(concurrent_exec_limit=2, semaphores=("s",)),
+        in_flight=2,
+        semaphores=[SemaphoreState("s", 1, 1)],
+        recent_pollers=0,
+    )
     assert [r.control for r in explain_task(task)] == ["concurrentExecLimit", "semaphore:s", "noWorkers"]
 
 
@@ -45,23 +64,38 @@ def test_nobody_polling_is_a_fleet_problem() -> None:
 def test_backoff_and_running_tasks() -> None:
     [backoff] = explain_task(ready_task(attempt=3, seconds_until_available=12.4))
     assert backoff.control == "retryBackoff" and "leasable in 12 s" in backoff.message
-    [running] = explain_task(ready_task(status="IN_PROGRESS", worker_id="w-1", seconds_leased=3.0,
-                                        seconds_since_heartbeat=1.0))
+    [running] = explain_task(
+        ready_task(status="IN_PROGRESS", worker_id="w-1", seconds_leased=3.0, seconds_since_heartbeat=1.0)
+    )
     assert running.control == "running" and not running.blocking and "w-1" in running.message
 
 
 def test_awaiting_admission_names_the_key_and_the_holders() -> None:
-    run = RunFacts("r2", "tenant_sync", "RUNNING", awaiting_admission=True, admission_key="acme",
-                   admission_limit=1, admission_holders=["r1"])
+    run = RunFacts(
+        "r2",
+        "tenant_sync",
+        "RUNNING",
+        awaiting_admission=True,
+        admission_key="acme",
+        admission_limit=1,
+        admission_holders=["r1"],
+    )
     [reason] = explain(run)
     assert reason.control == "rateLimitConfig" and "key 'acme': 1/1" in reason.message and "r1" in reason.message
 
 
 def test_blocking_reasons_come_first_and_max_concurrent_tasks_is_named() -> None:
-    run = RunFacts("r", "fan", "RUNNING", max_concurrent_tasks=2, active_worker_tasks=2, tasks=[
-        ready_task(status="IN_PROGRESS", worker_id="w", seconds_leased=1.0),
-        ready_task(status="IN_PROGRESS", worker_id="w", seconds_leased=1.0),
-    ])
+    run = RunFacts(
+        "r",
+        "fan",
+        "RUNNING",
+        max_concurrent_tasks=2,
+        active_worker_tasks=2,
+        tasks=[
+            ready_task(status="IN_PROGRESS", worker_id="w", seconds_leased=1.0),
+            ready_task(status="IN_PROGRESS", worker_id="w", seconds_leased=1.0),
+        ],
+    )
     reasons = explain(run)
     assert reasons[0].control == "maxConcurrentTasks" and reasons[0].message.startswith("maxConcurrentTasks fan: 2/2")
     assert [r.blocking for r in reasons] == [True, False, False]

@@ -19,27 +19,66 @@ OTHER = "6d1c2f4e-8f0a-4b7e-a1c3-2e9d8b7a6f54"
 TASK = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
 
 HELD = {
-    "executionId": RUN, "workflow": "one_export", "status": "RUNNING", "awaitingAdmission": False,
+    "executionId": RUN,
+    "workflow": "one_export",
+    "status": "RUNNING",
+    "awaitingAdmission": False,
     "reasons": [
-        {"control": "semaphore:legacy_erp", "message": f"semaphore legacy_erp: 1/1 held by export_report {TASK} "
-                                                       f"(run {OTHER})", "blocking": True,
-         "taskId": TASK, "referenceName": "export"},
-        {"control": "running", "message": "audit (audit_log) attempt 1 is leased to w1 for 3.0 s",
-         "blocking": False, "taskId": OTHER, "referenceName": "audit"},
+        {
+            "control": "semaphore:legacy_erp",
+            "message": f"semaphore legacy_erp: 1/1 held by export_report {TASK} (run {OTHER})",
+            "blocking": True,
+            "taskId": TASK,
+            "referenceName": "export",
+        },
+        {
+            "control": "running",
+            "message": "audit (audit_log) attempt 1 is leased to w1 for 3.0 s",
+            "blocking": False,
+            "taskId": OTHER,
+            "referenceName": "audit",
+        },
     ],
 }
-FINISHED = {"executionId": RUN, "workflow": "one_export", "status": "COMPLETED", "awaitingAdmission": False,
-            "reasons": [{"control": "finished", "message": f"run {RUN} is COMPLETED", "blocking": False}]}
-ADMISSION = {"executionId": RUN, "workflow": "nightly", "status": "RUNNING", "awaitingAdmission": True,
-             "reasons": [{"control": "rateLimitConfig", "message": "rateLimitConfig nightly key 'acme': 2/2 runs "
-                                                                   "admitted; this run waits its turn",
-                          "blocking": True}]}
-RUNNING_ONLY = {"executionId": RUN, "workflow": "w", "status": "RUNNING", "awaitingAdmission": False,
-                "reasons": [{"control": "wait", "message": "pause is waiting (a WAIT task)", "blocking": False,
-                             "taskId": TASK, "referenceName": "pause"}]}
+FINISHED = {
+    "executionId": RUN,
+    "workflow": "one_export",
+    "status": "COMPLETED",
+    "awaitingAdmission": False,
+    "reasons": [{"control": "finished", "message": f"run {RUN} is COMPLETED", "blocking": False}],
+}
+ADMISSION = {
+    "executionId": RUN,
+    "workflow": "nightly",
+    "status": "RUNNING",
+    "awaitingAdmission": True,
+    "reasons": [
+        {
+            "control": "rateLimitConfig",
+            "message": "rateLimitConfig nightly key 'acme': 2/2 runs admitted; this run waits its turn",
+            "blocking": True,
+        }
+    ],
+}
+RUNNING_ONLY = {
+    "executionId": RUN,
+    "workflow": "w",
+    "status": "RUNNING",
+    "awaitingAdmission": False,
+    "reasons": [
+        {
+            "control": "wait",
+            "message": "pause is waiting (a WAIT task)",
+            "blocking": False,
+            "taskId": TASK,
+            "referenceName": "pause",
+        }
+    ],
+}
 
 
 # --- targets ---------------------------------------------------------------
+
 
 def test_a_uuid_is_a_run_and_is_normalised() -> None:
     assert why.parse_target(RUN) == why.Target("run", RUN)
@@ -51,20 +90,24 @@ def test_task_targets() -> None:
     assert why.parse_target(f"tasks/{TASK}") == why.Target("task", TASK)
 
 
-@pytest.mark.parametrize("prefix", ["workflowrun", "WorkflowRun", "workflowruns", "wfr", "run",
-                                    "workflowrun.sluiceway.dev"])
+@pytest.mark.parametrize(
+    "prefix", ["workflowrun", "WorkflowRun", "workflowruns", "wfr", "run", "workflowrun.sluiceway.dev"]
+)
 def test_workflow_run_targets(prefix: str) -> None:
     assert why.parse_target(f"{prefix}/order-42") == why.Target("workflowrun", "order-42")
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    ("order-42", "is not a run id"),
-    ("", "is not a run id"),
-    ("task/order-42", "is not a task id"),
-    ("workflowrun/Order_42", "is not a WorkflowRun name"),
-    ("workflowrun/", "is not a WorkflowRun name"),
-    (f"pod/{RUN}", "unknown target kind 'pod'"),
-])
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("order-42", "is not a run id"),
+        ("", "is not a run id"),
+        ("task/order-42", "is not a task id"),
+        ("workflowrun/Order_42", "is not a WorkflowRun name"),
+        ("workflowrun/", "is not a WorkflowRun name"),
+        (f"pod/{RUN}", "unknown target kind 'pod'"),
+    ],
+)
 def test_invalid_targets_say_what_was_expected(text: str, says: str) -> None:
     with pytest.raises(why.TargetError, match=says):
         why.parse_target(text)
@@ -79,6 +122,7 @@ def test_an_invalid_target_exits_2_with_one_line(capsys: pytest.CaptureFixture[s
 
 
 # --- the text answer and exit codes --------------------------------------
+
 
 def test_a_held_run_names_the_control_and_exits_1() -> None:
     answer = why.run_answer(HELD)
@@ -118,19 +162,36 @@ def test_a_task_answer() -> None:
 
 def _body(facts: RunFacts) -> dict[str, Any]:
     """What the API serves for these facts (api/diagnostics.py)."""
+
     def item(r: Reason) -> dict[str, Any]:
         found: dict[str, Any] = {"control": r.control, "message": r.message, "blocking": r.blocking}
         return found | ({"taskId": r.task_id, "referenceName": r.ref} if r.task_id else {})
-    return {"executionId": facts.execution_id, "workflow": facts.workflow, "status": facts.status,
-            "awaitingAdmission": facts.awaiting_admission, "reasons": [item(r) for r in explain(facts)]}
+
+    return {
+        "executionId": facts.execution_id,
+        "workflow": facts.workflow,
+        "status": facts.status,
+        "awaitingAdmission": facts.awaiting_admission,
+        "reasons": [item(r) for r in explain(facts)],
+    }
 
 
 def test_the_answer_to_what_the_controls_explain() -> None:
-    held = TaskFacts(TASK, "export", "SIMPLE", "export_report", "SCHEDULED", 1, 0.0, recent_pollers=1,
-                     semaphores=[SemaphoreState("legacy_erp", 1, 1)],
-                     semaphore_holders={"legacy_erp": [f"export_report {OTHER}"]})
-    leased = TaskFacts(OTHER, "audit", "SIMPLE", "audit_log", "IN_PROGRESS", 2, 0.0, worker_id="w1",
-                       seconds_leased=12.0)
+    held = TaskFacts(
+        TASK,
+        "export",
+        "SIMPLE",
+        "export_report",
+        "SCHEDULED",
+        1,
+        0.0,
+        recent_pollers=1,
+        semaphores=[SemaphoreState("legacy_erp", 1, 1)],
+        semaphore_holders={"legacy_erp": [f"export_report {OTHER}"]},
+    )
+    leased = TaskFacts(
+        OTHER, "audit", "SIMPLE", "audit_log", "IN_PROGRESS", 2, 0.0, worker_id="w1", seconds_leased=12.0
+    )
     answer = why.run_answer(_body(RunFacts(RUN, "one_export", "RUNNING", tasks=[leased, held])))
     assert answer.code == 1
     assert [line.split()[:2] for line in answer.lines[1:]] == [["✗", "semaphore:legacy_erp"], ["·", "running"]]
@@ -141,18 +202,26 @@ def test_the_answer_to_what_the_controls_explain() -> None:
 
 # --- WorkflowRuns ----------------------------------------------------------
 
+
 def test_a_workflow_run_resolves_to_its_execution_id() -> None:
     obj = {"status": {"phase": "Running", "executionId": RUN}}
     assert why.workflow_run_answer("order-42", "ns", obj) == RUN
 
 
 def test_a_refused_workflow_run_prints_its_control_and_exits_0() -> None:
-    obj = {"status": {"phase": "Refused", "control": "quota:runs",
-                      "reasonForIncompletion": "quota runs: 10/10 active runs in namespace ns"}}
+    obj = {
+        "status": {
+            "phase": "Refused",
+            "control": "quota:runs",
+            "reasonForIncompletion": "quota runs: 10/10 active runs in namespace ns",
+        }
+    }
     answer = why.workflow_run_answer("order-42", "ns", obj)
     assert isinstance(answer, why.Answer) and answer.code == 0
-    assert answer.lines == ["workflowrun order-42 is Refused; no run was started",
-                            "· quota:runs  quota runs: 10/10 active runs in namespace ns"]
+    assert answer.lines == [
+        "workflowrun order-42 is Refused; no run was started",
+        "· quota:runs  quota runs: 10/10 active runs in namespace ns",
+    ]
 
 
 def test_a_pending_workflow_run_prints_its_reason() -> None:
@@ -174,6 +243,7 @@ def test_a_missing_workflow_run_is_an_error() -> None:
 
 
 # --- settings and the whole command, with a canned API ----------------------
+
 
 def test_credentials_precedence() -> None:
     assert Credentials().headers() == {}
@@ -199,8 +269,13 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, str]]]:
         return HELD if segments[3] == "executions" else {"taskId": TASK, "executionId": RUN, "reasons": []}
 
     monkeypatch.setattr(Api, "get", get)
-    for name in ("SLUICEWAY_URL", "SLUICEWAY_NAMESPACE", "SLUICEWAY_TOKEN", "SLUICEWAY_TOKEN_FILE",
-                 "SLUICEWAY_API_KEY"):
+    for name in (
+        "SLUICEWAY_URL",
+        "SLUICEWAY_NAMESPACE",
+        "SLUICEWAY_TOKEN",
+        "SLUICEWAY_TOKEN_FILE",
+        "SLUICEWAY_API_KEY",
+    ):
         monkeypatch.delenv(name, raising=False)
     return calls
 
@@ -211,16 +286,18 @@ def _run(*argv: str) -> int:
     return code
 
 
-def test_the_command_prints_the_answer_and_exits_1(served: list[tuple[str, dict[str, str]]],
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_prints_the_answer_and_exits_1(
+    served: list[tuple[str, dict[str, str]]], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert _run(RUN, "-n", "team", "--url", "http://api:1", "--token", "t") == 1
     assert served == [(f"http://api:1/v1/ns/team/executions/{RUN}/why", {"Authorization": "Bearer t"})]
     out = capsys.readouterr().out
     assert out.splitlines()[0] == f"run {RUN} (one_export) is RUNNING" and "semaphore:legacy_erp" in out
 
 
-def test_settings_from_the_environment(served: list[tuple[str, dict[str, str]]],
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_settings_from_the_environment(
+    served: list[tuple[str, dict[str, str]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SLUICEWAY_URL", "http://env:2")
     monkeypatch.setenv("SLUICEWAY_NAMESPACE", "envns")
     monkeypatch.setenv("SLUICEWAY_API_KEY", "key")
@@ -228,17 +305,21 @@ def test_settings_from_the_environment(served: list[tuple[str, dict[str, str]]],
     assert served == [(f"http://env:2/v1/ns/envns/tasks/{TASK}/why", {"X-API-Key": "key"})]
 
 
-def test_json_output_is_the_api_body(served: list[tuple[str, dict[str, str]]],
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_output_is_the_api_body(
+    served: list[tuple[str, dict[str, str]]], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert _run(RUN, "-n", "team", "-o", "json") == 1
     assert json.loads(capsys.readouterr().out) == HELD
     assert served[0][0].startswith("http://127.0.0.1:8080/")
 
 
-def test_not_found_exits_2_naming_the_url(served: list[tuple[str, dict[str, str]]],
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_not_found_exits_2_naming_the_url(
+    served: list[tuple[str, dict[str, str]]], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert _run(OTHER, "-n", "team", "--url", "http://api:1") == 2
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == (f"sluiceway why: no run {OTHER} in namespace team "
-                   f"(HTTP 404 from GET http://api:1/v1/ns/team/executions/{OTHER}/why)\n")
+    assert err == (
+        f"sluiceway why: no run {OTHER} in namespace team "
+        f"(HTTP 404 from GET http://api:1/v1/ns/team/executions/{OTHER}/why)\n"
+    )

@@ -9,7 +9,13 @@ from pydantic import ValidationError
 
 from sluiceway.k8s import crds
 from sluiceway.k8s.workers import (
-    MissingImage, Ownership, build_worker_deployment, container_env, label_value, ownership, starting_replicas,
+    MissingImage,
+    Ownership,
+    build_worker_deployment,
+    container_env,
+    label_value,
+    ownership,
+    starting_replicas,
     workers_status,
 )
 from sluiceway.model.resources import TASK_DEFINITION
@@ -23,11 +29,23 @@ def workers(**spec: Any) -> WorkerPodsSpec:
     return WorkerPodsSpec.model_validate(spec)
 
 
-def build(spec: WorkerPodsSpec | None = None, *, replicas: int = 2, default_image: str | None = None,
-          task_type: str = "export_report") -> dict[str, Any]:
-    return build_worker_deployment("export-report", UID, "team-a", task_type,
-                                   spec or workers(image="example.com/worker:1", args=["worker", "app:w"]),
-                                   URL, default_image, replicas)
+def build(
+    spec: WorkerPodsSpec | None = None,
+    *,
+    replicas: int = 2,
+    default_image: str | None = None,
+    task_type: str = "export_report",
+) -> dict[str, Any]:
+    return build_worker_deployment(
+        "export-report",
+        UID,
+        "team-a",
+        task_type,
+        spec or workers(image="example.com/worker:1", args=["worker", "app:w"]),
+        URL,
+        default_image,
+        replicas,
+    )
 
 
 def pod(deployment: dict[str, Any]) -> dict[str, Any]:
@@ -62,10 +80,16 @@ def test_names_labels_and_selector() -> None:
 
 
 def test_owned_by_the_task_definition() -> None:
-    assert build()["metadata"]["ownerReferences"] == [{
-        "apiVersion": "sluiceway.dev/v1alpha1", "kind": "TaskDefinition", "name": "export-report", "uid": UID,
-        "controller": True, "blockOwnerDeletion": True,
-    }]
+    assert build()["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "sluiceway.dev/v1alpha1",
+            "kind": "TaskDefinition",
+            "name": "export-report",
+            "uid": UID,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
 
 
 def test_replicas_come_from_the_caller() -> None:
@@ -84,19 +108,25 @@ def test_the_api_address_and_credentials_are_injected() -> None:
         "SLUICEWAY_WORKER_ID": {"fieldRef": {"fieldPath": "metadata.name"}},
     }
     volumes = {v["name"]: v for v in pod(deployment)["volumes"]}
-    assert volumes["sluiceway-token"]["projected"] == {"sources": [{"serviceAccountToken": {
-        "path": "token", "expirationSeconds": 3600}}]}
+    assert volumes["sluiceway-token"]["projected"] == {
+        "sources": [{"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}]
+    }
     assert volumes["tmp"] == {"name": "tmp", "emptyDir": {}}
     mounts = {m["name"]: m for m in container(deployment)["volumeMounts"]}
-    assert mounts["sluiceway-token"] == {"name": "sluiceway-token", "mountPath": "/var/run/secrets/sluiceway",
-                                         "readOnly": True}
+    assert mounts["sluiceway-token"] == {
+        "name": "sluiceway-token",
+        "mountPath": "/var/run/secrets/sluiceway",
+        "readOnly": True,
+    }
     assert mounts["tmp"]["mountPath"] == "/tmp"
     assert pod(deployment)["serviceAccountName"] == "default"
 
 
 def test_user_env_follows_and_may_override_an_injected_variable() -> None:
-    spec = workers(image="w:1", env=[{"name": "LOG_LEVEL", "value": "debug"},
-                                     {"name": "SLUICEWAY_URL", "value": "http://elsewhere:8080"}])
+    spec = workers(
+        image="w:1",
+        env=[{"name": "LOG_LEVEL", "value": "debug"}, {"name": "SLUICEWAY_URL", "value": "http://elsewhere:8080"}],
+    )
     names = [e["name"] for e in container_env("team-a", "t", spec, URL)]
     assert names.count("SLUICEWAY_URL") == 1 and names[-2:] == ["LOG_LEVEL", "SLUICEWAY_URL"]
     assert env(build(spec))["SLUICEWAY_URL"] == "http://elsewhere:8080"
@@ -106,14 +136,21 @@ def test_hardened_security_context() -> None:
     deployment = build()
     assert pod(deployment)["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     assert container(deployment)["securityContext"] == {
-        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
     }
 
 
 def test_the_container_runs_what_the_spec_says() -> None:
-    spec = workers(image="example.com/worker:2", command=["python", "-m", "sluiceway"], args=["worker", "app:w"],
-                   resources={"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
-                   serviceAccountName="exporter", concurrency=4)
+    spec = workers(
+        image="example.com/worker:2",
+        command=["python", "-m", "sluiceway"],
+        args=["worker", "app:w"],
+        resources={"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
+        serviceAccountName="exporter",
+        concurrency=4,
+    )
     deployment = build(spec)
     c = container(deployment)
     assert (c["name"], c["image"]) == ("worker", "example.com/worker:2")
@@ -163,36 +200,46 @@ def test_starting_replicas() -> None:
 def test_status_from_the_deployment() -> None:
     deployment = {**build(replicas=3), "status": {"replicas": 3, "updatedReplicas": 2, "readyReplicas": 1}}
     assert workers_status("export-report", "w:1", deployment) == {
-        "deployment": "export-report-workers", "image": "w:1", "desiredReplicas": 3,
-        "replicas": 3, "updatedReplicas": 2, "readyReplicas": 1,
+        "deployment": "export-report-workers",
+        "image": "w:1",
+        "desiredReplicas": 3,
+        "replicas": 3,
+        "updatedReplicas": 2,
+        "readyReplicas": 1,
     }
     assert workers_status("export-report", "w:1", build(replicas=2))["readyReplicas"] == 0
 
 
 # --- the model and its schema -------------------------------------------------
 
+
 def test_defaults() -> None:
     spec = workers()
     assert (spec.replicas, spec.concurrency, spec.service_account_name) == (1, 1, "default")
     assert spec.target_tasks_per_replica() == 1
     assert workers(concurrency=4, autoscaling={"maxReplicas": 3}).target_tasks_per_replica() == 4
-    assert workers(concurrency=4, autoscaling={"maxReplicas": 3, "targetTasksPerReplica": 10}
-                   ).target_tasks_per_replica() == 10
+    assert (
+        workers(concurrency=4, autoscaling={"maxReplicas": 3, "targetTasksPerReplica": 10}).target_tasks_per_replica()
+        == 10
+    )
     assert TaskDefinitionSpec.model_validate({"workers": {"image": "w:1"}}).workers == workers(image="w:1")
 
 
-@pytest.mark.parametrize("bad", [
-    {"replicas": -1},
-    {"concurrency": 0},
-    {"env": [{"name": "1BAD"}]},
-    {"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]},
-    {"serviceAccountName": "Not_A_Name"},
-    {"resources": {"requests": {"cpu": "one"}}},
-    {"autoscaling": {"minReplicas": 0}},
-    {"autoscaling": {"maxReplicas": 0}},
-    {"autoscaling": {"minReplicas": 3, "maxReplicas": 2}},
-    {"autoscaling": {"maxReplicas": 2, "targetTasksPerReplica": 0}},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"replicas": -1},
+        {"concurrency": 0},
+        {"env": [{"name": "1BAD"}]},
+        {"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]},
+        {"serviceAccountName": "Not_A_Name"},
+        {"resources": {"requests": {"cpu": "one"}}},
+        {"autoscaling": {"minReplicas": 0}},
+        {"autoscaling": {"maxReplicas": 0}},
+        {"autoscaling": {"minReplicas": 3, "maxReplicas": 2}},
+        {"autoscaling": {"maxReplicas": 2, "targetTasksPerReplica": 0}},
+    ],
+)
 def test_invalid_worker_specs_are_refused(bad: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         workers(**bad)

@@ -31,8 +31,7 @@ named by task type).
 
 
 def create_app(services: Services) -> FastAPI:
-    app = FastAPI(title="Sluiceway", version=__version__, description=DESCRIPTION,
-                  dependencies=[Depends(auth.enforce)])
+    app = FastAPI(title="Sluiceway", version=__version__, description=DESCRIPTION, dependencies=[Depends(auth.enforce)])
     app.state.services = services
     errors.install(app)
     app.include_router(executions.router)

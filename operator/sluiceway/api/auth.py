@@ -73,6 +73,7 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 # -- What each route asks ------------------------------------------------------
 
+
 class Names(enum.Enum):
     """Where a route's checks take resource names from."""
 
@@ -144,6 +145,7 @@ def checks(route: str, namespace: str, names: Iterable[str] = ()) -> list[Check]
 
 # -- Caches --------------------------------------------------------------------
 
+
 class Missing(enum.Enum):
     MISSING = 0
 
@@ -154,8 +156,9 @@ MISSING = Missing.MISSING
 class TtlCache(Generic[K, V]):
     """A bounded cache whose entries expire. `clock` is monotonic seconds."""
 
-    def __init__(self, ttl: float, max_entries: int = CACHE_ENTRIES,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, ttl: float, max_entries: int = CACHE_ENTRIES, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.ttl = ttl
         self.max_entries = max_entries
         self.clock = clock
@@ -217,6 +220,7 @@ def token_ttl(token: str, now: float, ceiling: float = TOKEN_TTL) -> float:
 
 # -- Identities ----------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Principal:
     user: str
@@ -224,8 +228,10 @@ class Principal:
 
 
 def service_account_principal(namespace: str, name: str) -> Principal:
-    return Principal(f"{SA_PREFIX}{namespace}:{name}",
-                     ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"))
+    return Principal(
+        f"{SA_PREFIX}{namespace}:{name}",
+        ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"),
+    )
 
 
 @dataclass(frozen=True)
@@ -248,6 +254,7 @@ class Identity:
 
 # -- API keys ------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ApiKey:
     secret: str  # the Secret's name
@@ -269,8 +276,10 @@ def parse_key_secret(secret: kubeauth.KeySecret) -> ApiKey | str:
         return f"Secret {secret.name}: the key is shorter than {MIN_KEY_LENGTH} bytes"
     sa_namespace, _, sa_name = (secret.service_account or "").strip().partition("/")
     if not _DNS_LABEL.match(sa_namespace) or not _DNS_SUBDOMAIN.match(sa_name):
-        return (f"Secret {secret.name}: annotation {kubeauth.SERVICE_ACCOUNT_ANNOTATION} must be "
-                f"<namespace>/<serviceaccount>")
+        return (
+            f"Secret {secret.name}: annotation {kubeauth.SERVICE_ACCOUNT_ANNOTATION} must be "
+            f"<namespace>/<serviceaccount>"
+        )
     return ApiKey(secret.name, digest(key), sa_namespace, sa_name)
 
 
@@ -334,13 +343,23 @@ def unauthenticated(message: str) -> ApiError:
 class Authenticator:
     """Identities from requests, and access decisions, with their caches."""
 
-    def __init__(self, kube: KubeClient, *, keys_namespace: str | None = None, allow_writes: bool = False,
-                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
-                 token_ttl: float = TOKEN_TTL, access_ttl: float = ACCESS_TTL, max_entries: int = CACHE_ENTRIES,
-                 key_refresh: float = KEY_REFRESH_SECONDS, keys_stale_after: float = KEYS_STALE_AFTER,
-                 review_token: ReviewToken = kubeauth.review_token,
-                 review_access: ReviewAccess = kubeauth.review_access,
-                 list_keys: ListKeys = kubeauth.list_key_secrets) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        *,
+        keys_namespace: str | None = None,
+        allow_writes: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        token_ttl: float = TOKEN_TTL,
+        access_ttl: float = ACCESS_TTL,
+        max_entries: int = CACHE_ENTRIES,
+        key_refresh: float = KEY_REFRESH_SECONDS,
+        keys_stale_after: float = KEYS_STALE_AFTER,
+        review_token: ReviewToken = kubeauth.review_token,
+        review_access: ReviewAccess = kubeauth.review_access,
+        list_keys: ListKeys = kubeauth.list_key_secrets,
+    ) -> None:
         self.kube = kube
         self.keys_namespace = keys_namespace if keys_namespace is not None else kubeauth.own_namespace()
         self.allow_writes = allow_writes
@@ -349,7 +368,8 @@ class Authenticator:
         self.key_refresh = key_refresh
         self.tokens: TtlCache[bytes, Principal | None] = TtlCache(token_ttl, max_entries, clock)
         self.access: TtlCache[tuple[str, tuple[str, ...], str, str, str, str, str], bool] = TtlCache(
-            access_ttl, max_entries, clock)
+            access_ttl, max_entries, clock
+        )
         self.keys = ApiKeys(clock, keys_stale_after)
         self._review_token = review_token
         self._review_access = review_access
@@ -448,8 +468,7 @@ class Authenticator:
             log.info("API keys are off: no SLUICEWAY_API_KEYS_NAMESPACE and not running in a pod")
             await stop.wait()
             return
-        log.info("API keys: Secrets labelled %s=true in namespace %s",
-                 kubeauth.API_KEY_LABEL, self.keys_namespace)
+        log.info("API keys: Secrets labelled %s=true in namespace %s", kubeauth.API_KEY_LABEL, self.keys_namespace)
         failing = False
         while not stop.is_set():
             try:
@@ -463,14 +482,21 @@ class Authenticator:
                 failing = True
             try:
                 await asyncio.wait_for(stop.wait(), self.key_refresh)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     # authorization
 
     async def allowed(self, principal: Principal, check: Check) -> bool:
-        key = (principal.user, principal.groups, check.verb, check.group, check.resource, check.namespace,
-               check.name or "")
+        key = (
+            principal.user,
+            principal.groups,
+            check.verb,
+            check.group,
+            check.resource,
+            check.namespace,
+            check.name or "",
+        )
         cached = self.access.get(key)
         if cached is not MISSING:
             return cached
@@ -478,12 +504,18 @@ class Authenticator:
         async def review() -> bool:
             try:
                 verdict = await self._review_access(
-                    self.kube, principal.user, principal.groups, group=check.group, resource=check.resource,
-                    verb=check.verb, namespace=check.namespace, name=check.name)
+                    self.kube,
+                    principal.user,
+                    principal.groups,
+                    group=check.group,
+                    resource=check.resource,
+                    verb=check.verb,
+                    namespace=check.namespace,
+                    name=check.name,
+                )
             except Exception as error:  # noqa: BLE001 - no verdict: refuse for now, cache nothing
                 log.warning("SubjectAccessReview failed: %s", type(error).__name__)
-                raise ApiError(503, "AUTH_UNAVAILABLE",
-                               "the Kubernetes API could not review the access") from error
+                raise ApiError(503, "AUTH_UNAVAILABLE", "the Kubernetes API could not review the access") from error
             self.access.put(key, verdict)
             return verdict
 
@@ -494,12 +526,13 @@ class Authenticator:
         if not wanted:
             return
         verdicts = await asyncio.gather(*(self.allowed(identity.principal, c) for c in wanted))
-        for check, verdict in zip(wanted, verdicts):
+        for check, verdict in zip(wanted, verdicts, strict=False):
             if not verdict:
                 raise ApiError(403, "FORBIDDEN", check.refusal(identity.user))
 
 
 # -- In the application --------------------------------------------------------
+
 
 def _services(request: Request) -> Services:
     found: Services = request.app.state.services
@@ -527,8 +560,7 @@ async def authorize(request: Request, svc: Services, route: str, namespace: str,
     await _authenticator(svc).authorize(identity_of(request), checks(route, namespace, names))
 
 
-async def authorize_tasks(request: Request, svc: Services, route: str, namespace: str,
-                          task_ids: Iterable[str]) -> None:
+async def authorize_tasks(request: Request, svc: Services, route: str, namespace: str, task_ids: Iterable[str]) -> None:
     """`authorize` on the task types of these tasks of `namespace`, found with
     one query. Tasks that are not in the namespace need no right: the store
     refuses them (404) and changes nothing."""
@@ -562,8 +594,11 @@ async def definition_write(request: Request) -> None:
         return
     identity = identity_of(request)
     if identity.via == "api-key" and identity.impersonate is None:
-        raise ApiError(403, "FORBIDDEN", "API keys may not write definitions: use a Kubernetes token "
-                                         "(or set SLUICEWAY_API_KEYS_ALLOW_WRITES)")
+        raise ApiError(
+            403,
+            "FORBIDDEN",
+            "API keys may not write definitions: use a Kubernetes token (or set SLUICEWAY_API_KEYS_ALLOW_WRITES)",
+        )
 
 
 definition_write.sluiceway_guard = "definition_write"  # type: ignore[attr-defined]
@@ -582,7 +617,8 @@ def checked(route: str) -> Callable[[F], F]:
 
 def guarded(route: APIRoute) -> bool:
     return bool(getattr(route.endpoint, "sluiceway_guard", None)) or any(
-        getattr(d.dependency, "sluiceway_guard", None) for d in route.dependencies)
+        getattr(d.dependency, "sluiceway_guard", None) for d in route.dependencies
+    )
 
 
 def api_routes(routes: Iterable[BaseRoute]) -> Iterator[APIRoute]:
@@ -641,5 +677,8 @@ def install(app: FastAPI, services: Services) -> None:
         return
     for route in api_routes(app.routes):
         if not _public(route.path) and not guarded(route):
-            log.error("route %s %s has no authorization rule: it refuses every caller",
-                      ",".join(sorted(route.methods or ())), route.path)
+            log.error(
+                "route %s %s has no authorization rule: it refuses every caller",
+                ",".join(sorted(route.methods or ())),
+                route.path,
+            )

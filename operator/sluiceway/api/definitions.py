@@ -71,10 +71,15 @@ def _kube_error(error: KubeError) -> ApiError:
     return ApiError(status, code, error.message)
 
 
-async def _write(kube: KubeClient, kind: ResourceKind, namespace: str, name: str, spec: dict[str, Any]
-                 ) -> dict[str, Any]:
-    manifest = {"apiVersion": API_VERSION, "kind": kind.kind, "metadata": {"name": name, "namespace": namespace},
-                "spec": spec}
+async def _write(
+    kube: KubeClient, kind: ResourceKind, namespace: str, name: str, spec: dict[str, Any]
+) -> dict[str, Any]:
+    manifest = {
+        "apiVersion": API_VERSION,
+        "kind": kind.kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
     try:
         applied = await kube.apply(kind.plural, namespace, name, manifest)
     except KubeError as error:
@@ -101,22 +106,30 @@ def _answer(obj: dict[str, Any], shape: dict[str, Any]) -> JSONResponse:
     body = {**shape, "resource": obj["metadata"]["name"]}
     if ready is None:
         return JSONResponse({**body, "status": "Pending"}, status_code=202)
-    body["status"] = {"ready": ready["status"] == "True", "reason": ready.get("reason"),
-                      "message": ready.get("message")}
+    body["status"] = {
+        "ready": ready["status"] == "True",
+        "reason": ready.get("reason"),
+        "message": ready.get("message"),
+    }
     if ready["status"] != "True":
         code = 409 if ready.get("reason") == "NameConflict" else 422
-        return JSONResponse({"error": ready.get("reason"), "message": ready.get("message"), **body},
-                            status_code=code)
+        return JSONResponse({"error": ready.get("reason"), "message": ready.get("message"), **body}, status_code=code)
     return JSONResponse(body)
 
 
-@router.post("/metadata/task-definitions", summary="Create or update a task definition",
-             responses={202: {"description": "Accepted, not reconciled yet"},
-                        409: {"description": "Another TaskDefinition owns this task type"},
-                        422: {"description": "Invalid: the message names the field"}},
-             dependencies=[Depends(auth.definition_write)])
-async def put_task_definition(namespace: NAMESPACE, body: TaskDefinitionBody, request: Request,
-                              svc: Services = Depends(services)) -> JSONResponse:
+@router.post(
+    "/metadata/task-definitions",
+    summary="Create or update a task definition",
+    responses={
+        202: {"description": "Accepted, not reconciled yet"},
+        409: {"description": "Another TaskDefinition owns this task type"},
+        422: {"description": "Invalid: the message names the field"},
+    },
+    dependencies=[Depends(auth.definition_write)],
+)
+async def put_task_definition(
+    namespace: NAMESPACE, body: TaskDefinitionBody, request: Request, svc: Services = Depends(services)
+) -> JSONResponse:
     resource = kube_name_for(body.name)
     spec = body.to_wire()
     if body.name == resource:
@@ -125,19 +138,24 @@ async def put_task_definition(namespace: NAMESPACE, body: TaskDefinitionBody, re
     return _answer(obj, body.to_wire())
 
 
-@router.get("/metadata/task-definitions", summary="Every task definition of the namespace",
-            dependencies=[Depends(auth.require("task_definitions"))])
+@router.get(
+    "/metadata/task-definitions",
+    summary="Every task definition of the namespace",
+    dependencies=[Depends(auth.require("task_definitions"))],
+)
 async def list_task_definitions(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, Any]]:
     async with svc.pool.acquire() as conn:
         found = await definitions.list_task_definitions(conn, namespace)
     return [{**d.spec, "name": d.name, "resource": d.resource_name, "generation": d.generation} for d in found]
 
 
-@router.get("/metadata/task-definitions/{name}", summary="One task definition",
-            responses={404: {"description": "No such task type"}},
-            dependencies=[Depends(auth.require("task_definition"))])
-async def get_task_definition(namespace: NAMESPACE, name: NAME, svc: Services = Depends(services)
-                              ) -> dict[str, Any]:
+@router.get(
+    "/metadata/task-definitions/{name}",
+    summary="One task definition",
+    responses={404: {"description": "No such task type"}},
+    dependencies=[Depends(auth.require("task_definition"))],
+)
+async def get_task_definition(namespace: NAMESPACE, name: NAME, svc: Services = Depends(services)) -> dict[str, Any]:
     async with svc.pool.acquire() as conn:
         found = await definitions.get_task_definition(conn, namespace, name)
     if found is None:
@@ -145,11 +163,15 @@ async def get_task_definition(namespace: NAMESPACE, name: NAME, svc: Services = 
     return {**found.spec, "name": found.name, "resource": found.resource_name, "generation": found.generation}
 
 
-@router.put("/semaphores/{name}", summary="Create or resize a semaphore",
-            responses={202: {"description": "Accepted, not reconciled yet"}},
-            dependencies=[Depends(auth.definition_write)])
-async def put_semaphore(namespace: NAMESPACE, name: NAME, body: SemaphoreBody, request: Request,
-                        svc: Services = Depends(services)) -> JSONResponse:
+@router.put(
+    "/semaphores/{name}",
+    summary="Create or resize a semaphore",
+    responses={202: {"description": "Accepted, not reconciled yet"}},
+    dependencies=[Depends(auth.definition_write)],
+)
+async def put_semaphore(
+    namespace: NAMESPACE, name: NAME, body: SemaphoreBody, request: Request, svc: Services = Depends(services)
+) -> JSONResponse:
     resource = kube_name_for(name)
     spec: dict[str, Any] = {"permits": body.permits}
     if name != resource:
@@ -158,17 +180,22 @@ async def put_semaphore(namespace: NAMESPACE, name: NAME, body: SemaphoreBody, r
     return _answer(obj, {"name": name, "permits": body.permits})
 
 
-@router.put("/quotas", summary="Set the namespace's quotas",
-            responses={202: {"description": "Accepted, not reconciled yet"}},
-            dependencies=[Depends(auth.definition_write)])
-async def put_quotas(namespace: NAMESPACE, body: QuotaSpec, request: Request,
-                     svc: Services = Depends(services)) -> JSONResponse:
+@router.put(
+    "/quotas",
+    summary="Set the namespace's quotas",
+    responses={202: {"description": "Accepted, not reconciled yet"}},
+    dependencies=[Depends(auth.definition_write)],
+)
+async def put_quotas(
+    namespace: NAMESPACE, body: QuotaSpec, request: Request, svc: Services = Depends(services)
+) -> JSONResponse:
     obj = await _write(caller(request, svc), QUOTA, namespace, QUOTA_OBJECT, body.to_wire())
     return _answer(obj, body.to_wire())
 
 
-@router.get("/quotas", summary="The namespace's quotas and current usage",
-            dependencies=[Depends(auth.require("quotas"))])
+@router.get(
+    "/quotas", summary="The namespace's quotas and current usage", dependencies=[Depends(auth.require("quotas"))]
+)
 async def get_quotas(namespace: NAMESPACE, svc: Services = Depends(services)) -> dict[str, Any]:
     async with svc.pool.acquire() as conn:
         rows = await diagnostics.quota_rows(conn, namespace)
@@ -183,13 +210,20 @@ async def get_quotas(namespace: NAMESPACE, svc: Services = Depends(services)) ->
         "maxExecutionsPerMinute": tightest([r.max_executions_per_minute for r in rows]),
         "maxWorkflowDefinitions": tightest([r.max_workflow_definitions for r in rows]),
         "maxSchedules": tightest([r.max_schedules for r in rows]),
-        "used": {"concurrentExecutions": used.concurrent_executions,
-                 "executionsThisMinute": used.executions_this_minute,
-                 "workflowDefinitions": used.workflow_definitions, "schedules": used.schedules},
-        "quotas": [{"name": r.name, "maxConcurrentExecutions": r.max_concurrent_executions,
-                    "maxExecutionsPerMinute": r.max_executions_per_minute,
-                    "maxWorkflowDefinitions": r.max_workflow_definitions, "maxSchedules": r.max_schedules}
-                   for r in rows],
+        "used": {
+            "concurrentExecutions": used.concurrent_executions,
+            "executionsThisMinute": used.executions_this_minute,
+            "workflowDefinitions": used.workflow_definitions,
+            "schedules": used.schedules,
+        },
+        "quotas": [
+            {
+                "name": r.name,
+                "maxConcurrentExecutions": r.max_concurrent_executions,
+                "maxExecutionsPerMinute": r.max_executions_per_minute,
+                "maxWorkflowDefinitions": r.max_workflow_definitions,
+                "maxSchedules": r.max_schedules,
+            }
+            for r in rows
+        ],
     }
-
-

@@ -26,23 +26,35 @@ def _time(value: datetime.datetime | None) -> str | None:
 
 
 def _queue(q: diagnostics.Queue) -> dict[str, object]:
-    return {"name": q.name, "ready": q.ready, "delayed": q.delayed, "inFlight": q.in_flight,
-            "pollers": q.pollers, "lastPollTime": _time(q.last_poll)}
+    return {
+        "name": q.name,
+        "ready": q.ready,
+        "delayed": q.delayed,
+        "inFlight": q.in_flight,
+        "pollers": q.pollers,
+        "lastPollTime": _time(q.last_poll),
+    }
 
 
-@router.get("/queues", summary="Every queue: ready, delayed and in-flight tasks, and recent pollers",
-            dependencies=[Depends(auth.require("queues"))])
+@router.get(
+    "/queues",
+    summary="Every queue: ready, delayed and in-flight tasks, and recent pollers",
+    dependencies=[Depends(auth.require("queues"))],
+)
 async def queues(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, object]]:
     async with svc.pool.acquire() as conn:
         return [_queue(q) for q in await diagnostics.queues(conn, namespace)]
 
 
-@router.get("/queues/workers", summary="Who polled which queue, and when",
-            dependencies=[Depends(auth.require("queue_workers"))])
+@router.get(
+    "/queues/workers", summary="Who polled which queue, and when", dependencies=[Depends(auth.require("queue_workers"))]
+)
 async def workers(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, object]]:
     async with svc.pool.acquire() as conn:
-        return [{"queue": queue, "workerId": worker, "lastPollTime": _time(at)}
-                for queue, worker, at in await diagnostics.workers(conn, namespace)]
+        return [
+            {"queue": queue, "workerId": worker, "lastPollTime": _time(at)}
+            for queue, worker, at in await diagnostics.workers(conn, namespace)
+        ]
 
 
 @router.get("/queues/{name}/depth", summary="One queue's depth", dependencies=[Depends(auth.require("queue_depth"))])
@@ -52,25 +64,39 @@ async def depth(namespace: NAMESPACE, name: NAME, svc: Services = Depends(servic
     return _queue(found[0] if found else diagnostics.Queue(name, 0, 0, 0, 0, None))
 
 
-@router.get("/semaphores", summary="Every semaphore: permits and how many are held",
-            dependencies=[Depends(auth.require("semaphores"))])
+@router.get(
+    "/semaphores",
+    summary="Every semaphore: permits and how many are held",
+    dependencies=[Depends(auth.require("semaphores"))],
+)
 async def semaphores(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, object]]:
     async with svc.pool.acquire() as conn:
-        return [{"name": s.name, "permits": s.permits, "held": s.held}
-                for s in await diagnostics.semaphores(conn, namespace)]
+        return [
+            {"name": s.name, "permits": s.permits, "held": s.held}
+            for s in await diagnostics.semaphores(conn, namespace)
+        ]
 
 
-@router.get("/semaphores/{name}", summary="One semaphore and the tasks holding it",
-            dependencies=[Depends(auth.require("semaphore"))])
+@router.get(
+    "/semaphores/{name}",
+    summary="One semaphore and the tasks holding it",
+    dependencies=[Depends(auth.require("semaphore"))],
+)
 async def semaphore(namespace: NAMESPACE, name: NAME, svc: Services = Depends(services)) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
         found = await diagnostics.semaphores(conn, namespace, name)
         if not found:
             raise ApiError(404, "NOT_FOUND", f"no semaphore {name} in namespace {namespace}")
         holders = await diagnostics.holders(conn, namespace, name)
-    return {"name": name, "permits": found[0].permits, "held": found[0].held,
-            "holders": [{"taskId": h.task_id, "executionId": h.execution_id, "taskType": h.task_type,
-                         "since": _time(h.since)} for h in holders]}
+    return {
+        "name": name,
+        "permits": found[0].permits,
+        "held": found[0].held,
+        "holders": [
+            {"taskId": h.task_id, "executionId": h.execution_id, "taskType": h.task_type, "since": _time(h.since)}
+            for h in holders
+        ],
+    }
 
 
 def _reasons(reasons: list[Reason]) -> list[dict[str, object]]:
@@ -91,8 +117,11 @@ def _uuid_or(value: str, missing: ApiError) -> uuid.UUID:
         raise missing from error
 
 
-@router.get("/executions/{execution_id}/why", summary="Why is this run not further along?",
-            dependencies=[Depends(auth.require("why_run"))])
+@router.get(
+    "/executions/{execution_id}/why",
+    summary="Why is this run not further along?",
+    dependencies=[Depends(auth.require("why_run"))],
+)
 async def why_run(namespace: NAMESPACE, execution_id: str, svc: Services = Depends(services)) -> dict[str, object]:
     missing = ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
     key = _uuid_or(execution_id, missing)
@@ -100,12 +129,18 @@ async def why_run(namespace: NAMESPACE, execution_id: str, svc: Services = Depen
         facts = await diagnostics.run_facts(conn, namespace, key, svc.definitions, svc.defaults)
     if facts is None:
         raise missing
-    return {"executionId": facts.execution_id, "workflow": facts.workflow, "status": facts.status,
-            "awaitingAdmission": facts.awaiting_admission, "reasons": _reasons(explain(facts))}
+    return {
+        "executionId": facts.execution_id,
+        "workflow": facts.workflow,
+        "status": facts.status,
+        "awaitingAdmission": facts.awaiting_admission,
+        "reasons": _reasons(explain(facts)),
+    }
 
 
-@router.get("/tasks/{task_id}/why", summary="Why is this task not running?",
-            dependencies=[Depends(auth.require("why_task"))])
+@router.get(
+    "/tasks/{task_id}/why", summary="Why is this task not running?", dependencies=[Depends(auth.require("why_task"))]
+)
 async def why_task(namespace: NAMESPACE, task_id: str, svc: Services = Depends(services)) -> dict[str, object]:
     missing = ApiError(404, "NOT_FOUND", f"no task {task_id} in namespace {namespace}")
     key = _uuid_or(task_id, missing)

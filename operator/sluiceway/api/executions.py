@@ -27,55 +27,103 @@ def _time(value: datetime.datetime | None) -> str | None:
 def start_error(outcome: executions.Refused | executions.WorkflowNotFound) -> ApiError:
     if isinstance(outcome, executions.WorkflowNotFound):
         return ApiError(404, "WORKFLOW_NOT_FOUND", outcome.message)
-    return ApiError(outcome.http_status, outcome.body.get("error", "REFUSED"), outcome.message,
-                    control=outcome.control, **{k: v for k, v in outcome.body.items() if k != "error"})
+    return ApiError(
+        outcome.http_status,
+        outcome.body.get("error", "REFUSED"),
+        outcome.message,
+        control=outcome.control,
+        **{k: v for k, v in outcome.body.items() if k != "error"},
+    )
 
 
-@router.post("", status_code=201, response_model=StartResponse, response_model_by_alias=True,
-             responses={404: {"description": "No such workflow"},
-                        409: {"description": "LIMIT_EXCEEDED: maxConcurrentExecutions"},
-                        429: {"description": "A namespace quota: {quota, limit, current, retryAfterSeconds}"}},
-             summary="Start a run", dependencies=[Depends(auth.require("start"))])
+@router.post(
+    "",
+    status_code=201,
+    response_model=StartResponse,
+    response_model_by_alias=True,
+    responses={
+        404: {"description": "No such workflow"},
+        409: {"description": "LIMIT_EXCEEDED: maxConcurrentExecutions"},
+        429: {"description": "A namespace quota: {quota, limit, current, retryAfterSeconds}"},
+    },
+    summary="Start a run",
+    dependencies=[Depends(auth.require("start"))],
+)
 async def start(namespace: NAMESPACE, request: StartRequest, svc: Services = Depends(services)) -> StartResponse:
     async with svc.pool.acquire() as conn, conn.transaction():
-        outcome = await executions.start_run(conn, namespace, request.name, request.version, request.input,
-                                             correlation_id=request.correlation_id)
+        outcome = await executions.start_run(
+            conn, namespace, request.name, request.version, request.input, correlation_id=request.correlation_id
+        )
     if not isinstance(outcome, executions.Started):
         raise start_error(outcome)
     return StartResponse(id=outcome.id, status=outcome.status, awaiting_admission=outcome.awaiting_admission)
 
 
-@router.get("/{execution_id}", response_model=ExecutionView, response_model_by_alias=True,
-            responses={404: {"description": "No such run in this namespace"}}, summary="Read a run and its tasks",
-            dependencies=[Depends(auth.require("get_run"))])
-async def get(namespace: NAMESPACE, execution_id: EXECUTION_ID, include_tasks: bool = True,
-              svc: Services = Depends(services)) -> ExecutionView:
+@router.get(
+    "/{execution_id}",
+    response_model=ExecutionView,
+    response_model_by_alias=True,
+    responses={404: {"description": "No such run in this namespace"}},
+    summary="Read a run and its tasks",
+    dependencies=[Depends(auth.require("get_run"))],
+)
+async def get(
+    namespace: NAMESPACE, execution_id: EXECUTION_ID, include_tasks: bool = True, svc: Services = Depends(services)
+) -> ExecutionView:
     async with svc.pool.acquire() as conn:
         run = await executions.get_run(conn, namespace, execution_id)
         if run is None:
             raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
         tasks = await executions.get_tasks(conn, execution_id) if include_tasks else []
     return ExecutionView(
-        id=run.id, namespace=run.namespace, workflow_name=run.workflow_name, workflow_version=run.workflow_version,
-        status=run.status, awaiting_admission=run.awaiting_admission, reason_for_incompletion=run.reason,
-        correlation_id=run.correlation_id, parent_workflow_id=run.parent_execution_id,
-        workflow_run=run.resource_name, input=run.input, output=run.output, start_time=_time(run.created_at) or "",
-        end_time=_time(run.ended_at), sla_breached_at=_time(run.sla_breached_at),
+        id=run.id,
+        namespace=run.namespace,
+        workflow_name=run.workflow_name,
+        workflow_version=run.workflow_version,
+        status=run.status,
+        awaiting_admission=run.awaiting_admission,
+        reason_for_incompletion=run.reason,
+        correlation_id=run.correlation_id,
+        parent_workflow_id=run.parent_execution_id,
+        workflow_run=run.resource_name,
+        input=run.input,
+        output=run.output,
+        start_time=_time(run.created_at) or "",
+        end_time=_time(run.ended_at),
+        sla_breached_at=_time(run.sla_breached_at),
         tasks=[
-            TaskView(task_id=t.id, reference_name=t.ref, task_type=t.name, type=t.type, status=t.status,
-                     attempt=t.attempt, reason=t.reason, worker_id=t.worker_id, scheduled_at=_time(t.created_at) or "",
-                     available_at=_time(t.available_at) or "", started_at=_time(t.leased_at),
-                     ended_at=_time(t.ended_at), input=t.input, output=t.output,
-                     sub_workflow_id=t.child_execution_id)
+            TaskView(
+                task_id=t.id,
+                reference_name=t.ref,
+                task_type=t.name,
+                type=t.type,
+                status=t.status,
+                attempt=t.attempt,
+                reason=t.reason,
+                worker_id=t.worker_id,
+                scheduled_at=_time(t.created_at) or "",
+                available_at=_time(t.available_at) or "",
+                started_at=_time(t.leased_at),
+                ended_at=_time(t.ended_at),
+                input=t.input,
+                output=t.output,
+                sub_workflow_id=t.child_execution_id,
+            )
             for t in tasks
         ],
     )
 
 
-@router.post("/{execution_id}/decide", status_code=202, summary="Force an evaluation",
-             responses={404: {"description": "No such run"}}, dependencies=[Depends(auth.require("decide"))])
-async def force_decide(namespace: NAMESPACE, execution_id: EXECUTION_ID,
-                       svc: Services = Depends(services)) -> JSONResponse:
+@router.post(
+    "/{execution_id}/decide",
+    status_code=202,
+    summary="Force an evaluation",
+    responses={404: {"description": "No such run"}},
+    dependencies=[Depends(auth.require("decide"))],
+)
+async def force_decide(
+    namespace: NAMESPACE, execution_id: EXECUTION_ID, svc: Services = Depends(services)
+) -> JSONResponse:
     """An escape hatch and a diagnostic: if this unsticks a run, something
     failed to enqueue an evaluation."""
     async with svc.pool.acquire() as conn, conn.transaction():
@@ -86,11 +134,19 @@ async def force_decide(namespace: NAMESPACE, execution_id: EXECUTION_ID,
     return JSONResponse({"status": "queued", "id": run.id}, status_code=202)
 
 
-@router.post("/{execution_id}/terminate", status_code=202, summary="Terminate a running run",
-             responses={404: {"description": "No such run"}, 409: {"description": "The run is not running"}},
-             dependencies=[Depends(auth.require("terminate"))])
-async def terminate(namespace: NAMESPACE, execution_id: EXECUTION_ID, request: TerminateRequest | None = None,
-                    svc: Services = Depends(services)) -> JSONResponse:
+@router.post(
+    "/{execution_id}/terminate",
+    status_code=202,
+    summary="Terminate a running run",
+    responses={404: {"description": "No such run"}, 409: {"description": "The run is not running"}},
+    dependencies=[Depends(auth.require("terminate"))],
+)
+async def terminate(
+    namespace: NAMESPACE,
+    execution_id: EXECUTION_ID,
+    request: TerminateRequest | None = None,
+    svc: Services = Depends(services),
+) -> JSONResponse:
     reason = request.reason if request else "terminated by request"
     async with svc.pool.acquire() as conn, conn.transaction():
         run = await executions.get_run(conn, namespace, execution_id)

@@ -33,8 +33,7 @@ class Services:
         if self.notifications is not None:
             self.notifications.caches.append(self.definitions)
 
-    async def policies(self, conn: asyncpg.Connection, namespace: str, task_types: list[str]
-                       ) -> dict[str, TaskPolicy]:
+    async def policies(self, conn: asyncpg.Connection, namespace: str, task_types: list[str]) -> dict[str, TaskPolicy]:
         specs = await self.definitions.get_many(conn, namespace, task_types)
         return {t: resolve(specs.get(t), self.defaults) for t in task_types}
 

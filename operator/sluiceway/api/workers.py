@@ -14,6 +14,8 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from sluiceway.api import auth
 from sluiceway.api.errors import ApiError
 from sluiceway.api.services import Services, services
+from sluiceway.controls.gates import GateHold
+from sluiceway.controls.policy import TaskPolicy
 from sluiceway.model.execution import (
     Heartbeat,
     HeartbeatBatch,
@@ -23,8 +25,6 @@ from sluiceway.model.execution import (
     ResultBatchResponse,
     TaskResult,
 )
-from sluiceway.controls.gates import GateHold
-from sluiceway.controls.policy import TaskPolicy
 from sluiceway.observability import metrics
 from sluiceway.store import leasing, results
 
@@ -41,9 +41,14 @@ router = APIRouter(prefix="/v1/ns/{namespace}/tasks", tags=["workers"])
 def _leased(lease: leasing.Lease) -> dict[str, object]:
     """The LeasedTask wire shape, built directly: polls are the hot path."""
     return {
-        "taskId": lease.task_id, "epoch": lease.epoch, "taskType": lease.task_type,
-        "executionId": lease.execution_id, "referenceName": lease.ref, "attempt": lease.attempt,
-        "input": lease.input, "responseTimeoutSeconds": lease.response_timeout,
+        "taskId": lease.task_id,
+        "epoch": lease.epoch,
+        "taskType": lease.task_type,
+        "executionId": lease.execution_id,
+        "referenceName": lease.ref,
+        "attempt": lease.attempt,
+        "input": lease.input,
+        "responseTimeoutSeconds": lease.response_timeout,
         "heartbeatTimeoutSeconds": lease.heartbeat_timeout,
         "startToCloseTimeoutSeconds": lease.start_to_close_timeout,
     }
@@ -53,8 +58,9 @@ def _json(body: object, status: int = 200) -> Response:
     return Response(orjson.dumps(body), status_code=status, media_type="application/json")
 
 
-async def _lease_once(svc: Services, namespace: str, request: PollRequest, policies: dict[str, TaskPolicy]
-                      ) -> tuple[list[leasing.Lease], list[GateHold]]:
+async def _lease_once(
+    svc: Services, namespace: str, request: PollRequest, policies: dict[str, TaskPolicy]
+) -> tuple[list[leasing.Lease], list[GateHold]]:
     started = time.perf_counter()
     leased: list[leasing.Lease] = []
     holds: list[GateHold] = []
@@ -63,8 +69,9 @@ async def _lease_once(svc: Services, namespace: str, request: PollRequest, polic
             remaining = request.count - len(leased)
             if remaining <= 0:
                 break
-            outcome = await leasing.lease(conn, namespace, task_type, request.worker_id, remaining,
-                                          policies[task_type].gates)
+            outcome = await leasing.lease(
+                conn, namespace, task_type, request.worker_id, remaining, policies[task_type].gates
+            )
             leased.extend(outcome.leases)
             holds.extend(outcome.holds)
         due = svc.should_record_poll(namespace, request.task_types, request.worker_id)
@@ -78,12 +85,20 @@ async def _lease_once(svc: Services, namespace: str, request: PollRequest, polic
     return leased, holds
 
 
-@router.post("/poll", response_model=PollResponse, response_model_by_alias=True, summary="Lease tasks (long poll)",
-             responses={401: {"description": "No valid token or API key"},
-                        403: {"description": "The caller may not `poll` one of these task types here"}})
+@router.post(
+    "/poll",
+    response_model=PollResponse,
+    response_model_by_alias=True,
+    summary="Lease tasks (long poll)",
+    responses={
+        401: {"description": "No valid token or API key"},
+        403: {"description": "The caller may not `poll` one of these task types here"},
+    },
+)
 @auth.checked("poll")
-async def poll(namespace: NAMESPACE, request: PollRequest, http: Request,
-               svc: Services = Depends(services)) -> Response:
+async def poll(
+    namespace: NAMESPACE, request: PollRequest, http: Request, svc: Services = Depends(services)
+) -> Response:
     """Lease up to `count` tasks of the given types, within each type's gates
     (concurrentExecLimit, rate limit, semaphores: the most restrictive wins).
     When none can be leased, the request is held open up to
@@ -93,10 +108,10 @@ async def poll(namespace: NAMESPACE, request: PollRequest, http: Request,
     async with svc.pool.acquire() as conn:
         policies = await svc.policies(conn, namespace, request.task_types)
     ceiling = max(p.timeouts.poll_timeout for p in policies.values())
-    timeout = min(request.poll_timeout_seconds if request.poll_timeout_seconds is not None
-                  else DEFAULT_POLL_TIMEOUT, ceiling)
-    wake_keys = list(request.task_types) + sorted(
-        {f"@sem:{s}" for p in policies.values() for s in p.gates.semaphores})
+    timeout = min(
+        request.poll_timeout_seconds if request.poll_timeout_seconds is not None else DEFAULT_POLL_TIMEOUT, ceiling
+    )
+    wake_keys = list(request.task_types) + sorted({f"@sem:{s}" for p in policies.values() for s in p.gates.semaphores})
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
@@ -130,12 +145,17 @@ async def _apply(svc: Services, namespace: str, batch: list[TaskResult]) -> dict
     return outcomes
 
 
-@router.post("/results", response_model=ResultBatchResponse, response_model_by_alias=True,
-             responses={207: {"model": ResultBatchResponse, "description": "Some results were refused"}},
-             summary="Report results of several tasks in one request")
+@router.post(
+    "/results",
+    response_model=ResultBatchResponse,
+    response_model_by_alias=True,
+    responses={207: {"model": ResultBatchResponse, "description": "Some results were refused"}},
+    summary="Report results of several tasks in one request",
+)
 @auth.checked("results")
-async def report_results(namespace: NAMESPACE, batch: ResultBatch, http: Request,
-                         svc: Services = Depends(services)) -> Response:
+async def report_results(
+    namespace: NAMESPACE, batch: ResultBatch, http: Request, svc: Services = Depends(services)
+) -> Response:
     """200 when every result was applied; 207 with a code per task otherwise
     (404 unknown task, 409 stale epoch or no longer leased)."""
     await auth.authorize_tasks(http, svc, "results", namespace, [r.task_id for r in batch.results])
@@ -150,11 +170,15 @@ async def report_results(namespace: NAMESPACE, batch: ResultBatch, http: Request
     return _json({"results": items}, 200 if all(i["code"] == 200 for i in items) else 207)
 
 
-@router.post("/{task_id}/result", summary="Report the result of one task",
-             responses={404: {"description": "Unknown task"}, 409: {"description": "Stale epoch or not leased"}})
+@router.post(
+    "/{task_id}/result",
+    summary="Report the result of one task",
+    responses={404: {"description": "Unknown task"}, 409: {"description": "Stale epoch or not leased"}},
+)
 @auth.checked("result")
-async def report_result(namespace: NAMESPACE, task_id: TASK_ID, result: TaskResult, http: Request,
-                        svc: Services = Depends(services)) -> dict[str, str]:
+async def report_result(
+    namespace: NAMESPACE, task_id: TASK_ID, result: TaskResult, http: Request, svc: Services = Depends(services)
+) -> dict[str, str]:
     if result.task_id != task_id:
         raise ApiError(422, "INVALID_REQUEST", f"taskId {result.task_id} does not match the path's {task_id}")
     await auth.authorize_tasks(http, svc, "result", namespace, [task_id])
@@ -166,8 +190,9 @@ async def report_result(namespace: NAMESPACE, task_id: TASK_ID, result: TaskResu
 
 @router.post("/heartbeats", summary="Renew the leases of several tasks")
 @auth.checked("heartbeats")
-async def heartbeats(namespace: NAMESPACE, batch: HeartbeatBatch, http: Request,
-                     svc: Services = Depends(services)) -> dict[str, list[str]]:
+async def heartbeats(
+    namespace: NAMESPACE, batch: HeartbeatBatch, http: Request, svc: Services = Depends(services)
+) -> dict[str, list[str]]:
     """`alive`: leases renewed. `gone`: tasks no longer leased under that epoch
     (completed elsewhere, timed out, canceled): stop working on them."""
     await auth.authorize_tasks(http, svc, "heartbeats", namespace, [b.task_id for b in batch.heartbeats])
@@ -176,11 +201,15 @@ async def heartbeats(namespace: NAMESPACE, batch: HeartbeatBatch, http: Request,
     return {"alive": sorted(alive), "gone": sorted({b.task_id for b in batch.heartbeats} - alive)}
 
 
-@router.post("/{task_id}/heartbeat", summary="Renew one lease",
-             responses={409: {"description": "No longer leased under this epoch: stop working on it"}})
+@router.post(
+    "/{task_id}/heartbeat",
+    summary="Renew one lease",
+    responses={409: {"description": "No longer leased under this epoch: stop working on it"}},
+)
 @auth.checked("heartbeat")
-async def heartbeat(namespace: NAMESPACE, task_id: TASK_ID, beat: Heartbeat, http: Request,
-                    svc: Services = Depends(services)) -> dict[str, str]:
+async def heartbeat(
+    namespace: NAMESPACE, task_id: TASK_ID, beat: Heartbeat, http: Request, svc: Services = Depends(services)
+) -> dict[str, str]:
     await auth.authorize_tasks(http, svc, "heartbeat", namespace, [task_id])
     async with svc.pool.acquire() as conn:
         alive = await leasing.heartbeat(conn, namespace, [(task_id, beat.epoch)])

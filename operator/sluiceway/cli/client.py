@@ -5,7 +5,6 @@ that names what went wrong."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from dataclasses import dataclass
@@ -62,7 +61,7 @@ class Api:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout)) as session:
                 async with session.get(address, headers=headers) as response:
                     status, text = response.status, await response.text()
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
+        except (TimeoutError, aiohttp.ClientError, OSError) as error:
             detail = str(error) or type(error).__name__
             raise CommandError(f"cannot reach the Sluiceway API at {self.url}: {detail}") from error
         body = _decode(text)
@@ -112,8 +111,10 @@ async def get_resource(plural: str, namespace: str, name: str, kubeconfig: str |
     try:
         return await kube.get(plural, namespace, name)
     except KubeError as error:
-        raise CommandError(f"cannot read {plural}/{name} in namespace {namespace}: {error.message} "
-                           f"(HTTP {error.status} from the Kubernetes API)") from error
+        raise CommandError(
+            f"cannot read {plural}/{name} in namespace {namespace}: {error.message} "
+            f"(HTTP {error.status} from the Kubernetes API)"
+        ) from error
     except (urllib3.exceptions.HTTPError, OSError) as error:
         raise CommandError(f"cannot reach the Kubernetes API at {kube.api.configuration.host}: {error}") from error
     finally:
@@ -131,7 +132,8 @@ def _kube_client(kubeconfig: str | None) -> KubeClient:
         configuration = kubernetes.client.Configuration()
         # An explicit file: KubeClient.from_environment() only reads $KUBECONFIG.
         kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig, client_configuration=configuration)
+            config_file=kubeconfig, client_configuration=configuration
+        )
         return KubeClient(kubernetes.client.ApiClient(configuration))
     except (kubernetes.config.ConfigException, OSError) as error:
         where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"

@@ -112,15 +112,22 @@ def workflow_run_answer(name: str, namespace: str, obj: dict[str, Any] | None) -
     phase = status.get("phase")
     body = {"workflowRun": name, "namespace": namespace, "status": status}
     if not phase:
-        return Answer([f"workflowrun {name} has no run yet",
-                       f"{BLOCKING} operator  the operator has not started this WorkflowRun yet: is it running "
-                       f"and watching namespace {namespace}?"], 1, body)
+        return Answer(
+            [
+                f"workflowrun {name} has no run yet",
+                f"{BLOCKING} operator  the operator has not started this WorkflowRun yet: is it running "
+                f"and watching namespace {namespace}?",
+            ],
+            1,
+            body,
+        )
     reason = status.get("reasonForIncompletion") or _condition_message(status) or "no reason given"
     if phase == "Pending":
         return Answer([f"workflowrun {name} is Pending", f"{BLOCKING} pending  {reason}"], 1, body)
     control = status.get("control") or str(phase).lower()
-    return Answer([f"workflowrun {name} is {phase}; no run was started",
-                   f"{INFORMATIONAL} {control}  {reason}"], 0, body)
+    return Answer(
+        [f"workflowrun {name} is {phase}; no run was started", f"{INFORMATIONAL} {control}  {reason}"], 0, body
+    )
 
 
 def _condition_message(status: dict[str, Any]) -> str | None:
@@ -144,8 +151,9 @@ async def answer(target: Target, namespace: str, api: Api, kubeconfig: str | Non
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", help="run id (UUID), task/<uuid>, or workflowrun/<name> (also wfr/, run/)")
-    parser.add_argument("-n", "--namespace",
-                        help="namespace ($SLUICEWAY_NAMESPACE, else the kubeconfig context's, else default)")
+    parser.add_argument(
+        "-n", "--namespace", help="namespace ($SLUICEWAY_NAMESPACE, else the kubeconfig context's, else default)"
+    )
     parser.add_argument("--url", help=f"API base URL ($SLUICEWAY_URL, else {DEFAULT_URL})")
     parser.add_argument("--token", help="bearer token ($SLUICEWAY_TOKEN)")
     parser.add_argument("--token-file", help="file holding a bearer token ($SLUICEWAY_TOKEN_FILE)")
@@ -156,8 +164,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _namespace(args: argparse.Namespace) -> str:
-    return (args.namespace or os.environ.get("SLUICEWAY_NAMESPACE")
-            or kubeconfig_namespace(args.kubeconfig) or "default")
+    return args.namespace or os.environ.get("SLUICEWAY_NAMESPACE") or kubeconfig_namespace(args.kubeconfig) or "default"
 
 
 def _credentials(args: argparse.Namespace) -> Credentials:

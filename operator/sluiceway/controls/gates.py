@@ -49,24 +49,28 @@ def window_start(now: float, size: int) -> float:
     return math.floor(now / size) * size
 
 
-def allowance(requested: int, gates: Gates, in_flight: int, window: Window | None,
-              semaphores: list[SemaphoreState], now: float) -> tuple[int, list[GateHold]]:
+def allowance(
+    requested: int, gates: Gates, in_flight: int, window: Window | None, semaphores: list[SemaphoreState], now: float
+) -> tuple[int, list[GateHold]]:
     allowed = requested
     holds: list[GateHold] = []
     if gates.concurrent_exec_limit:
         free = max(gates.concurrent_exec_limit - in_flight, 0)
         if free == 0:
-            holds.append(GateHold("concurrentExecLimit",
-                                  f"{in_flight}/{gates.concurrent_exec_limit} in flight"))
+            holds.append(GateHold("concurrentExecLimit", f"{in_flight}/{gates.concurrent_exec_limit} in flight"))
         allowed = min(allowed, free)
     if gates.rate_limit_per_frequency and window is not None:
         tokens = max(gates.rate_limit_per_frequency - window.used, 0)
         if tokens == 0:
             wait = window.remaining_seconds(now)
-            holds.append(GateHold(
-                "rateLimit",
-                f"{window.used}/{gates.rate_limit_per_frequency} this window of {window.size} s, "
-                f"next window in {math.ceil(wait)} s", retry_in=wait))
+            holds.append(
+                GateHold(
+                    "rateLimit",
+                    f"{window.used}/{gates.rate_limit_per_frequency} this window of {window.size} s, "
+                    f"next window in {math.ceil(wait)} s",
+                    retry_in=wait,
+                )
+            )
         allowed = min(allowed, tokens)
     for semaphore in semaphores:
         if semaphore.free == 0:

@@ -98,15 +98,19 @@ def resolve(
     spec = definition or TaskDefinitionSpec()
     builtin = RetryPolicy()
     retry = RetryPolicy(
-        retry_count=_layered(task.retry_count if task else None, spec.retry_count, defaults.retry_count,
-                             builtin=builtin.retry_count),
+        retry_count=_layered(
+            task.retry_count if task else None, spec.retry_count, defaults.retry_count, builtin=builtin.retry_count
+        ),
         retry_logic=_layered(spec.retry_logic, defaults.retry_logic, builtin=builtin.retry_logic),
-        retry_delay_seconds=_layered(spec.retry_delay_seconds, defaults.retry_delay_seconds,
-                                     builtin=builtin.retry_delay_seconds),
-        backoff_scale_factor=_layered(spec.backoff_scale_factor, defaults.backoff_scale_factor,
-                                      builtin=builtin.backoff_scale_factor),
-        max_retry_delay_seconds=_layered(spec.max_retry_delay_seconds, defaults.max_retry_delay_seconds,
-                                         builtin=builtin.max_retry_delay_seconds),
+        retry_delay_seconds=_layered(
+            spec.retry_delay_seconds, defaults.retry_delay_seconds, builtin=builtin.retry_delay_seconds
+        ),
+        backoff_scale_factor=_layered(
+            spec.backoff_scale_factor, defaults.backoff_scale_factor, builtin=builtin.backoff_scale_factor
+        ),
+        max_retry_delay_seconds=_layered(
+            spec.max_retry_delay_seconds, defaults.max_retry_delay_seconds, builtin=builtin.max_retry_delay_seconds
+        ),
         jitter=_layered(spec.jitter, defaults.jitter, builtin=builtin.jitter),
         retry_budget=_layered(spec.retry_budget, defaults.retry_budget, builtin=builtin.retry_budget),
         non_retryable_errors=tuple(spec.non_retryable_errors or ()),

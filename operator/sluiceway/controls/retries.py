@@ -66,20 +66,33 @@ def decide(
     if failed.status is TaskStatus.FAILED_WITH_TERMINAL_ERROR:
         return _give_up(policy, TaskStatus.FAILED, GiveUpCause.TERMINAL, "terminal error: never retried")
     if failed.status is TaskStatus.TIMED_OUT and policy.timeouts.policy is not TimeoutPolicy.RETRY:
-        return _give_up(policy, TaskStatus.TIMED_OUT, GiveUpCause.TIMED_OUT,
-                        "timed out under timeoutPolicy TIME_OUT_WF: a timeout buys no retry")
+        return _give_up(
+            policy,
+            TaskStatus.TIMED_OUT,
+            GiveUpCause.TIMED_OUT,
+            "timed out under timeoutPolicy TIME_OUT_WF: a timeout buys no retry",
+        )
     if failed.status is TaskStatus.FAILED:
         matched = next((e for e in retry.non_retryable_errors if e and e in failed.reason), None)
         if matched is not None:
-            return _give_up(policy, TaskStatus.FAILED, GiveUpCause.NON_RETRYABLE,
-                            f"reason matches nonRetryableErrors entry {matched!r}")
+            return _give_up(
+                policy,
+                TaskStatus.FAILED,
+                GiveUpCause.NON_RETRYABLE,
+                f"reason matches nonRetryableErrors entry {matched!r}",
+            )
     if failed.attempt > retry.retry_count:
-        return _give_up(policy, failed.status, GiveUpCause.EXHAUSTED,
-                        f"retries exhausted: retryCount {retry.retry_count}")
+        return _give_up(
+            policy, failed.status, GiveUpCause.EXHAUSTED, f"retries exhausted: retryCount {retry.retry_count}"
+        )
     if budget_spent(budget, retry.retry_budget):
-        return _give_up(policy, failed.status, GiveUpCause.BUDGET,
-                        f"retry budget spent: {budget.retries}/{budget.executions} executions in the last "
-                        f"{budget.window_seconds:.0f} s were retries (retryBudget {retry.retry_budget})")
+        return _give_up(
+            policy,
+            failed.status,
+            GiveUpCause.BUDGET,
+            f"retry budget spent: {budget.retries}/{budget.executions} executions in the last "
+            f"{budget.window_seconds:.0f} s were retries (retryBudget {retry.retry_budget})",
+        )
     if failed.retry_after_seconds is not None:
         # An explicit delay is honored exactly (no jitter), under the operator-wide ceiling.
         delay = min(max(failed.retry_after_seconds, 0.0), retry.max_retry_backoff_seconds)
@@ -88,6 +101,10 @@ def decide(
     if failed.schedule_to_close_at is not None:
         due = now + datetime.timedelta(seconds=delay)
         if due > failed.schedule_to_close_at:
-            return _give_up(policy, TaskStatus.FAILED, GiveUpCause.DEADLINE,
-                            "DeadlineExceeded: the next retry would land past scheduleToCloseTimeout")
+            return _give_up(
+                policy,
+                TaskStatus.FAILED,
+                GiveUpCause.DEADLINE,
+                "DeadlineExceeded: the next retry would land past scheduleToCloseTimeout",
+            )
     return Retry(delay)

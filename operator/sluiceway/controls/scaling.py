@@ -109,11 +109,14 @@ def desired_replicas(
         recommendation = max(recommendation, 1)
 
     prior = tuple(history) if history else (max(0, current_replicas),)
-    recent = prior[-(window - 1):] if window > 1 else ()
+    recent = prior[-(window - 1) :] if window > 1 else ()
     stabilized = max((recommendation, *recent))
     upper = max(min_replicas, max_replicas if ceiling is None else min(max_replicas, ceiling))
     replicas = min(stabilized, upper)
     return Scale(
-        replicas=replicas, recommendation=recommendation, demand=demand, ceiling=ceiling,
+        replicas=replicas,
+        recommendation=recommendation,
+        demand=demand,
+        ceiling=ceiling,
         history=(*prior, recommendation)[-window:],
     )

@@ -45,13 +45,25 @@ class Deadlines:
     wait_until: Instant | None = None  # WAIT tasks: not a failure, the wait is over
 
     def earliest(self) -> Instant | None:
-        due = [d for d in (self.schedule_to_start, self.start_to_close, self.total, self.heartbeat, self.lease,
-                           self.schedule_to_close, self.wait_until) if d is not None]
+        due = [
+            d
+            for d in (
+                self.schedule_to_start,
+                self.start_to_close,
+                self.total,
+                self.heartbeat,
+                self.lease,
+                self.schedule_to_close,
+                self.wait_until,
+            )
+            if d is not None
+        ]
         return min(due) if due else None
 
 
-def on_ready(timeouts: Timeouts, ready_at: Instant, schedule_to_close_at: Instant | None,
-             waiting: bool = False) -> Deadlines:
+def on_ready(
+    timeouts: Timeouts, ready_at: Instant, schedule_to_close_at: Instant | None, waiting: bool = False
+) -> Deadlines:
     """Deadlines of an attempt that becomes leasable at `ready_at` (a retry's
     backoff or a snooze does not count against scheduleToStart)."""
     if waiting:
@@ -80,8 +92,9 @@ def on_lease(timeouts: Timeouts, queued: Deadlines, leased_at: Instant) -> Deadl
 
 
 def on_heartbeat(timeouts: Timeouts, running: Deadlines, beat_at: Instant) -> Deadlines:
-    return replace(running, heartbeat=_after(beat_at, timeouts.heartbeat),
-                   lease=_after(beat_at, timeouts.response_timeout))
+    return replace(
+        running, heartbeat=_after(beat_at, timeouts.heartbeat), lease=_after(beat_at, timeouts.response_timeout)
+    )
 
 
 class Missed(StrEnum):
@@ -105,7 +118,7 @@ class Expiry:
 def _message(missed: Missed, timeouts: Timeouts, task_type: str) -> str:
     return {
         Missed.SCHEDULE_TO_START: f"scheduleToStartTimeout: not leased within {timeouts.schedule_to_start} s;"
-                                  f" is anyone polling queue {task_type}?",
+        f" is anyone polling queue {task_type}?",
         Missed.START_TO_CLOSE: f"startToCloseTimeout: not finished within {timeouts.start_to_close} s of its lease",
         Missed.TOTAL: f"timeoutSeconds: not finished within {timeouts.timeout_seconds} s of being scheduled",
         Missed.HEARTBEAT: f"WorkerLost: no heartbeat within heartbeatTimeout {timeouts.heartbeat} s",
@@ -116,22 +129,35 @@ def _message(missed: Missed, timeouts: Timeouts, task_type: str) -> str:
 
 
 _ORDER = (  # the first of these that is due wins when several are
-    Missed.WAIT_OVER, Missed.SCHEDULE_TO_CLOSE, Missed.HEARTBEAT, Missed.LEASE, Missed.START_TO_CLOSE,
-    Missed.SCHEDULE_TO_START, Missed.TOTAL,
+    Missed.WAIT_OVER,
+    Missed.SCHEDULE_TO_CLOSE,
+    Missed.HEARTBEAT,
+    Missed.LEASE,
+    Missed.START_TO_CLOSE,
+    Missed.SCHEDULE_TO_START,
+    Missed.TOTAL,
 )
 
 
 def _deadline_of(deadlines: Deadlines, missed: Missed) -> Instant | None:
     return {
-        Missed.SCHEDULE_TO_START: deadlines.schedule_to_start, Missed.START_TO_CLOSE: deadlines.start_to_close,
-        Missed.TOTAL: deadlines.total, Missed.HEARTBEAT: deadlines.heartbeat, Missed.LEASE: deadlines.lease,
-        Missed.SCHEDULE_TO_CLOSE: deadlines.schedule_to_close, Missed.WAIT_OVER: deadlines.wait_until,
+        Missed.SCHEDULE_TO_START: deadlines.schedule_to_start,
+        Missed.START_TO_CLOSE: deadlines.start_to_close,
+        Missed.TOTAL: deadlines.total,
+        Missed.HEARTBEAT: deadlines.heartbeat,
+        Missed.LEASE: deadlines.lease,
+        Missed.SCHEDULE_TO_CLOSE: deadlines.schedule_to_close,
+        Missed.WAIT_OVER: deadlines.wait_until,
     }[missed]
 
 
 _FIELD = {
-    Missed.SCHEDULE_TO_START: "schedule_to_start", Missed.START_TO_CLOSE: "start_to_close", Missed.TOTAL: "total",
-    Missed.HEARTBEAT: "heartbeat", Missed.LEASE: "lease", Missed.SCHEDULE_TO_CLOSE: "schedule_to_close",
+    Missed.SCHEDULE_TO_START: "schedule_to_start",
+    Missed.START_TO_CLOSE: "start_to_close",
+    Missed.TOTAL: "total",
+    Missed.HEARTBEAT: "heartbeat",
+    Missed.LEASE: "lease",
+    Missed.SCHEDULE_TO_CLOSE: "schedule_to_close",
     Missed.WAIT_OVER: "wait_until",
 }
 

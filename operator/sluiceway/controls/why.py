@@ -63,6 +63,7 @@ def _seconds(value: float) -> str:
 
 def explain_task(task: TaskFacts) -> list[Reason]:
     """Reasons for one active task, most telling first."""
+
     def reason(control: str, message: str, blocking: bool = True) -> Reason:
         return Reason(control, message, task.task_id, task.ref, blocking)
 
@@ -71,38 +72,73 @@ def explain_task(task: TaskFacts) -> list[Reason]:
             return [reason("wait", f"{task.ref} is waiting (a WAIT task)", blocking=False)]
         if task.type == "SUB_WORKFLOW":
             return [reason("subWorkflow", f"{task.ref} waits for its child run", blocking=False)]
-        beat = (f", last heartbeat {_seconds(task.seconds_since_heartbeat)} ago"
-                if task.seconds_since_heartbeat is not None else "")
-        return [reason("running", f"{task.ref} ({task.name}) attempt {task.attempt} is leased to "
-                                  f"{task.worker_id} for {_seconds(task.seconds_leased or 0)}{beat}", blocking=False)]
+        beat = (
+            f", last heartbeat {_seconds(task.seconds_since_heartbeat)} ago"
+            if task.seconds_since_heartbeat is not None
+            else ""
+        )
+        return [
+            reason(
+                "running",
+                f"{task.ref} ({task.name}) attempt {task.attempt} is leased to "
+                f"{task.worker_id} for {_seconds(task.seconds_leased or 0)}{beat}",
+                blocking=False,
+            )
+        ]
     if task.seconds_until_available > 0:
         control = "retryBackoff" if task.attempt > 1 else "snooze"
         what = f"attempt {task.attempt} waits out its retry backoff" if task.attempt > 1 else "it was snoozed"
-        return [reason(control, f"{task.ref} ({task.name}): {what}; leasable in "
-                                f"{_seconds(task.seconds_until_available)}")]
+        return [
+            reason(control, f"{task.ref} ({task.name}): {what}; leasable in {_seconds(task.seconds_until_available)}")
+        ]
     found: list[Reason] = []
     gates = task.gates
     if gates.concurrent_exec_limit and task.in_flight >= gates.concurrent_exec_limit:
-        found.append(reason("concurrentExecLimit",
-                            f"concurrentExecLimit {task.name}: {task.in_flight}/{gates.concurrent_exec_limit} in flight"))
+        found.append(
+            reason(
+                "concurrentExecLimit",
+                f"concurrentExecLimit {task.name}: {task.in_flight}/{gates.concurrent_exec_limit} in flight",
+            )
+        )
     if gates.rate_limit_per_frequency and task.window_used >= gates.rate_limit_per_frequency:
-        found.append(reason("rateLimit",
-                            f"rate limit {task.name}: {task.window_used}/{gates.rate_limit_per_frequency} this window, "
-                            f"next window in {_seconds(task.seconds_to_next_window)}"))
+        found.append(
+            reason(
+                "rateLimit",
+                f"rate limit {task.name}: {task.window_used}/{gates.rate_limit_per_frequency} this window, "
+                f"next window in {_seconds(task.seconds_to_next_window)}",
+            )
+        )
     for semaphore in task.semaphores:
         if semaphore.free == 0:
             holders = task.semaphore_holders.get(semaphore.name, [])
             held_by = f" held by {', '.join(holders[:5])}" + (" ..." if len(holders) > 5 else "") if holders else ""
-            found.append(reason(f"semaphore:{semaphore.name}",
-                                f"semaphore {semaphore.name}: {semaphore.held}/{semaphore.permits}{held_by}"))
+            found.append(
+                reason(
+                    f"semaphore:{semaphore.name}",
+                    f"semaphore {semaphore.name}: {semaphore.held}/{semaphore.permits}{held_by}",
+                )
+            )
     if task.type == "SIMPLE" and task.recent_pollers == 0:
-        last = (f"last poll {_seconds(task.seconds_since_last_poll)} ago" if task.seconds_since_last_poll is not None
-                else "never polled")
-        found.append(reason("noWorkers", f"nobody is polling queue {task.name} ({last}): a fleet problem, often a "
-                                         f"namespace or task-type mismatch"))
+        last = (
+            f"last poll {_seconds(task.seconds_since_last_poll)} ago"
+            if task.seconds_since_last_poll is not None
+            else "never polled"
+        )
+        found.append(
+            reason(
+                "noWorkers",
+                f"nobody is polling queue {task.name} ({last}): a fleet problem, often a "
+                f"namespace or task-type mismatch",
+            )
+        )
     if not found:
-        found.append(reason("queued", f"{task.ref} ({task.name}) is ready, {task.queue_ready} in its queue, and "
-                                      f"waits for a worker to lease it ({task.recent_pollers} polling)"))
+        found.append(
+            reason(
+                "queued",
+                f"{task.ref} ({task.name}) is ready, {task.queue_ready} in its queue, and "
+                f"waits for a worker to lease it ({task.recent_pollers} polling)",
+            )
+        )
     return found
 
 
@@ -113,18 +149,32 @@ def explain(run: RunFacts) -> list[Reason]:
         return [Reason("finished", f"run {run.execution_id} is {run.status}{suffix}", blocking=False)]
     if run.awaiting_admission:
         holders = f"; admitted: {', '.join(run.admission_holders[:5])}" if run.admission_holders else ""
-        return [Reason("rateLimitConfig",
-                       f"rateLimitConfig {run.workflow} key {run.admission_key!r}: "
-                       f"{len(run.admission_holders)}/{run.admission_limit} runs admitted; this run waits its "
-                       f"turn{holders}")]
+        return [
+            Reason(
+                "rateLimitConfig",
+                f"rateLimitConfig {run.workflow} key {run.admission_key!r}: "
+                f"{len(run.admission_holders)}/{run.admission_limit} runs admitted; this run waits its "
+                f"turn{holders}",
+            )
+        ]
     reasons: list[Reason] = []
     for task in run.tasks:
         reasons.extend(explain_task(task))
     if run.max_concurrent_tasks and run.active_worker_tasks >= run.max_concurrent_tasks:
-        reasons.append(Reason("maxConcurrentTasks",
-                              f"maxConcurrentTasks {run.workflow}: {run.active_worker_tasks}/"
-                              f"{run.max_concurrent_tasks} tasks of this run are scheduled; more wait their turn"))
+        reasons.append(
+            Reason(
+                "maxConcurrentTasks",
+                f"maxConcurrentTasks {run.workflow}: {run.active_worker_tasks}/"
+                f"{run.max_concurrent_tasks} tasks of this run are scheduled; more wait their turn",
+            )
+        )
     if not reasons:
-        reasons.append(Reason("decider", "no task is active: if this persists, force an evaluation with "
-                                         f"POST .../executions/{run.execution_id}/decide", blocking=True))
+        reasons.append(
+            Reason(
+                "decider",
+                "no task is active: if this persists, force an evaluation with "
+                f"POST .../executions/{run.execution_id}/decide",
+                blocking=True,
+            )
+        )
     return sorted(reasons, key=lambda r: not r.blocking)

@@ -43,7 +43,7 @@ class Authority:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         public = self.key.public_key()
         self.cert = (
             x509.CertificateBuilder()
@@ -54,9 +54,7 @@ class Authority:
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + _VALIDITY)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True
-            )
+            .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
             .sign(self.key, hashes.SHA256())
         )
@@ -70,11 +68,16 @@ class Authority:
         return pair
 
     def issue(
-        self, stem: str, common_name: str, *, organization: str | None = None,
-        hosts: tuple[str, ...] = (), server: bool = False,
+        self,
+        stem: str,
+        common_name: str,
+        *,
+        organization: str | None = None,
+        hosts: tuple[str, ...] = (),
+        server: bool = False,
     ) -> Pair:
         key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
         builder = (
             x509.CertificateBuilder()
@@ -85,13 +88,9 @@ class Authority:
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + _VALIDITY)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(True, False, True, False, False, False, False, False, False), critical=True
-            )
+            .add_extension(x509.KeyUsage(True, False, True, False, False, False, False, False, False), critical=True)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False
-            )
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         )
         if hosts:

@@ -77,9 +77,18 @@ class ControlPlane:
         pki.mkdir(exist_ok=True)
         self.ca = Authority(pki)
         serving = self.ca.issue(
-            "apiserver", "kube-apiserver", server=True,
-            hosts=("localhost", "127.0.0.1", "10.0.0.1", "kubernetes", "kubernetes.default",
-                   "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"),
+            "apiserver",
+            "kube-apiserver",
+            server=True,
+            hosts=(
+                "localhost",
+                "127.0.0.1",
+                "10.0.0.1",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ),
         )
         self.admin = self.ca.issue("admin", "admin", organization="system:masters")
         self.sa = service_account_keys(pki)
@@ -92,48 +101,80 @@ class ControlPlane:
     def _start_etcd(self) -> None:
         client, peer = free_port(), free_port()
         self.etcd_url = f"http://127.0.0.1:{client}"
-        etcd = Child("etcd", [
-            str(self.bin / "etcd"), f"--data-dir={self.workdir / 'etcd'}",
-            f"--listen-client-urls={self.etcd_url}", f"--advertise-client-urls={self.etcd_url}",
-            f"--listen-peer-urls=http://127.0.0.1:{peer}",
-            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-            f"--initial-cluster=default=http://127.0.0.1:{peer}",
-            "--unsafe-no-fsync=true", "--log-level=warn",
-        ], self.workdir)
+        etcd = Child(
+            "etcd",
+            [
+                str(self.bin / "etcd"),
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=default=http://127.0.0.1:{peer}",
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ],
+            self.workdir,
+        )
         self.children.append(etcd)
-        wait_until(lambda: b'"health":"true"' in urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2).read(),
-                   timeout=60, what="etcd /health", child=etcd)
+        wait_until(
+            lambda: b'"health":"true"' in urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2).read(),
+            timeout=60,
+            what="etcd /health",
+            child=etcd,
+        )
 
     def _start_apiserver(self, serving: Pair) -> None:
         self.port = free_port()
-        apiserver = Child("kube-apiserver", [
-            str(self.bin / "kube-apiserver"),
-            f"--etcd-servers={self.etcd_url}", "--bind-address=127.0.0.1", f"--secure-port={self.port}",
-            f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}",
-            f"--client-ca-file={self.ca.pair.cert}", "--authorization-mode=RBAC",
-            f"--service-account-issuer=https://127.0.0.1:{self.port}",
-            f"--service-account-key-file={self.sa.cert}", f"--service-account-signing-key-file={self.sa.key}",
-            "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
-            f"--cert-dir={self.workdir / 'pki'}",
-            # Without a controller manager nothing creates ServiceAccounts for pods.
-            *([] if self.with_controller_manager else ["--disable-admission-plugins=ServiceAccount"]),
-        ], self.workdir)
+        apiserver = Child(
+            "kube-apiserver",
+            [
+                str(self.bin / "kube-apiserver"),
+                f"--etcd-servers={self.etcd_url}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.port}",
+                f"--tls-cert-file={serving.cert}",
+                f"--tls-private-key-file={serving.key}",
+                f"--client-ca-file={self.ca.pair.cert}",
+                "--authorization-mode=RBAC",
+                f"--service-account-issuer=https://127.0.0.1:{self.port}",
+                f"--service-account-key-file={self.sa.cert}",
+                f"--service-account-signing-key-file={self.sa.key}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--allow-privileged=true",
+                f"--cert-dir={self.workdir / 'pki'}",
+                # Without a controller manager nothing creates ServiceAccounts for pods.
+                *([] if self.with_controller_manager else ["--disable-admission-plugins=ServiceAccount"]),
+            ],
+            self.workdir,
+        )
         self.children.append(apiserver)
         wait_until(lambda: self.get("/readyz") == "ok", timeout=120, what="kube-apiserver /readyz", child=apiserver)
 
     def _start_controller_manager(self) -> None:
-        kcm = Child("kube-controller-manager", [
-            str(self.bin / "kube-controller-manager"), f"--kubeconfig={self.kubeconfig}",
-            "--leader-elect=false", "--secure-port=0",
-            f"--service-account-private-key-file={self.sa.key}", f"--root-ca-file={self.ca.pair.cert}",
-            "--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,"
-            "-node-route-controller,-persistentvolume-binder,-attachdetach,-persistentvolume-expander",
-            "--concurrent-gc-syncs=5",
-        ], self.workdir)
+        kcm = Child(
+            "kube-controller-manager",
+            [
+                str(self.bin / "kube-controller-manager"),
+                f"--kubeconfig={self.kubeconfig}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                f"--service-account-private-key-file={self.sa.key}",
+                f"--root-ca-file={self.ca.pair.cert}",
+                "--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,"
+                "-node-route-controller,-persistentvolume-binder,-attachdetach,-persistentvolume-expander",
+                "--concurrent-gc-syncs=5",
+            ],
+            self.workdir,
+        )
         self.children.append(kcm)
         # The ServiceAccount controller creating `default` in `default` is a sign of life.
-        wait_until(lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default") is not None,
-                   timeout=60, what="kube-controller-manager to create the default ServiceAccount", child=kcm)
+        wait_until(
+            lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default") is not None,
+            timeout=60,
+            what="kube-controller-manager to create the default ServiceAccount",
+            child=kcm,
+        )
 
     def ssl_context(self, client: Pair | None = None) -> ssl.SSLContext:
         context = ssl.create_default_context(cafile=str(self.ca.pair.cert))
@@ -150,8 +191,9 @@ class ControlPlane:
         except json.JSONDecodeError:
             return body
 
-    def write_kubeconfig(self, path: Path, client: Pair | None = None, *, token: str | None = None,
-                         user: str = "admin") -> Path:
+    def write_kubeconfig(
+        self, path: Path, client: Pair | None = None, *, token: str | None = None, user: str = "admin"
+    ) -> Path:
         """A kubeconfig for the admin certificate, another client certificate, or a bearer token."""
         credentials: dict[str, str]
         if token is not None:
@@ -160,9 +202,14 @@ class ControlPlane:
             pair = client or self.admin
             credentials = {"client-certificate": str(pair.cert), "client-key": str(pair.key)}
         config = {
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "sluiceway-local", "cluster": {
-                "server": self.url, "certificate-authority": str(self.ca.pair.cert)}}],
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "sluiceway-local",
+                    "cluster": {"server": self.url, "certificate-authority": str(self.ca.pair.cert)},
+                }
+            ],
             "users": [{"name": user, "user": credentials}],
             "contexts": [{"name": "sluiceway-local", "context": {"cluster": "sluiceway-local", "user": user}}],
             "current-context": "sluiceway-local",
@@ -171,11 +218,15 @@ class ControlPlane:
         path.chmod(0o600)
         return path
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
-                kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, kubeconfig: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(self.bin / "kubectl"), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args],
-            input=input, text=True, capture_output=True, check=check,
+            input=input,
+            text=True,
+            capture_output=True,
+            check=check,
         )
 
     def stop(self) -> None:

@@ -43,8 +43,9 @@ class LocalPostgres:
     """`durable=False` (the default for tests) turns fsync off: a crash loses
     the database, which a test database may. Benchmarks pass `durable=True`."""
 
-    def __init__(self, *, durable: bool = False, workdir: Path | None = None,
-                 settings: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *, durable: bool = False, workdir: Path | None = None, settings: dict[str, str] | None = None
+    ) -> None:
         self._own_workdir = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="sluiceway-pg-"))
         self.durable = durable
@@ -72,16 +73,28 @@ class LocalPostgres:
             shutil.chown(self.workdir, user)
         if not (data / "PG_VERSION").exists():
             subprocess.run(
-                [str(BIN / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
-                 "--encoding=UTF8", "--no-sync"],
-                check=True, capture_output=True, user=user,
+                [
+                    str(BIN / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    "postgres",
+                    "--auth=trust",
+                    "--encoding=UTF8",
+                    "--no-sync",
+                ],
+                check=True,
+                capture_output=True,
+                user=user,
             )
         self.port = free_port()
         options = {
-            "listen_addresses": "127.0.0.1", "port": str(self.port), "unix_socket_directories": "",
-            "max_connections": "300", "shared_buffers": "256MB",
-            **({} if self.durable else {"fsync": "off", "synchronous_commit": "off",
-                                        "full_page_writes": "off"}),
+            "listen_addresses": "127.0.0.1",
+            "port": str(self.port),
+            "unix_socket_directories": "",
+            "max_connections": "300",
+            "shared_buffers": "256MB",
+            **({} if self.durable else {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}),
             **self.settings,
         }
         argv = [str(BIN / "postgres"), "-D", str(data)]
@@ -91,8 +104,7 @@ class LocalPostgres:
         wait_until(self._ready, timeout=30, what="postgres to accept connections", child=self.child)
 
     def _ready(self) -> bool:
-        probe = subprocess.run([str(BIN / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)],
-                               capture_output=True)
+        probe = subprocess.run([str(BIN / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)], capture_output=True)
         return probe.returncode == 0
 
     def stop(self) -> None:

@@ -27,8 +27,12 @@ class Child:
         self.log_path = log_dir / f"{name}.log"
         self._log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
-            list(argv), stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, **popen,
+            list(argv),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            **popen,
         )
 
     def alive(self) -> bool:

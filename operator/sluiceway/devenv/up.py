@@ -48,10 +48,16 @@ def api_port(preferred: int = 8080) -> int:
             return free_port()
 
 
-def start_operator(state: Path, kubeconfig: Path, dsn: str, port: int,
-                   extra_env: dict[str, str] | None = None) -> Child:
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "SLUICEWAY_DATABASE_URL": dsn,
-           "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}", **(extra_env or {})}
+def start_operator(
+    state: Path, kubeconfig: Path, dsn: str, port: int, extra_env: dict[str, str] | None = None
+) -> Child:
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "SLUICEWAY_DATABASE_URL": dsn,
+        "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
+        **(extra_env or {}),
+    }
     return Child("operator", [sys.executable, "-m", "sluiceway", "operator"], state, env=env)
 
 
@@ -69,19 +75,37 @@ def main(state: Path) -> int:
         kubeconfig = state / "kubeconfig"
         shutil.copy(cluster.kubeconfig, kubeconfig)
         kubeconfig.chmod(0o600)
-        subprocess.run([str(cluster.bin / "kubectl"), f"--kubeconfig={kubeconfig}", "apply",
-                        "-f", str(REPO_ROOT / "crds")], check=True, stdout=subprocess.DEVNULL)
-        subprocess.run([str(cluster.bin / "kubectl"), f"--kubeconfig={kubeconfig}", "wait",
-                        "--for=condition=Established", "-f", str(REPO_ROOT / "crds"), "--timeout=60s"],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [str(cluster.bin / "kubectl"), f"--kubeconfig={kubeconfig}", "apply", "-f", str(REPO_ROOT / "crds")],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        subprocess.run(
+            [
+                str(cluster.bin / "kubectl"),
+                f"--kubeconfig={kubeconfig}",
+                "wait",
+                "--for=condition=Established",
+                "-f",
+                str(REPO_ROOT / "crds"),
+                "--timeout=60s",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         port = api_port()
         operator = start_operator(state, kubeconfig, pg.dsn, port)
         api = f"http://127.0.0.1:{port}"
         try:
-            wait_until(lambda: urllib.request.urlopen(f"{api}/readyz", timeout=2).status == 200, timeout=60,
-                       what="the operator's API", child=operator)
-            print(BANNER.format(kubeconfig=kubeconfig, examples=REPO_ROOT / "examples", logs=state, api=api),
-                  flush=True)
+            wait_until(
+                lambda: urllib.request.urlopen(f"{api}/readyz", timeout=2).status == 200,
+                timeout=60,
+                what="the operator's API",
+                child=operator,
+            )
+            print(
+                BANNER.format(kubeconfig=kubeconfig, examples=REPO_ROOT / "examples", logs=state, api=api), flush=True
+            )
             while not stop.wait(1.0):
                 if not operator.alive():
                     print(f"the operator exited:\n{operator.tail()}", file=sys.stderr)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
-from enum import Enum
+from enum import Enum, StrEnum
 from random import Random
 from typing import Any
 
@@ -44,7 +44,7 @@ class Progress(Enum):
     HALT = "halt"  # the run is finishing; stop walking
 
 
-class Event(str, Enum):
+class Event(StrEnum):
     """Why the decider was woken. The walk does not depend on it; it is kept
     for tracing."""
 
@@ -108,8 +108,9 @@ class _Walker:
             self.commands.append(self.finish)
         return Decision(self.commands, self.holds)
 
-    def _finish(self, status: RunStatus, reason: str, output: dict[str, Any] | None = None,
-                failed_task_id: str | None = None) -> None:
+    def _finish(
+        self, status: RunStatus, reason: str, output: dict[str, Any] | None = None, failed_task_id: str | None = None
+    ) -> None:
         if self.finish is not None:
             return
         failure = self.snap.workflow.failure_workflow if status in (RunStatus.FAILED, RunStatus.TIMED_OUT) else None
@@ -198,10 +199,17 @@ class _Walker:
     def _policy(self, task: WorkflowTask | None, name: str) -> TaskPolicy:
         return resolve(self.snap.definitions.get(name), self.snap.defaults, task)
 
-    def _schedule_worker_task(self, task: WorkflowTask | None, ref: str, name: str,
-                              input_: dict[str, Any] | None, attempt: int, delay: float = 0.0,
-                              first_scheduled_at: datetime.datetime | None = None,
-                              schedule_to_close_at: datetime.datetime | None = None) -> Progress:
+    def _schedule_worker_task(
+        self,
+        task: WorkflowTask | None,
+        ref: str,
+        name: str,
+        input_: dict[str, Any] | None,
+        attempt: int,
+        delay: float = 0.0,
+        first_scheduled_at: datetime.datetime | None = None,
+        schedule_to_close_at: datetime.datetime | None = None,
+    ) -> Progress:
         if self.cap and self.active_workers >= self.cap:
             self._hold(ref, "maxConcurrentTasks", f"{self.active_workers}/{self.cap} tasks of this run are scheduled")
             return Progress.BLOCKED
@@ -212,11 +220,19 @@ class _Walker:
         if input_ is None:
             input_ = self._inputs(task) if task else {}
         kind = task.type if task else TaskType.SIMPLE
-        self.commands.append(ScheduleTask(
-            ref=ref, type=kind, name=name, attempt=attempt, input=input_, status=TaskStatus.SCHEDULED,
-            available_at=ready_at, deadlines=timeouts.on_ready(policy.timeouts, ready_at, deadline),
-            first_scheduled_at=first,
-        ))
+        self.commands.append(
+            ScheduleTask(
+                ref=ref,
+                type=kind,
+                name=name,
+                attempt=attempt,
+                input=input_,
+                status=TaskStatus.SCHEDULED,
+                available_at=ready_at,
+                deadlines=timeouts.on_ready(policy.timeouts, ready_at, deadline),
+                first_scheduled_at=first,
+            )
+        )
         self.active_workers += 1
         return Progress.BLOCKED
 
@@ -228,15 +244,32 @@ class _Walker:
         resolved = expressions.resolve(dict(task.input_parameters), self._context())
         return dict(resolved) if isinstance(resolved, dict) else {}
 
-    def _record(self, task: WorkflowTask, status: TaskStatus, *, output: dict[str, Any] | None = None,
-                input_: dict[str, Any] | None = None, reason: str = "", ref: str | None = None) -> TaskRow:
+    def _record(
+        self,
+        task: WorkflowTask,
+        status: TaskStatus,
+        *,
+        output: dict[str, Any] | None = None,
+        input_: dict[str, Any] | None = None,
+        reason: str = "",
+        ref: str | None = None,
+    ) -> TaskRow:
         ref = ref or task.task_reference_name
         previous = self.rows.get(ref)
         attempt = previous.attempt + 1 if previous else 1
         command = RecordTask(ref, task.type, task.name, attempt, status, input_ or {}, output or {}, reason)
         self.commands.append(command)
-        row = TaskRow(id="", ref=ref, type=task.type, name=task.name, status=status, attempt=attempt,
-                      input=command.input, output=command.output, reason=reason)
+        row = TaskRow(
+            id="",
+            ref=ref,
+            type=task.type,
+            name=task.name,
+            status=status,
+            attempt=attempt,
+            input=command.input,
+            output=command.output,
+            reason=reason,
+        )
         self.rows[ref] = row
         return row
 
@@ -273,14 +306,18 @@ class _Walker:
     def _terminate(self, task: WorkflowTask) -> Progress:
         inputs = self._inputs(task)
         wanted = str(inputs.get("terminationStatus", "COMPLETED")).upper()
-        status = {"COMPLETED": RunStatus.COMPLETED, "FAILED": RunStatus.FAILED,
-                  "TERMINATED": RunStatus.TERMINATED}.get(wanted)
+        status = {"COMPLETED": RunStatus.COMPLETED, "FAILED": RunStatus.FAILED, "TERMINATED": RunStatus.TERMINATED}.get(
+            wanted
+        )
         if status is None:
             raise ValueError(f"terminationStatus must be COMPLETED, FAILED or TERMINATED, not {wanted!r}")
         output = inputs.get("workflowOutput") or {}
         self._record(task, TaskStatus.COMPLETED, input_=inputs, output={"terminationStatus": wanted})
-        self._finish(status, str(inputs.get("terminationReason", "")),
-                     dict(output) if isinstance(output, dict) else {"result": output})
+        self._finish(
+            status,
+            str(inputs.get("terminationReason", "")),
+            dict(output) if isinstance(output, dict) else {"result": output},
+        )
         return Progress.HALT
 
     def _wait(self, task: WorkflowTask) -> Progress:
@@ -297,10 +334,19 @@ class _Walker:
         deadlines = timeouts.on_ready(policy.timeouts, self.now, None, waiting=True)
         if until is not None:
             deadlines = timeouts.Deadlines(total=deadlines.total, wait_until=until)
-        self.commands.append(ScheduleTask(
-            ref=task.task_reference_name, type=TaskType.WAIT, name=task.name, attempt=1, input=inputs,
-            status=TaskStatus.IN_PROGRESS, available_at=self.now, deadlines=deadlines, first_scheduled_at=self.now,
-        ))
+        self.commands.append(
+            ScheduleTask(
+                ref=task.task_reference_name,
+                type=TaskType.WAIT,
+                name=task.name,
+                attempt=1,
+                input=inputs,
+                status=TaskStatus.IN_PROGRESS,
+                available_at=self.now,
+                deadlines=deadlines,
+                first_scheduled_at=self.now,
+            )
+        )
         return Progress.BLOCKED
 
     def _sub_workflow(self, task: WorkflowTask, attempt: int) -> Progress:
@@ -308,11 +354,19 @@ class _Walker:
         assert param is not None  # the model guarantees it
         inputs = self._inputs(task)
         policy = self._policy(task, task.name)
-        self.commands.append(ScheduleTask(
-            ref=task.task_reference_name, type=TaskType.SUB_WORKFLOW, name=task.name, attempt=attempt,
-            input=inputs, status=TaskStatus.IN_PROGRESS, available_at=self.now,
-            deadlines=timeouts.on_ready(policy.timeouts, self.now, None, waiting=True), first_scheduled_at=self.now,
-        ))
+        self.commands.append(
+            ScheduleTask(
+                ref=task.task_reference_name,
+                type=TaskType.SUB_WORKFLOW,
+                name=task.name,
+                attempt=attempt,
+                input=inputs,
+                status=TaskStatus.IN_PROGRESS,
+                available_at=self.now,
+                deadlines=timeouts.on_ready(policy.timeouts, self.now, None, waiting=True),
+                first_scheduled_at=self.now,
+            )
+        )
         self.commands.append(StartChild(task.task_reference_name, param.name, param.version, inputs))
         return Progress.BLOCKED
 
@@ -325,8 +379,9 @@ class _Walker:
         if not isinstance(items, list):
             raise ValueError(f"FORK_JOIN_DYNAMIC forkTaskInputs must resolve to a list, got {type(items).__name__}")
         refs = [dynamic_ref(task.task_reference_name, i) for i in range(len(items))]
-        row = self._record(task, TaskStatus.COMPLETED, input_=inputs,
-                           output={"forkedTasks": refs, "forkTaskName": name})
+        row = self._record(
+            task, TaskStatus.COMPLETED, input_=inputs, output={"forkedTasks": refs, "forkTaskName": name}
+        )
         return self._dynamic_children(task, row)
 
     def _dynamic_children(self, task: WorkflowTask, fork_row: TaskRow) -> Progress:
@@ -334,8 +389,12 @@ class _Walker:
         name = str(fork_row.output.get("forkTaskName", ""))
         items = list(fork_row.input.get("forkTaskInputs", []))
         progress: list[Progress] = []
-        child_task = WorkflowTask(name=name, task_reference_name=dynamic_ref(task.task_reference_name, 0),
-                                  retry_count=task.retry_count, optional=task.optional)
+        child_task = WorkflowTask(
+            name=name,
+            task_reference_name=dynamic_ref(task.task_reference_name, 0),
+            retry_count=task.retry_count,
+            optional=task.optional,
+        )
         for index, ref in enumerate(refs):
             row = self.rows.get(ref)
             if row is None:
@@ -377,15 +436,22 @@ class _Walker:
     def _failed(self, task: WorkflowTask, row: TaskRow) -> Progress:
         policy = self._policy(task, row.name)
         budget = self.snap.budgets.get(row.name, BudgetWindow())
-        failed = retries.FailedAttempt(row.status, row.reason, row.attempt, row.retry_after_seconds,
-                                       row.schedule_to_close_at)
+        failed = retries.FailedAttempt(
+            row.status, row.reason, row.attempt, row.retry_after_seconds, row.schedule_to_close_at
+        )
         decision = retries.decide(failed, policy, budget, self.now, self.rng)
         if isinstance(decision, retries.Retry):
             if task.type is TaskType.SUB_WORKFLOW:
                 return self._sub_workflow(task, attempt=row.attempt + 1)
             return self._schedule_worker_task(
-                task, row.ref, row.name, dict(row.input), attempt=row.attempt + 1, delay=decision.delay_seconds,
-                first_scheduled_at=row.first_scheduled_at, schedule_to_close_at=row.schedule_to_close_at,
+                task,
+                row.ref,
+                row.name,
+                dict(row.input),
+                attempt=row.attempt + 1,
+                delay=decision.delay_seconds,
+                first_scheduled_at=row.first_scheduled_at,
+                schedule_to_close_at=row.schedule_to_close_at,
             )
         reason = f"{row.reason} [{decision.cause.value}: {decision.message}]" if row.reason else decision.message
         if not decision.fails_run():
@@ -393,8 +459,9 @@ class _Walker:
             self.rows[row.ref] = TaskRow(**{**row.__dict__, "status": decision.outcome, "reason": reason})
             return Progress.DONE
         status = RunStatus.TIMED_OUT if decision.outcome is TaskStatus.TIMED_OUT else RunStatus.FAILED
-        self._finish(status, f"task {row.ref} ({row.name}) {decision.outcome.value}: {reason}",
-                     failed_task_id=row.id or None)
+        self._finish(
+            status, f"task {row.ref} ({row.name}) {decision.outcome.value}: {reason}", failed_task_id=row.id or None
+        )
         return Progress.HALT
 
     def _absorb(self, row: TaskRow, status: TaskStatus, reason: str) -> None:
@@ -405,8 +472,16 @@ class _Walker:
         for index in range(len(self.commands) - 1, -1, -1):  # recorded in this pass: amend the record
             command = self.commands[index]
             if isinstance(command, RecordTask) and command.ref == row.ref:
-                self.commands[index] = RecordTask(command.ref, command.type, command.name, command.attempt, status,
-                                                  command.input, command.output, reason)
+                self.commands[index] = RecordTask(
+                    command.ref,
+                    command.type,
+                    command.name,
+                    command.attempt,
+                    status,
+                    command.input,
+                    command.output,
+                    reason,
+                )
                 return
 
     # -- expressions -----------------------------------------------------------
@@ -414,12 +489,21 @@ class _Walker:
     def _context(self) -> dict[str, Any]:
         snap = self.snap
         context: dict[str, Any] = {
-            "workflow": {"input": dict(snap.input), "workflowId": snap.id, "correlationId": snap.correlation_id,
-                         "workflowType": snap.workflow_name, "version": snap.version},
+            "workflow": {
+                "input": dict(snap.input),
+                "workflowId": snap.id,
+                "correlationId": snap.correlation_id,
+                "workflowType": snap.workflow_name,
+                "version": snap.version,
+            },
         }
         for ref, row in self.rows.items():
-            context[ref] = {"input": dict(row.input), "output": dict(row.output), "status": row.status.value,
-                            "reason": row.reason}
+            context[ref] = {
+                "input": dict(row.input),
+                "output": dict(row.output),
+                "status": row.status.value,
+                "reason": row.reason,
+            }
         return context
 
     def _cel_variables(self, inputs: Mapping[str, Any]) -> dict[str, Any]:

@@ -35,8 +35,9 @@ def _check_task(task: WorkflowTask, previous: WorkflowTask | None, refs: set[str
         for name in task.join_on or []:
             if name not in refs:
                 found.append(f"{ref}: joinOn names unknown task {name!r}")
-        if not task.join_on and (previous is None or previous.type not in (TaskType.FORK_JOIN,
-                                                                            TaskType.FORK_JOIN_DYNAMIC)):
+        if not task.join_on and (
+            previous is None or previous.type not in (TaskType.FORK_JOIN, TaskType.FORK_JOIN_DYNAMIC)
+        ):
             found.append(f"{ref}: a JOIN without joinOn must directly follow a FORK_JOIN or FORK_JOIN_DYNAMIC")
     if task.type is TaskType.SWITCH and task.evaluator_type is EvaluatorType.CEL:
         _check_cel(ref, task.expression or "", found)

@@ -8,9 +8,7 @@ from typing import Any
 from sluiceway.model.common import Condition, ConditionStatus
 
 
-def with_condition(
-    previous: list[dict[str, Any]] | None, condition: Condition, now: str
-) -> list[dict[str, Any]]:
+def with_condition(previous: list[dict[str, Any]] | None, condition: Condition, now: str) -> list[dict[str, Any]]:
     """The condition list with `condition` set, keeping the others."""
     kept = [c for c in previous or [] if c.get("type") != condition.type]
     old = next((c for c in previous or [] if c.get("type") == condition.type), None)
@@ -21,10 +19,12 @@ def with_condition(
 
 
 def ready(reason: str, message: str, generation: int) -> Condition:
-    return Condition(type="Ready", status=ConditionStatus.TRUE, reason=reason, message=message,
-                     observed_generation=generation)
+    return Condition(
+        type="Ready", status=ConditionStatus.TRUE, reason=reason, message=message, observed_generation=generation
+    )
 
 
 def not_ready(reason: str, message: str, generation: int) -> Condition:
-    return Condition(type="Ready", status=ConditionStatus.FALSE, reason=reason, message=message,
-                     observed_generation=generation)
+    return Condition(
+        type="Ready", status=ConditionStatus.FALSE, reason=reason, message=message, observed_generation=generation
+    )

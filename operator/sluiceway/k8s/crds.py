@@ -28,8 +28,18 @@ Schema = dict[str, Any]
 MAX_RECURSION = 3
 
 _KEPT_KEYS = (
-    "type", "description", "minimum", "maximum", "minLength", "maxLength", "pattern",
-    "minItems", "maxItems", "enum", "format", "nullable",
+    "type",
+    "description",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "enum",
+    "format",
+    "nullable",
 )
 
 _READY = '.status.conditions[?(@.type=="Ready")].status'
@@ -146,25 +156,29 @@ def crd_for(kind: ResourceKind) -> Schema:
                 "shortNames": list(kind.short_names),
                 "categories": [CATEGORY],
             },
-            "versions": [{
-                "name": VERSION,
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": PRINTER_COLUMNS[kind.kind] + [_AGE],
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "description": _first_line(kind.spec.__doc__ or kind.kind),
-                    "required": ["spec"],
-                    "properties": {
-                        "apiVersion": {"type": "string"},
-                        "kind": {"type": "string"},
-                        "metadata": {"type": "object"},
-                        "spec": spec,
-                        "status": status,
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": PRINTER_COLUMNS[kind.kind] + [_AGE],
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": _first_line(kind.spec.__doc__ or kind.kind),
+                            "required": ["spec"],
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec,
+                                "status": status,
+                            },
+                        }
                     },
-                }},
-            }],
+                }
+            ],
         },
     }
 
@@ -196,6 +210,7 @@ def write(directory: Path) -> list[Path]:
 def drift(directory: Path) -> list[str]:
     """Names of the committed CRD files that differ from the models, or are missing."""
     return [
-        file_name for file_name, text in rendered_files().items()
+        file_name
+        for file_name, text in rendered_files().items()
         if not (directory / file_name).exists() or (directory / file_name).read_text() != text
     ]

@@ -38,13 +38,17 @@ class EventRecorder:
             self._last.clear()
         return True
 
-    def record(self, kind: str, namespace: str, name: str, uid: str, warning: bool, reason: str,
-               message: str) -> None:
+    def record(self, kind: str, namespace: str, name: str, uid: str, warning: bool, reason: str, message: str) -> None:
         """Post in the background; never blocks or fails the caller."""
         if self.events is None or not self._allowed((uid or f"{kind}/{namespace}/{name}", reason)):
             return
-        involved: dict[str, Any] = {"apiVersion": API_VERSION, "kind": kind, "namespace": namespace, "name": name,
-                                    "uid": uid}
+        involved: dict[str, Any] = {
+            "apiVersion": API_VERSION,
+            "kind": kind,
+            "namespace": namespace,
+            "name": name,
+            "uid": uid,
+        }
         task = asyncio.create_task(self._post(involved, "Warning" if warning else "Normal", reason, message))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)

@@ -18,19 +18,18 @@ import asyncpg
 import kopf
 from pydantic import ValidationError
 
+from sluiceway.engine.graph import problems
 from sluiceway.k8s.conditions import not_ready, ready, with_condition
 from sluiceway.k8s.events import EventRecorder
+from sluiceway.k8s.runs import timestamp
 from sluiceway.k8s.validation import describe
 from sluiceway.model import GROUP, VERSION
 from sluiceway.model.common import Spec
+from sluiceway.model.execution import RunStatus
 from sluiceway.model.quota import QuotaSpec
-from sluiceway.model.resources import QUOTA, SEMAPHORE, TASK_DEFINITION, ResourceKind
+from sluiceway.model.resources import QUOTA, SEMAPHORE, TASK_DEFINITION, WORKFLOW, WORKFLOW_RUN, ResourceKind
 from sluiceway.model.semaphore import SemaphoreSpec
 from sluiceway.model.taskdefinition import TaskDefinitionSpec
-from sluiceway.engine.graph import problems
-from sluiceway.k8s.runs import timestamp
-from sluiceway.model.execution import RunStatus
-from sluiceway.model.resources import WORKFLOW, WORKFLOW_RUN
 from sluiceway.model.workflow import ActiveRunsPolicy, WorkflowSpec
 from sluiceway.model.workflowrun import RunPhase, WorkflowRunSpec
 from sluiceway.store import definitions, diagnostics, executions, workflows
@@ -62,22 +61,32 @@ def _set_ready(patch: kopf.Patch, body: Any, context: Context, ok: bool, reason:
     generation = int(meta.get("generation", 0))
     condition = (ready if ok else not_ready)(reason, message, generation)
     before = next((c for c in status.get("conditions", []) if c.get("type") == "Ready"), None)
-    if context.events is not None and (before is None or before.get("status") != condition.status.value
-                                       or (not ok and before.get("reason") != reason)):
-        context.events.record(body["kind"], meta["namespace"], meta["name"],
-                              meta.get("uid", ""), not ok, "Ready" if ok else reason, message)
+    if context.events is not None and (
+        before is None or before.get("status") != condition.status.value or (not ok and before.get("reason") != reason)
+    ):
+        context.events.record(
+            body["kind"],
+            meta["namespace"],
+            meta["name"],
+            meta.get("uid", ""),
+            not ok,
+            "Ready" if ok else reason,
+            message,
+        )
     patch.status["observedGeneration"] = generation
     patch.status["conditions"] = with_condition(status.get("conditions"), condition, context.now())
 
 
-def _report_claim(patch: kopf.Patch, body: Any, context: Context, claim: definitions.Claim, what: str,
-                  ready_message: str) -> None:
+def _report_claim(
+    patch: kopf.Patch, body: Any, context: Context, claim: definitions.Claim, what: str, ready_message: str
+) -> None:
     """Ready when this object owns its engine name; NameConflict naming the owner when another does."""
     if claim.is_ours(body["metadata"]["name"]):
         _set_ready(patch, body, context, True, "Stored", f"{what} {ready_message}")
     else:
-        _set_ready(patch, body, context, False, "NameConflict",
-                   f"{what} is already defined by {body['kind']} {claim.owner}")
+        _set_ready(
+            patch, body, context, False, "NameConflict", f"{what} is already defined by {body['kind']} {claim.owner}"
+        )
 
 
 def _parse(model: type[S], body: Any, patch: kopf.Patch, context: Context) -> S | None:
@@ -133,8 +142,9 @@ def register(registry: kopf.OperatorRegistry) -> None:
         return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
     @_reconciles(registry, TASK_DEFINITION)
-    async def reconcile_task_definition(body: Any, spec: Any, meta: Any, status: Any, namespace: str, name: str,
-                                        patch: kopf.Patch, memo: Any, **_: Any) -> None:
+    async def reconcile_task_definition(
+        body: Any, spec: Any, meta: Any, status: Any, namespace: str, name: str, patch: kopf.Patch, memo: Any, **_: Any
+    ) -> None:
         context = _context(memo)
         parsed = _parse(TaskDefinitionSpec, body, patch, context)
         if parsed is None:
@@ -157,8 +167,9 @@ def register(registry: kopf.OperatorRegistry) -> None:
         await _guard(_delete(context, definitions.delete_task_definition, namespace, name))
 
     @_reconciles(registry, SEMAPHORE)
-    async def reconcile_semaphore(body: Any, spec: Any, meta: Any, status: Any, namespace: str, name: str,
-                                  patch: kopf.Patch, memo: Any, **_: Any) -> None:
+    async def reconcile_semaphore(
+        body: Any, spec: Any, meta: Any, status: Any, namespace: str, name: str, patch: kopf.Patch, memo: Any, **_: Any
+    ) -> None:
         context = _context(memo)
         parsed = _parse(SemaphoreSpec, body, patch, context)
         if parsed is None:
@@ -181,8 +192,9 @@ def register(registry: kopf.OperatorRegistry) -> None:
         await _guard(_delete(_context(memo), definitions.delete_semaphore, namespace, name))
 
     @_reconciles(registry, QUOTA)
-    async def reconcile_quota(body: Any, spec: Any, meta: Any, status: Any, namespace: str, name: str,
-                              patch: kopf.Patch, memo: Any, **_: Any) -> None:
+    async def reconcile_quota(
+        body: Any, spec: Any, meta: Any, status: Any, namespace: str, name: str, patch: kopf.Patch, memo: Any, **_: Any
+    ) -> None:
         context = _context(memo)
         parsed = _parse(QuotaSpec, body, patch, context)
         if parsed is None:
@@ -191,8 +203,14 @@ def register(registry: kopf.OperatorRegistry) -> None:
         async def store() -> None:
             async with context.pool.acquire() as conn:
                 await definitions.upsert_quota(
-                    conn, namespace, name, int(meta["generation"]), parsed.max_concurrent_executions,
-                    parsed.max_executions_per_minute, parsed.max_workflow_definitions, parsed.max_schedules,
+                    conn,
+                    namespace,
+                    name,
+                    int(meta["generation"]),
+                    parsed.max_concurrent_executions,
+                    parsed.max_executions_per_minute,
+                    parsed.max_workflow_definitions,
+                    parsed.max_schedules,
                 )
             _set_ready(patch, body, context, True, "Stored", "quota is enforced")
 
@@ -203,8 +221,9 @@ def register(registry: kopf.OperatorRegistry) -> None:
         await _guard(_delete(_context(memo), definitions.delete_quota, namespace, name))
 
 
-async def _delete(context: Context, remove: Callable[[asyncpg.Connection, str, str], Awaitable[None]],
-                  namespace: str, name: str) -> None:
+async def _delete(
+    context: Context, remove: Callable[[asyncpg.Connection, str, str], Awaitable[None]], namespace: str, name: str
+) -> None:
     async with context.pool.acquire() as conn:
         await remove(conn, namespace, name)
 
@@ -213,8 +232,9 @@ def register_workflows(registry: kopf.OperatorRegistry) -> None:
     """Workflows (versioned definitions) and WorkflowRuns (the kubectl front door to a run)."""
 
     @_reconciles(registry, WORKFLOW)
-    async def reconcile_workflow(body: Any, spec: Any, meta: Any, status: Any, namespace: str, name: str,
-                                 patch: kopf.Patch, memo: Any, **_: Any) -> None:
+    async def reconcile_workflow(
+        body: Any, spec: Any, meta: Any, status: Any, namespace: str, name: str, patch: kopf.Patch, memo: Any, **_: Any
+    ) -> None:
         context = _context(memo)
         parsed = _parse(WorkflowSpec, body, patch, context)
         if parsed is None:
@@ -229,15 +249,17 @@ def register_workflows(registry: kopf.OperatorRegistry) -> None:
             async with context.pool.acquire() as conn:
                 try:
                     claim, version = await workflows.upsert_workflow(
-                        conn, namespace, engine_name, name, int(meta["generation"]), parsed.to_wire())
+                        conn, namespace, engine_name, name, int(meta["generation"]), parsed.to_wire()
+                    )
                 except workflows.DefinitionQuotaExceeded as refused:
                     _set_ready(patch, body, context, False, "QuotaExceeded", str(refused))
                     return
             patch.status["workflowName"] = engine_name
             if claim.is_ours(name):
                 patch.status["version"] = version
-            _report_claim(patch, body, context, claim, f"workflow {engine_name}",
-                          f"starts new runs on version {version}")
+            _report_claim(
+                patch, body, context, claim, f"workflow {engine_name}", f"starts new runs on version {version}"
+            )
 
         await _guard(store())
 
@@ -252,14 +274,25 @@ def register_workflows(registry: kopf.OperatorRegistry) -> None:
                 await workflows.delete_workflow(conn, namespace, name)
                 if policy is ActiveRunsPolicy.TERMINATE:
                     stopped = await executions.terminate_all(
-                        conn, namespace, engine_name, f"Workflow {name} was deleted (activeRunsPolicy Terminate)")
+                        conn, namespace, engine_name, f"Workflow {name} was deleted (activeRunsPolicy Terminate)"
+                    )
                     logger.info(f"terminating {stopped} active runs of {engine_name}")
 
         await _guard(remove())
 
     @_starts(registry, WORKFLOW_RUN)
-    async def start_workflow_run(body: Any, spec: Any, meta: Any, status: Any, namespace: str, name: str, uid: str,
-                                 patch: kopf.Patch, memo: Any, **_: Any) -> None:
+    async def start_workflow_run(
+        body: Any,
+        spec: Any,
+        meta: Any,
+        status: Any,
+        namespace: str,
+        name: str,
+        uid: str,
+        patch: kopf.Patch,
+        memo: Any,
+        **_: Any,
+    ) -> None:
         context = _context(memo)
         if status.get("executionId") or status.get("phase") == RunPhase.REFUSED.value:
             return  # already started (or refused): a WorkflowRun starts one run, once
@@ -271,31 +304,47 @@ def register_workflows(registry: kopf.OperatorRegistry) -> None:
         async def start() -> None:
             async with context.pool.acquire() as conn, conn.transaction():
                 outcome = await executions.start_run(
-                    conn, namespace, parsed.workflow, parsed.version, parsed.input,
-                    correlation_id=parsed.correlation_id, run_id=uid, resource_name=name)
+                    conn,
+                    namespace,
+                    parsed.workflow,
+                    parsed.version,
+                    parsed.input,
+                    correlation_id=parsed.correlation_id,
+                    run_id=uid,
+                    resource_name=name,
+                )
             patch.status["observedGeneration"] = int(meta.get("generation", 1))
             if isinstance(outcome, executions.WorkflowNotFound):
                 patch.status["phase"] = RunPhase.PENDING.value
                 patch.status["reasonForIncompletion"] = f"waiting: {outcome.message}"
                 raise kopf.TemporaryError(outcome.message, delay=10)
             if isinstance(outcome, executions.Refused):
-                patch.status.update({"phase": RunPhase.REFUSED.value, "control": outcome.control,
-                                     "reasonForIncompletion": outcome.message, "refusal": outcome.body})
+                patch.status.update(
+                    {
+                        "phase": RunPhase.REFUSED.value,
+                        "control": outcome.control,
+                        "reasonForIncompletion": outcome.message,
+                        "refusal": outcome.body,
+                    }
+                )
                 if context.events is not None:
                     context.events.record("WorkflowRun", namespace, name, uid, True, "Refused", outcome.message)
                 return
-            patch.status.update({
-                "phase": RunPhase.RUNNING.value if not outcome.status.is_terminal() else outcome.status.value,
-                "executionId": outcome.id, "awaitingAdmission": outcome.awaiting_admission,
-                "control": "rateLimitConfig" if outcome.awaiting_admission else None,
-                "startTime": timestamp(context.clock()), "reasonForIncompletion": None,
-            })
+            patch.status.update(
+                {
+                    "phase": RunPhase.RUNNING.value if not outcome.status.is_terminal() else outcome.status.value,
+                    "executionId": outcome.id,
+                    "awaitingAdmission": outcome.awaiting_admission,
+                    "control": "rateLimitConfig" if outcome.awaiting_admission else None,
+                    "startTime": timestamp(context.clock()),
+                    "reasonForIncompletion": None,
+                }
+            )
 
         await _guard(start())
 
     @_deletes(registry, WORKFLOW_RUN)
-    async def delete_workflow_run(namespace: str, name: str, uid: str, status: Any, memo: Any,
-                                  **_: Any) -> None:
+    async def delete_workflow_run(namespace: str, name: str, uid: str, status: Any, memo: Any, **_: Any) -> None:
         """Deleting a WorkflowRun ends its run: its permits and slots must not leak."""
         context = _context(memo)
         execution_id = status.get("executionId") or uid
@@ -304,8 +353,7 @@ def register_workflows(registry: kopf.OperatorRegistry) -> None:
             async with context.pool.acquire() as conn, conn.transaction():
                 run = await executions.get_run(conn, namespace, execution_id)
                 if run is not None and run.status is RunStatus.RUNNING:
-                    await executions.request_termination(conn, namespace, run.id,
-                                                         f"WorkflowRun {name} was deleted")
+                    await executions.request_termination(conn, namespace, run.id, f"WorkflowRun {name} was deleted")
 
         await _guard(stop())
 
@@ -321,8 +369,9 @@ def _changed(patch: kopf.Patch, status: Any, values: dict[str, Any]) -> None:
 
 
 def _timer(registry: kopf.OperatorRegistry, kind: ResourceKind) -> Callable[[Any], Any]:
-    decorator: Callable[[Any], Any] = kopf.timer(GROUP, VERSION, kind.plural, interval=_STATUS_INTERVAL,
-                                                  initial_delay=1.0, registry=registry)
+    decorator: Callable[[Any], Any] = kopf.timer(
+        GROUP, VERSION, kind.plural, interval=_STATUS_INTERVAL, initial_delay=1.0, registry=registry
+    )
     return decorator
 
 
@@ -339,10 +388,16 @@ def register_status_reports(registry: kopf.OperatorRegistry) -> None:
             pollers = [(w, at) for q, w, at in await diagnostics.workers(conn, namespace) if q == task_type]
         queue = found[0] if found else diagnostics.Queue(task_type, 0, 0, 0, 0, None)
         recent = sorted(pollers, key=lambda p: p[1], reverse=True)[:10]
-        _changed(patch, status, {
-            "ready": queue.ready, "inFlight": queue.in_flight, "delayed": queue.delayed,
-            "pollers": [{"workerId": w, "lastPollTime": timestamp(at)} for w, at in recent],
-        })
+        _changed(
+            patch,
+            status,
+            {
+                "ready": queue.ready,
+                "inFlight": queue.in_flight,
+                "delayed": queue.delayed,
+                "pollers": [{"workerId": w, "lastPollTime": timestamp(at)} for w, at in recent],
+            },
+        )
 
     @_timer(registry, SEMAPHORE)
     async def report_semaphore(status: Any, namespace: str, patch: kopf.Patch, memo: Any, **_: Any) -> None:
@@ -354,20 +409,40 @@ def register_status_reports(registry: kopf.OperatorRegistry) -> None:
             holders = await diagnostics.holders(conn, namespace, name, 10)
         if not found:
             return
-        _changed(patch, status, {
-            "permits": found[0].permits, "held": found[0].held,
-            "holders": [{"taskId": h.task_id, "executionId": h.execution_id, "taskType": h.task_type,
-                         "since": timestamp(h.since)} for h in holders],
-        })
+        _changed(
+            patch,
+            status,
+            {
+                "permits": found[0].permits,
+                "held": found[0].held,
+                "holders": [
+                    {
+                        "taskId": h.task_id,
+                        "executionId": h.execution_id,
+                        "taskType": h.task_type,
+                        "since": timestamp(h.since),
+                    }
+                    for h in holders
+                ],
+            },
+        )
 
     @_timer(registry, QUOTA)
     async def report_quota(status: Any, namespace: str, patch: kopf.Patch, memo: Any, **_: Any) -> None:
         async with _context(memo).pool.acquire() as conn:
             used = await diagnostics.usage(conn, namespace)
-        _changed(patch, status, {"used": {
-            "concurrentExecutions": used.concurrent_executions, "executionsThisMinute": used.executions_this_minute,
-            "workflowDefinitions": used.workflow_definitions, "schedules": used.schedules,
-        }})
+        _changed(
+            patch,
+            status,
+            {
+                "used": {
+                    "concurrentExecutions": used.concurrent_executions,
+                    "executionsThisMinute": used.executions_this_minute,
+                    "workflowDefinitions": used.workflow_definitions,
+                    "schedules": used.schedules,
+                }
+            },
+        )
 
     @_timer(registry, WORKFLOW)
     async def report_workflow(status: Any, namespace: str, patch: kopf.Patch, memo: Any, **_: Any) -> None:

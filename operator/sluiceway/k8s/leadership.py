@@ -28,8 +28,17 @@ LeaderWork = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
 
 
 class LeaderElector:
-    def __init__(self, leases: Leases, namespace: str, name: str, identity: str, *, duration_seconds: int = 10,
-                 renew_seconds: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        leases: Leases,
+        namespace: str,
+        name: str,
+        identity: str,
+        *,
+        duration_seconds: int = 10,
+        renew_seconds: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.leases = leases
         self.namespace = namespace
         self.name = name
@@ -55,8 +64,7 @@ class LeaderElector:
                 return True
             if record.holder == self.identity or self._expired(record):
                 transitions = record.transitions + (0 if record.holder == self.identity else 1)
-                await self.leases.replace(self.namespace, self.name, self.identity, self.duration, record,
-                                          transitions)
+                await self.leases.replace(self.namespace, self.name, self.identity, self.duration, record, transitions)
                 return True
             return False
         except KubeError as error:
@@ -90,8 +98,7 @@ class LeaderElector:
                     if await self.try_acquire():
                         last_renewal = self.clock()
                     elif self.clock() - last_renewal >= self.duration - self.renew:
-                        log.warning("%s lost the lease %s/%s; stepping down", self.identity, self.namespace,
-                                    self.name)
+                        log.warning("%s lost the lease %s/%s; stepping down", self.identity, self.namespace, self.name)
                         break
                 self.leading = False
                 stepped_down.set()

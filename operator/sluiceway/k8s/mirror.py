@@ -21,47 +21,77 @@ log = logging.getLogger(__name__)
 
 
 _ENDINGS = {
-    RunStatus.COMPLETED: (False, "Completed"), RunStatus.FAILED: (True, "Failed"),
-    RunStatus.TIMED_OUT: (True, "TimedOut"), RunStatus.TERMINATED: (True, "Terminated"),
+    RunStatus.COMPLETED: (False, "Completed"),
+    RunStatus.FAILED: (True, "Failed"),
+    RunStatus.TIMED_OUT: (True, "TimedOut"),
+    RunStatus.TERMINATED: (True, "Terminated"),
 }
 
 
-async def mirror_once(pool: asyncpg.Pool, kube: KubeClient, batch: int = 100,
-                      recorder: EventRecorder | None = None) -> int:
+async def mirror_once(
+    pool: asyncpg.Pool, kube: KubeClient, batch: int = 100, recorder: EventRecorder | None = None
+) -> int:
     async with pool.acquire() as conn:
         pending = await mirroring.pending(conn, batch)
     written: list[tuple[str, int]] = []
     for run in pending:
         status = run_status(
-            execution_id=run.id, status=RunStatus(run.status), reason=run.reason,
-            awaiting_admission=run.awaiting_admission, version=run.workflow_version, output=run.output,
-            created_at=run.created_at, ended_at=run.ended_at, task_counts=run.counts,
+            execution_id=run.id,
+            status=RunStatus(run.status),
+            reason=run.reason,
+            awaiting_admission=run.awaiting_admission,
+            version=run.workflow_version,
+            output=run.output,
+            created_at=run.created_at,
+            ended_at=run.ended_at,
+            task_counts=run.counts,
         )
         try:
             await kube.patch_status(WORKFLOW_RUN.plural, run.namespace, run.resource_name, status)
         except KubeError as error:
             if error.status in (400, 422):
                 # The API server will never accept this write: give it up, loudly.
-                log.error("dead-lettering the status of WorkflowRun %s/%s: %s", run.namespace, run.resource_name,
-                          error.message)
+                log.error(
+                    "dead-lettering the status of WorkflowRun %s/%s: %s",
+                    run.namespace,
+                    run.resource_name,
+                    error.message,
+                )
                 metrics.OUTBOX_DEAD_LETTERED.inc()
             elif error.status != 404:  # a deleted WorkflowRun needs no status; anything else is retried
-                log.warning("cannot mirror run %s into WorkflowRun %s/%s: %s", run.id, run.namespace,
-                            run.resource_name, error.message)
+                log.warning(
+                    "cannot mirror run %s into WorkflowRun %s/%s: %s",
+                    run.id,
+                    run.namespace,
+                    run.resource_name,
+                    error.message,
+                )
                 continue
         written.append((run.id, run.mirror_seq))
         ending = _ENDINGS.get(RunStatus(run.status))
         if recorder is not None and ending is not None:
             warning, reason = ending
-            recorder.record("WorkflowRun", run.namespace, run.resource_name, run.id, warning, reason,
-                            run.reason or f"run {run.id} completed")
+            recorder.record(
+                "WorkflowRun",
+                run.namespace,
+                run.resource_name,
+                run.id,
+                warning,
+                reason,
+                run.reason or f"run {run.id} completed",
+            )
     async with pool.acquire() as conn:
         await mirroring.mark_mirrored(conn, written)
     return len(pending)
 
 
-async def run_mirror(pool: asyncpg.Pool, kube: KubeClient, stop: asyncio.Event,
-                     recorder: EventRecorder | None = None, interval: float = 1.0) -> None:
+async def run_mirror(
+    pool: asyncpg.Pool,
+    kube: KubeClient,
+    stop: asyncio.Event,
+    recorder: EventRecorder | None = None,
+    interval: float = 1.0,
+) -> None:
     """Mirror until `stop`; a full batch means more is waiting, so go again at once."""
     while not stop.is_set():
         try:
@@ -72,5 +102,5 @@ async def run_mirror(pool: asyncpg.Pool, kube: KubeClient, stop: asyncio.Event,
         if not busy:
             try:
                 await asyncio.wait_for(stop.wait(), interval)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass

@@ -23,15 +23,18 @@ PHASES = {
 
 
 def timestamp(value: datetime.datetime | None) -> str | None:
-    return value.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
+    return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
 
 
 def bounded_output(output: dict[str, Any], execution_id: str) -> dict[str, Any]:
     size = len(json.dumps(output, separators=(",", ":")))
     if size <= MAX_OUTPUT_BYTES:
         return output
-    return {"truncated": True, "bytes": size,
-            "message": f"output too large for a status; read it with GET .../executions/{execution_id}"}
+    return {
+        "truncated": True,
+        "bytes": size,
+        "message": f"output too large for a status; read it with GET .../executions/{execution_id}",
+    }
 
 
 def counts(by_status: dict[str, int]) -> TaskCounts:
@@ -39,23 +42,39 @@ def counts(by_status: dict[str, int]) -> TaskCounts:
     return TaskCounts(
         scheduled=by_status.get("SCHEDULED", 0),
         in_progress=by_status.get("IN_PROGRESS", 0),
-        completed=by_status.get("COMPLETED", 0) + by_status.get("COMPLETED_WITH_ERRORS", 0)
+        completed=by_status.get("COMPLETED", 0)
+        + by_status.get("COMPLETED_WITH_ERRORS", 0)
         + by_status.get("SKIPPED", 0),
-        failed=by_status.get("FAILED", 0) + by_status.get("FAILED_WITH_TERMINAL_ERROR", 0)
+        failed=by_status.get("FAILED", 0)
+        + by_status.get("FAILED_WITH_TERMINAL_ERROR", 0)
         + by_status.get("TIMED_OUT", 0),
         total=total,
     )
 
 
-def run_status(*, execution_id: str, status: RunStatus, reason: str, awaiting_admission: bool, version: int,
-               output: dict[str, Any], created_at: datetime.datetime, ended_at: datetime.datetime | None,
-               task_counts: dict[str, int]) -> dict[str, Any]:
+def run_status(
+    *,
+    execution_id: str,
+    status: RunStatus,
+    reason: str,
+    awaiting_admission: bool,
+    version: int,
+    output: dict[str, Any],
+    created_at: datetime.datetime,
+    ended_at: datetime.datetime | None,
+    task_counts: dict[str, int],
+) -> dict[str, Any]:
     """The status patch; explicit nulls clear fields that no longer apply."""
     body = WorkflowRunStatus(
-        phase=PHASES[status], execution_id=execution_id, workflow_version=version,
-        awaiting_admission=awaiting_admission, reason_for_incompletion=reason or None,
+        phase=PHASES[status],
+        execution_id=execution_id,
+        workflow_version=version,
+        awaiting_admission=awaiting_admission,
+        reason_for_incompletion=reason or None,
         control="rateLimitConfig" if awaiting_admission else None,
-        tasks=counts(task_counts), start_time=timestamp(created_at), end_time=timestamp(ended_at),
+        tasks=counts(task_counts),
+        start_time=timestamp(created_at),
+        end_time=timestamp(ended_at),
         output=bounded_output(output, execution_id) if status.is_terminal() else None,
     ).model_dump(mode="json", by_alias=True)
     body.pop("conditions", None)

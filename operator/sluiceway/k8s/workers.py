@@ -53,6 +53,7 @@ class MissingImage(ValueError):
 
 # --- pure: what the Deployment looks like -------------------------------------
 
+
 def deployment_name(td_name: str) -> str:
     return f"{td_name}-workers"
 
@@ -96,8 +97,16 @@ def container_env(namespace: str, task_type: str, spec: WorkerPodsSpec, api_url:
     return [e for e in _injected_env(namespace, task_type, spec, api_url) if e["name"] not in overridden] + own
 
 
-def build_worker_deployment(td_name: str, td_uid: str, namespace: str, task_type: str, spec: WorkerPodsSpec,
-                            api_url: str, default_image: str | None, replicas: int) -> dict[str, Any]:
+def build_worker_deployment(
+    td_name: str,
+    td_uid: str,
+    namespace: str,
+    task_type: str,
+    spec: WorkerPodsSpec,
+    api_url: str,
+    default_image: str | None,
+    replicas: int,
+) -> dict[str, Any]:
     """The apps/v1 Deployment running `spec`'s worker pods, owned by the TaskDefinition."""
     labels = {
         "app.kubernetes.io/name": WORKER_LABEL,
@@ -135,14 +144,16 @@ def build_worker_deployment(td_name: str, td_uid: str, namespace: str, task_type
             "name": deployment_name(td_name),
             "namespace": namespace,
             "labels": pod_labels,
-            "ownerReferences": [{
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": TASK_DEFINITION.kind,
-                "name": td_name,
-                "uid": td_uid,
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }],
+            "ownerReferences": [
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": TASK_DEFINITION.kind,
+                    "name": td_name,
+                    "uid": td_uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
         },
         "spec": {
             "replicas": replicas,
@@ -156,8 +167,19 @@ def build_worker_deployment(td_name: str, td_uid: str, namespace: str, task_type
                     "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [container],
                     "volumes": [
-                        {"name": "sluiceway-token", "projected": {"sources": [{"serviceAccountToken": {
-                            "path": "token", "expirationSeconds": TOKEN_EXPIRATION_SECONDS}}]}},
+                        {
+                            "name": "sluiceway-token",
+                            "projected": {
+                                "sources": [
+                                    {
+                                        "serviceAccountToken": {
+                                            "path": "token",
+                                            "expirationSeconds": TOKEN_EXPIRATION_SECONDS,
+                                        }
+                                    }
+                                ]
+                            },
+                        },
                         {"name": "tmp", "emptyDir": {}},
                     ],
                 },
@@ -168,10 +190,11 @@ def build_worker_deployment(td_name: str, td_uid: str, namespace: str, task_type
 
 # --- pure: decisions about an existing Deployment -----------------------------
 
+
 class Ownership(enum.Enum):
     ABSENT = "absent"
     OURS = "ours"
-    STALE = "stale"      # owned by an earlier TaskDefinition of the same name: the GC is on it
+    STALE = "stale"  # owned by an earlier TaskDefinition of the same name: the GC is on it
     FOREIGN = "foreign"  # someone else's Deployment with our name: never taken over
 
 
@@ -179,8 +202,12 @@ def ownership(deployment: Mapping[str, Any] | None, td_name: str, td_uid: str) -
     if deployment is None:
         return Ownership.ABSENT
     for ref in deployment.get("metadata", {}).get("ownerReferences") or ():
-        if ref.get("controller") and ref.get("kind") == TASK_DEFINITION.kind \
-                and str(ref.get("apiVersion", "")).startswith(f"{GROUP}/") and ref.get("name") == td_name:
+        if (
+            ref.get("controller")
+            and ref.get("kind") == TASK_DEFINITION.kind
+            and str(ref.get("apiVersion", "")).startswith(f"{GROUP}/")
+            and ref.get("name") == td_name
+        ):
             return Ownership.OURS if ref.get("uid") == td_uid else Ownership.STALE
     return Ownership.FOREIGN
 
@@ -217,6 +244,7 @@ def workers_status(td_name: str, image: str, deployment: Mapping[str, Any]) -> d
 
 # --- the handlers ---------------------------------------------------------------
 
+
 def _context(memo: Any) -> Context:
     context: Context = memo.context
     return context
@@ -234,8 +262,9 @@ def _retry(error: KubeError, what: str) -> kopf.TemporaryError:
     return kopf.TemporaryError(f"{what}: {error.status} {error.reason}: {error.message}", delay=10)
 
 
-def register_worker_deployments(registry: kopf.OperatorRegistry, *, api_url: str | None = None,
-                                default_image: str | None = None) -> None:
+def register_worker_deployments(
+    registry: kopf.OperatorRegistry, *, api_url: str | None = None, default_image: str | None = None
+) -> None:
     """Reconcile a worker Deployment for every TaskDefinition with `spec.workers`."""
     url = api_url or DEFAULT_API_URL
     image_default = default_image
@@ -246,10 +275,12 @@ def register_worker_deployments(registry: kopf.OperatorRegistry, *, api_url: str
             clients.append(AppsClient.from_environment())
         return clients[0]
 
-    async def apply(name: str, uid: str, namespace: str, parsed: TaskDefinitionSpec, workers: WorkerPodsSpec,
-                    replicas: int) -> dict[str, Any]:
-        manifest = build_worker_deployment(name, uid, namespace, parsed.name or name, workers, url, image_default,
-                                           replicas)
+    async def apply(
+        name: str, uid: str, namespace: str, parsed: TaskDefinitionSpec, workers: WorkerPodsSpec, replicas: int
+    ) -> dict[str, Any]:
+        manifest = build_worker_deployment(
+            name, uid, namespace, parsed.name or name, workers, url, image_default, replicas
+        )
         return await apps().apply_deployment(namespace, deployment_name(name), manifest)
 
     def reconciles(fn: Any) -> Any:
@@ -258,9 +289,18 @@ def register_worker_deployments(registry: kopf.OperatorRegistry, *, api_url: str
         return kopf.on.update(GROUP, VERSION, TASK_DEFINITION.plural, field="spec", registry=registry)(fn)
 
     @reconciles
-    async def reconcile_worker_deployment(spec: Any, status: Any, name: str, namespace: str, uid: str,
-                                          patch: kopf.Patch, logger: Any, memo: Any, old: Any = None,
-                                          **_: Any) -> None:
+    async def reconcile_worker_deployment(
+        spec: Any,
+        status: Any,
+        name: str,
+        namespace: str,
+        uid: str,
+        patch: kopf.Patch,
+        logger: Any,
+        memo: Any,
+        old: Any = None,
+        **_: Any,
+    ) -> None:
         target = deployment_name(name)
         parsed = _parse(spec)
         if parsed is None:
@@ -283,13 +323,15 @@ def register_worker_deployments(registry: kopf.OperatorRegistry, *, api_url: str
             if owner is Ownership.FOREIGN:
                 raise kopf.PermanentError(f"Deployment {target} exists and is not managed by this TaskDefinition")
             if owner is Ownership.STALE:
-                raise kopf.TemporaryError(f"Deployment {target} of an earlier TaskDefinition {name} is still "
-                                          "being garbage-collected", delay=5)
+                raise kopf.TemporaryError(
+                    f"Deployment {target} of an earlier TaskDefinition {name} is still being garbage-collected", delay=5
+                )
             if workers.autoscaling is None:
                 memo.pop(_HISTORY, None)
             image = worker_image(workers, image_default)
-            applied = await apply(name, uid, namespace, parsed, workers,
-                                  starting_replicas(workers, current_replicas(existing)))
+            applied = await apply(
+                name, uid, namespace, parsed, workers, starting_replicas(workers, current_replicas(existing))
+            )
         except MissingImage as error:
             raise kopf.PermanentError(str(error)) from error
         except KubeError as error:
@@ -300,12 +342,20 @@ def register_worker_deployments(registry: kopf.OperatorRegistry, *, api_url: str
 
     window = window_for(INTERVAL_SECONDS)
 
-    timer: Callable[[Any], Any] = kopf.timer(GROUP, VERSION, TASK_DEFINITION.plural, interval=INTERVAL_SECONDS,
-                                             initial_delay=2.0, field="spec.workers", registry=registry)
+    timer: Callable[[Any], Any] = kopf.timer(
+        GROUP,
+        VERSION,
+        TASK_DEFINITION.plural,
+        interval=INTERVAL_SECONDS,
+        initial_delay=2.0,
+        field="spec.workers",
+        registry=registry,
+    )
 
     @timer
-    async def report_worker_deployment(spec: Any, status: Any, name: str, namespace: str, uid: str,
-                                       patch: kopf.Patch, logger: Any, memo: Any, **_: Any) -> None:
+    async def report_worker_deployment(
+        spec: Any, status: Any, name: str, namespace: str, uid: str, patch: kopf.Patch, logger: Any, memo: Any, **_: Any
+    ) -> None:
         parsed = _parse(spec)
         if parsed is None or parsed.workers is None:
             return
@@ -322,13 +372,23 @@ def register_worker_deployments(registry: kopf.OperatorRegistry, *, api_url: str
                 return
             assert deployment is not None
             if workers.autoscaling is not None:
-                scale = await _evaluate(_context(memo), namespace, parsed.name or name, parsed, workers,
-                                        current_replicas(deployment) or 0, memo.get(_HISTORY) or (), window)
+                scale = await _evaluate(
+                    _context(memo),
+                    namespace,
+                    parsed.name or name,
+                    parsed,
+                    workers,
+                    current_replicas(deployment) or 0,
+                    memo.get(_HISTORY) or (),
+                    window,
+                )
                 memo[_HISTORY] = scale.history
                 if scale.replicas != current_replicas(deployment):
-                    logger.info(f"scaling Deployment {target} from {current_replicas(deployment)} to "
-                                f"{scale.replicas} replicas (demand {scale.demand}, gate ceiling "
-                                f"{'none' if scale.ceiling is None else scale.ceiling})")
+                    logger.info(
+                        f"scaling Deployment {target} from {current_replicas(deployment)} to "
+                        f"{scale.replicas} replicas (demand {scale.demand}, gate ceiling "
+                        f"{'none' if scale.ceiling is None else scale.ceiling})"
+                    )
                     deployment = await apply(name, uid, namespace, parsed, workers, scale.replicas)
         except MissingImage:
             return  # reported by the reconciler
@@ -344,19 +404,34 @@ def register_worker_deployments(registry: kopf.OperatorRegistry, *, api_url: str
             clients.pop().close()
 
 
-async def _evaluate(context: Context, namespace: str, task_type: str, parsed: TaskDefinitionSpec,
-                    workers: WorkerPodsSpec, current: int, history: tuple[int, ...], window: int) -> Scale:
+async def _evaluate(
+    context: Context,
+    namespace: str,
+    task_type: str,
+    parsed: TaskDefinitionSpec,
+    workers: WorkerPodsSpec,
+    current: int,
+    history: tuple[int, ...],
+    window: int,
+) -> Scale:
     """Read the queue and the semaphores, then decide with the pure policy."""
     assert workers.autoscaling is not None
     gates = resolve(parsed).gates
     async with context.pool.acquire() as conn:
         found = await diagnostics.queues(conn, namespace, task_type)
-        permits = ({s.name: s.permits for s in await diagnostics.semaphores(conn, namespace)}
-                   if gates.semaphores else {})
+        permits = {s.name: s.permits for s in await diagnostics.semaphores(conn, namespace)} if gates.semaphores else {}
     queue = found[0] if found else diagnostics.Queue(task_type, 0, 0, 0, 0, None)
     return desired_replicas(
-        ready=queue.ready, in_flight=queue.in_flight, delayed=queue.delayed, gates=gates,
-        min_replicas=workers.autoscaling.min_replicas, max_replicas=workers.autoscaling.max_replicas,
-        target_tasks_per_replica=workers.target_tasks_per_replica(), concurrency=workers.concurrency,
-        current_replicas=current, history=history, window=window, semaphore_permits=permits,
+        ready=queue.ready,
+        in_flight=queue.in_flight,
+        delayed=queue.delayed,
+        gates=gates,
+        min_replicas=workers.autoscaling.min_replicas,
+        max_replicas=workers.autoscaling.max_replicas,
+        target_tasks_per_replica=workers.target_tasks_per_replica(),
+        concurrency=workers.concurrency,
+        current_replicas=current,
+        history=history,
+        window=window,
+        semaphore_permits=permits,
     )

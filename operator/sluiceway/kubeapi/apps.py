@@ -54,12 +54,18 @@ class AppsClient:
                 return None
             raise
 
-    async def apply_deployment(self, namespace: str, name: str, manifest: dict[str, Any],
-                               field_manager: str = FIELD_MANAGER) -> dict[str, Any]:
+    async def apply_deployment(
+        self, namespace: str, name: str, manifest: dict[str, Any], field_manager: str = FIELD_MANAGER
+    ) -> dict[str, Any]:
         """Server-side apply: exactly these fields, owned by `field_manager`."""
         applied = await self._call(
-            self._apps().patch_namespaced_deployment, name, namespace, manifest,
-            field_manager=field_manager, force=True, _content_type="application/apply-patch+yaml",
+            self._apps().patch_namespaced_deployment,
+            name,
+            namespace,
+            manifest,
+            field_manager=field_manager,
+            force=True,
+            _content_type="application/apply-patch+yaml",
         )
         if applied is None:  # no body decoded: read the object back
             applied = await self.get_deployment(namespace, name)
@@ -70,8 +76,9 @@ class AppsClient:
     async def delete_deployment(self, namespace: str, name: str) -> bool:
         """Delete it and (in the background) its ReplicaSets and pods; False when it was not there."""
         try:
-            await self._call(self._apps().delete_namespaced_deployment, name, namespace,
-                             propagation_policy="Background")
+            await self._call(
+                self._apps().delete_namespaced_deployment, name, namespace, propagation_policy="Background"
+            )
         except KubeError as error:
             if error.status == 404:
                 return False

@@ -54,16 +54,28 @@ async def review_token(kube: KubeClient, token: str) -> ReviewedToken:
     return ReviewedToken(True, user=str(user.username or ""), groups=tuple(user.groups or ()), uid=str(user.uid or ""))
 
 
-async def review_access(kube: KubeClient, user: str, groups: tuple[str, ...], *, group: str, resource: str,
-                        verb: str, namespace: str, name: str | None) -> bool:
+async def review_access(
+    kube: KubeClient,
+    user: str,
+    groups: tuple[str, ...],
+    *,
+    group: str,
+    resource: str,
+    verb: str,
+    namespace: str,
+    name: str | None,
+) -> bool:
     """authorization.k8s.io/v1 SubjectAccessReview: may `user` (with `groups`)
     do `verb` on `resource` (named `name`) in `namespace`? Raises KubeError when
     the API server does not answer."""
     attributes: dict[str, str] = {"group": group, "resource": resource, "verb": verb, "namespace": namespace}
     if name:
         attributes["name"] = name
-    body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-            "spec": {"user": user, "groups": list(groups), "resourceAttributes": attributes}}
+    body = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {"user": user, "groups": list(groups), "resourceAttributes": attributes},
+    }
     api = kubernetes.client.AuthorizationV1Api(kube.api)
     review = await kube._call(api.create_subject_access_review, body)
     status = review.status
@@ -84,10 +96,13 @@ async def list_key_secrets(kube: KubeClient, namespace: str) -> list[KeySecret]:
                 key = base64.b64decode(raw, validate=True)
             except ValueError:
                 key = None
-        found.append(KeySecret(
-            name=str(meta.name), key=key,
-            service_account=(meta.annotations or {}).get(SERVICE_ACCOUNT_ANNOTATION),
-        ))
+        found.append(
+            KeySecret(
+                name=str(meta.name),
+                key=key,
+                service_account=(meta.annotations or {}).get(SERVICE_ACCOUNT_ANNOTATION),
+            )
+        )
     return found
 
 

@@ -66,14 +66,20 @@ class KubeClient:
 
     async def patch_status(self, plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
         await self._call(
-            self._custom().patch_namespaced_custom_object_status, GROUP, VERSION, namespace, plural, name,
+            self._custom().patch_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            name,
             {"status": status},
         )
 
     async def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             found: dict[str, Any] = await self._call(
-                self._custom().get_namespaced_custom_object, GROUP, VERSION, namespace, plural, name)
+                self._custom().get_namespaced_custom_object, GROUP, VERSION, namespace, plural, name
+            )
             return found
         except KubeError as error:
             if error.status == 404:
@@ -101,12 +107,21 @@ class KubeClient:
         client.set_default_header("Impersonate-User", user)
         return KubeClient(client)
 
-    async def apply(self, plural: str, namespace: str, name: str, manifest: dict[str, Any],
-                    field_manager: str = "sluiceway-api") -> dict[str, Any]:
+    async def apply(
+        self, plural: str, namespace: str, name: str, manifest: dict[str, Any], field_manager: str = "sluiceway-api"
+    ) -> dict[str, Any]:
         """Server-side apply: exactly these fields, owned by `field_manager`."""
         applied: dict[str, Any] | None = await self._call(
-            self._custom().patch_namespaced_custom_object, GROUP, VERSION, namespace, plural, name, manifest,
-            field_manager=field_manager, force=True, _content_type="application/apply-patch+yaml",
+            self._custom().patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            name,
+            manifest,
+            field_manager=field_manager,
+            force=True,
+            _content_type="application/apply-patch+yaml",
         )
         if applied is None:  # the client does not decode apply responses: read the object back
             applied = await self.get(plural, namespace, name)
@@ -126,15 +141,25 @@ class LeaseRecord:
     transitions: int
 
 
-def _lease_body(name: str, namespace: str, holder: str, duration: int, transitions: int,
-                resource_version: str | None = None) -> dict[str, Any]:
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def _lease_body(
+    name: str, namespace: str, holder: str, duration: int, transitions: int, resource_version: str | None = None
+) -> dict[str, Any]:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     metadata: dict[str, Any] = {"name": name, "namespace": namespace}
     if resource_version:
         metadata["resourceVersion"] = resource_version
-    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata,
-            "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration, "acquireTime": now,
-                     "renewTime": now, "leaseTransitions": transitions}}
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": metadata,
+        "spec": {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": duration,
+            "acquireTime": now,
+            "renewTime": now,
+            "leaseTransitions": transitions,
+        },
+    }
 
 
 class Leases:
@@ -154,15 +179,21 @@ class Leases:
                 return None
             raise
         spec = lease.spec
-        return LeaseRecord(spec.holder_identity or "", int(spec.lease_duration_seconds or 0),
-                           lease.metadata.resource_version, int(spec.lease_transitions or 0))
+        return LeaseRecord(
+            spec.holder_identity or "",
+            int(spec.lease_duration_seconds or 0),
+            lease.metadata.resource_version,
+            int(spec.lease_transitions or 0),
+        )
 
     async def create(self, namespace: str, name: str, holder: str, duration: int) -> None:
-        await self.client._call(self._api().create_namespaced_lease, namespace,
-                                _lease_body(name, namespace, holder, duration, 0))
+        await self.client._call(
+            self._api().create_namespaced_lease, namespace, _lease_body(name, namespace, holder, duration, 0)
+        )
 
-    async def replace(self, namespace: str, name: str, holder: str, duration: int, record: LeaseRecord,
-                      transitions: int) -> LeaseRecord:
+    async def replace(
+        self, namespace: str, name: str, holder: str, duration: int, record: LeaseRecord, transitions: int
+    ) -> LeaseRecord:
         """Write the lease if nobody changed it since `record` was read (409 otherwise)."""
         body = _lease_body(name, namespace, holder, duration, transitions, record.resource_version)
         lease = await self.client._call(self._api().replace_namespaced_lease, name, namespace, body)
@@ -177,13 +208,20 @@ class Events:
         self.component = component
 
     async def post(self, involved: dict[str, str], event_type: str, reason: str, message: str) -> None:
-        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         namespace = involved["namespace"]
         body = {
-            "apiVersion": "v1", "kind": "Event",
+            "apiVersion": "v1",
+            "kind": "Event",
             "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
-            "involvedObject": involved, "type": event_type, "reason": reason, "message": message[:1024],
-            "source": {"component": self.component}, "reportingComponent": self.component,
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+            "involvedObject": involved,
+            "type": event_type,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
         }
         await self.client._call(kubernetes.client.CoreV1Api(self.client.api).create_namespaced_event, namespace, body)

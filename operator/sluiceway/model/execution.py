@@ -10,9 +10,13 @@ from pydantic import Field, model_validator
 
 from sluiceway.model.common import EngineName, Spec
 
-
-TaskId = Annotated[str, Field(pattern=r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$",
-                                description="A task id, as leased")]
+TaskId = Annotated[
+    str,
+    Field(
+        pattern=r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$",
+        description="A task id, as leased",
+    ),
+]
 
 
 class RunStatus(StrEnum):
@@ -75,7 +79,9 @@ class PollRequest(Spec):
     worker_id: str = Field(min_length=1, max_length=256, description="Stable identity of the polling worker.")
     count: int = Field(1, ge=1, le=1000, description="Most tasks to lease in one response.")
     poll_timeout_seconds: float | None = Field(
-        None, ge=0, le=300,
+        None,
+        ge=0,
+        le=300,
         description="How long to hold the poll open when nothing is ready; the task type's "
         "pollTimeoutSeconds (default 30) when unset.",
     )
@@ -112,11 +118,15 @@ class TaskResult(Spec):
     output: dict[str, Any] = Field(default_factory=dict)
     reason: str = Field("", max_length=8192, description="Why it failed; matched against nonRetryableErrors.")
     retry_after_seconds: float | None = Field(
-        None, ge=0, description="FAILED only: retry after exactly this delay (a server's Retry-After), "
+        None,
+        ge=0,
+        description="FAILED only: retry after exactly this delay (a server's Retry-After), "
         "still spending an attempt; clamped by the operator's maxRetryBackoff.",
     )
     callback_after_seconds: float | None = Field(
-        None, ge=0, le=31_536_000,
+        None,
+        ge=0,
+        le=31_536_000,
         description="IN_PROGRESS only: snooze; hand the task back and lease it again after this delay "
         "without spending an attempt.",
     )

@@ -25,12 +25,21 @@ class ResourceKind:
 
 
 TASK_DEFINITION = ResourceKind(
-    "TaskDefinition", "taskdefinitions", "taskdefinition", ("td", "taskdef"),
-    TaskDefinitionSpec, TaskDefinitionStatus,
+    "TaskDefinition",
+    "taskdefinitions",
+    "taskdefinition",
+    ("td", "taskdef"),
+    TaskDefinitionSpec,
+    TaskDefinitionStatus,
 )
 WORKFLOW = ResourceKind("Workflow", "workflows", "workflow", ("wf",), WorkflowSpec, WorkflowStatus)
 WORKFLOW_RUN = ResourceKind(
-    "WorkflowRun", "workflowruns", "workflowrun", ("wfr", "run"), WorkflowRunSpec, WorkflowRunStatus,
+    "WorkflowRun",
+    "workflowruns",
+    "workflowrun",
+    ("wfr", "run"),
+    WorkflowRunSpec,
+    WorkflowRunStatus,
 )
 SEMAPHORE = ResourceKind("Semaphore", "semaphores", "semaphore", ("sem",), SemaphoreSpec, SemaphoreStatus)
 QUOTA = ResourceKind("Quota", "quotas", "quota", ("swquota",), QuotaSpec, QuotaStatus)

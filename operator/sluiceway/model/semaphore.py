@@ -11,7 +11,8 @@ class SemaphoreSpec(Spec):
     """A named ceiling on concurrent leases, shared by unrelated task types."""
 
     name: EngineName | None = Field(
-        None, description="Semaphore name TaskDefinitions refer to. Defaults to metadata.name.",
+        None,
+        description="Semaphore name TaskDefinitions refer to. Defaults to metadata.name.",
     )
     permits: int = Field(ge=0, le=1_000_000, description="Leases that may hold it at once.")
 

@@ -36,16 +36,22 @@ _SECONDS = "Seconds; 0 arms no timer."
 # the Deployment the operator writes later.
 _ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 _DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
-_QUANTITY = (r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
-             r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
+_QUANTITY = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
 Quantity = Annotated[str, Field(pattern=_QUANTITY, max_length=64)]
 
 
 class EnvVar(Spec):
     """One environment variable of the worker container."""
 
-    name: str = Field(pattern=_ENV_NAME, min_length=1, max_length=256,
-                      description="Variable name; a name the operator injects (SLUICEWAY_URL, ...) overrides it.")
+    name: str = Field(
+        pattern=_ENV_NAME,
+        min_length=1,
+        max_length=256,
+        description="Variable name; a name the operator injects (SLUICEWAY_URL, ...) overrides it.",
+    )
     value: str = Field("", max_length=32_768, description="Literal value. Default empty.")
 
 
@@ -53,10 +59,12 @@ class WorkerResources(Spec):
     """Compute resources of the worker container, as in a Pod's `resources`."""
 
     requests: dict[str, Quantity] | None = Field(
-        None, description="Minimum resources, e.g. {cpu: 250m, memory: 256Mi}. Quantities are strings.",
+        None,
+        description="Minimum resources, e.g. {cpu: 250m, memory: 256Mi}. Quantities are strings.",
     )
     limits: dict[str, Quantity] | None = Field(
-        None, description="Maximum resources, e.g. {memory: 512Mi}. Quantities are strings.",
+        None,
+        description="Maximum resources, e.g. {memory: 512Mi}. Quantities are strings.",
     )
 
 
@@ -64,26 +72,37 @@ class WorkerAutoscaling(Spec):
     """Replicas follow queue depth, bounded by the gates of the task type (docs/worker-pods.md)."""
 
     min_replicas: int = Field(
-        1, ge=0, le=1000, description="Fewest replicas, even with an empty queue; 0 scales to zero. Default 1.",
+        1,
+        ge=0,
+        le=1000,
+        description="Fewest replicas, even with an empty queue; 0 scales to zero. Default 1.",
     )
     max_replicas: int = Field(
-        ge=1, le=1000,
+        ge=1,
+        le=1000,
         description="Most replicas. The operator also never runs more than the gates can admit: "
         "ceil(concurrentExecLimit / concurrency) and ceil(smallest semaphore's permits / concurrency).",
     )
     target_tasks_per_replica: int | None = Field(
-        None, ge=1, le=100_000,
+        None,
+        ge=1,
+        le=100_000,
         description="Ready plus in-flight tasks one replica should take; desired replicas are "
         "ceil((ready + inFlight) / targetTasksPerReplica). Default: concurrency.",
     )
 
-    model_config = ConfigDict(**Spec.model_config, json_schema_extra={"x-kubernetes-validations": [
-        {
-            "rule": "!has(self.minReplicas) || self.maxReplicas >= self.minReplicas",
-            "message": "maxReplicas must be at least minReplicas",
-            "fieldPath": ".maxReplicas",
+    model_config = ConfigDict(
+        **Spec.model_config,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.minReplicas) || self.maxReplicas >= self.minReplicas",
+                    "message": "maxReplicas must be at least minReplicas",
+                    "fieldPath": ".maxReplicas",
+                },
+            ]
         },
-    ]})
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> WorkerAutoscaling:
@@ -96,42 +115,56 @@ class WorkerPodsSpec(Spec):
     """A Deployment of worker pods for this task type, run by the operator."""
 
     image: str | None = Field(
-        None, min_length=1, max_length=1024,
+        None,
+        min_length=1,
+        max_length=1024,
         description="Container image of the worker. Default: the operator's SLUICEWAY_WORKER_IMAGE.",
     )
     command: list[str] | None = Field(
-        None, max_length=256,
+        None,
+        max_length=256,
         description="Entrypoint override; unset runs the image's own entrypoint.",
         json_schema_extra={"x-kubernetes-list-type": "atomic"},
     )
     args: list[str] | None = Field(
-        None, max_length=256,
+        None,
+        max_length=256,
         description="Arguments to the entrypoint, e.g. [worker, app.workers, --concurrency, '4'].",
         json_schema_extra={"x-kubernetes-list-type": "atomic"},
     )
     replicas: int = Field(
-        1, ge=0, le=1000,
+        1,
+        ge=0,
+        le=1000,
         description="Number of worker pods when autoscaling is not set (ignored when it is). Default 1.",
     )
     env: list[EnvVar] | None = Field(
-        None, max_length=256,
+        None,
+        max_length=256,
         description="Extra environment variables of the worker container, unique by name.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     resources: WorkerResources | None = Field(
-        None, description="CPU and memory requests and limits of the worker container.",
+        None,
+        description="CPU and memory requests and limits of the worker container.",
     )
     service_account_name: str = Field(
-        "default", pattern=_DNS_SUBDOMAIN, min_length=1, max_length=253,
+        "default",
+        pattern=_DNS_SUBDOMAIN,
+        min_length=1,
+        max_length=253,
         description="ServiceAccount the pods run as; its projected token is the worker's credential. "
         "Default `default`.",
     )
     concurrency: int = Field(
-        1, ge=1, le=10_000,
+        1,
+        ge=1,
+        le=10_000,
         description="Tasks one pod runs at once; autoscaling divides the gate ceilings by it. Default 1.",
     )
     autoscaling: WorkerAutoscaling | None = Field(
-        None, description="Scale replicas by queue depth between minReplicas and maxReplicas.",
+        None,
+        description="Scale replicas by queue depth between minReplicas and maxReplicas.",
     )
 
     @field_validator("env")
@@ -162,60 +195,96 @@ class TaskDefinitionSpec(Spec):
 
     # Retries ---------------------------------------------------------------
     retry_count: int | None = Field(
-        None, ge=0, le=100,
+        None,
+        ge=0,
+        le=100,
         description="Attempts after the first; 0 runs once. Default 3.",
     )
     retry_logic: RetryLogic | None = Field(
-        None, description="FIXED, LINEAR_BACKOFF or EXPONENTIAL_BACKOFF. Default EXPONENTIAL_BACKOFF.",
+        None,
+        description="FIXED, LINEAR_BACKOFF or EXPONENTIAL_BACKOFF. Default EXPONENTIAL_BACKOFF.",
     )
     retry_delay_seconds: float | None = Field(
-        None, ge=0, le=31_536_000, description="The base delay in seconds. Default 1.",
+        None,
+        ge=0,
+        le=31_536_000,
+        description="The base delay in seconds. Default 1.",
     )
     backoff_scale_factor: float | None = Field(
-        None, ge=1, le=100, description="Growth factor of the two backoff shapes. Default 2.",
+        None,
+        ge=1,
+        le=100,
+        description="Growth factor of the two backoff shapes. Default 2.",
     )
     max_retry_delay_seconds: float | None = Field(
-        None, ge=0, le=31_536_000,
+        None,
+        ge=0,
+        le=31_536_000,
         description="Hard ceiling on any computed delay, applied before and after jitter. Default 3600.",
     )
     jitter: float | None = Field(
-        None, ge=0, le=1, description="Proportional randomisation of the delay (0.2 is ±20%). Default 0.2.",
+        None,
+        ge=0,
+        le=1,
+        description="Proportional randomisation of the delay (0.2 is ±20%). Default 0.2.",
     )
     retry_budget: float | None = Field(
-        None, ge=0, le=1,
+        None,
+        ge=0,
+        le=1,
         description="Maximum share of the last 300 s of executions that may be retries; "
         "never trips under 20 executions; 1 disables. Default 0.3.",
     )
     non_retryable_errors: list[str] | None = Field(
-        None, max_length=100,
+        None,
+        max_length=100,
         description="Substrings of a failure reason that must never be retried.",
         json_schema_extra={"x-kubernetes-list-type": "atomic"},
     )
 
     # Timeouts --------------------------------------------------------------
     schedule_to_start_timeout: int = Field(
-        0, ge=0, le=31_536_000, description=f"Enqueued until leased: a starved queue. {_SECONDS}",
+        0,
+        ge=0,
+        le=31_536_000,
+        description=f"Enqueued until leased: a starved queue. {_SECONDS}",
     )
     start_to_close_timeout: int | None = Field(
-        None, ge=0, le=31_536_000,
+        None,
+        ge=0,
+        le=31_536_000,
         description=f"Leased until terminal: a slow or wedged worker. {_SECONDS} Default 0.",
     )
     timeout_seconds: int = Field(
-        0, ge=0, le=31_536_000, description=f"Scheduled through to terminal: the total budget of one attempt. {_SECONDS}",
+        0,
+        ge=0,
+        le=31_536_000,
+        description=f"Scheduled through to terminal: the total budget of one attempt. {_SECONDS}",
     )
     heartbeat_timeout: int = Field(
-        0, ge=0, le=31_536_000, description=f"Longest gap between heartbeats of a leased task. {_SECONDS}",
+        0,
+        ge=0,
+        le=31_536_000,
+        description=f"Longest gap between heartbeats of a leased task. {_SECONDS}",
     )
     schedule_to_close_timeout: int = Field(
-        0, ge=0, le=31_536_000,
+        0,
+        ge=0,
+        le=31_536_000,
         description="Deadline across all attempts and backoff sleeps; a retry that would land past it "
         f"fails the task with DeadlineExceeded. {_SECONDS}",
     )
     response_timeout_seconds: int = Field(
-        3600, ge=1, le=31_536_000, description="Lease duration; a heartbeat renews it. Default 3600.",
+        3600,
+        ge=1,
+        le=31_536_000,
+        description="Lease duration; a heartbeat renews it. Default 3600.",
     )
     poll_timeout_seconds: int = Field(
-        30, ge=0, le=300, description="How long the server may hold a worker's poll open. Default 30.",
+        30,
+        ge=0,
+        le=300,
+        description="How long the server may hold a worker's poll open. Default 30.",
     )
     timeout_policy: TimeoutPolicy = Field(
         TimeoutPolicy.TIME_OUT_WF,
@@ -224,52 +293,67 @@ class TaskDefinitionSpec(Spec):
 
     # Gates -----------------------------------------------------------------
     concurrent_exec_limit: int = Field(
-        0, ge=0, le=1_000_000,
+        0,
+        ge=0,
+        le=1_000_000,
         description="Cap on in-flight tasks of this type across every run, enforced at dequeue; 0 is unlimited.",
     )
     rate_limit_per_frequency: int = Field(
-        0, ge=0, le=100_000_000,
+        0,
+        ge=0,
+        le=100_000_000,
         description="Dispatches allowed per fixed window of rateLimitFrequencySeconds; 0 is unlimited.",
     )
     rate_limit_frequency_seconds: int = Field(
-        1, ge=1, le=86_400, description="Size of the fixed rate-limit window in seconds. Default 1.",
+        1,
+        ge=1,
+        le=86_400,
+        description="Size of the fixed rate-limit window in seconds. Default 1.",
     )
     semaphores: list[EngineName] = Field(
-        default_factory=list, max_length=16,
+        default_factory=list,
+        max_length=16,
         description="Named semaphores a lease must acquire, all or nothing. An unconfigured one gates nothing.",
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
 
     # Worker pods ------------------------------------------------------------
     workers: WorkerPodsSpec | None = Field(
-        None, description="Worker pods the operator runs for this task type, as a Deployment it owns.",
+        None,
+        description="Worker pods the operator runs for this task type, as a Deployment it owns.",
     )
 
-    model_config = ConfigDict(**Spec.model_config, json_schema_extra={"x-kubernetes-validations": [
-        {
-            "rule": "!has(self.maxRetryDelaySeconds) || !has(self.retryDelaySeconds)"
-            " || self.maxRetryDelaySeconds >= self.retryDelaySeconds",
-            "message": "maxRetryDelaySeconds must be at least retryDelaySeconds",
-            "fieldPath": ".maxRetryDelaySeconds",
+    model_config = ConfigDict(
+        **Spec.model_config,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.maxRetryDelaySeconds) || !has(self.retryDelaySeconds)"
+                    " || self.maxRetryDelaySeconds >= self.retryDelaySeconds",
+                    "message": "maxRetryDelaySeconds must be at least retryDelaySeconds",
+                    "fieldPath": ".maxRetryDelaySeconds",
+                },
+                {
+                    "rule": "!has(self.startToCloseTimeout) || !has(self.timeoutSeconds) || self.timeoutSeconds == 0"
+                    " || self.startToCloseTimeout <= self.timeoutSeconds",
+                    "message": "startToCloseTimeout cannot exceed timeoutSeconds, the total budget",
+                    "fieldPath": ".startToCloseTimeout",
+                },
+                {
+                    "rule": "!has(self.scheduleToStartTimeout) || !has(self.timeoutSeconds) || self.timeoutSeconds == 0"
+                    " || self.scheduleToStartTimeout <= self.timeoutSeconds",
+                    "message": "scheduleToStartTimeout cannot exceed timeoutSeconds, the total budget",
+                    "fieldPath": ".scheduleToStartTimeout",
+                },
+                {
+                    "rule": "!has(self.nonRetryableErrors)"
+                    " || self.nonRetryableErrors.all(e, size(e) > 0 && size(e) <= 1024)",
+                    "message": "nonRetryableErrors entries must be non-empty strings of at most 1024 characters",
+                    "fieldPath": ".nonRetryableErrors",
+                },
+            ]
         },
-        {
-            "rule": "!has(self.startToCloseTimeout) || !has(self.timeoutSeconds) || self.timeoutSeconds == 0"
-            " || self.startToCloseTimeout <= self.timeoutSeconds",
-            "message": "startToCloseTimeout cannot exceed timeoutSeconds, the total budget",
-            "fieldPath": ".startToCloseTimeout",
-        },
-        {
-            "rule": "!has(self.scheduleToStartTimeout) || !has(self.timeoutSeconds) || self.timeoutSeconds == 0"
-            " || self.scheduleToStartTimeout <= self.timeoutSeconds",
-            "message": "scheduleToStartTimeout cannot exceed timeoutSeconds, the total budget",
-            "fieldPath": ".scheduleToStartTimeout",
-        },
-        {
-            "rule": "!has(self.nonRetryableErrors) || self.nonRetryableErrors.all(e, size(e) > 0 && size(e) <= 1024)",
-            "message": "nonRetryableErrors entries must be non-empty strings of at most 1024 characters",
-            "fieldPath": ".nonRetryableErrors",
-        },
-    ]})
+    )
 
 
 class TaskDefinitionStatus(Status):

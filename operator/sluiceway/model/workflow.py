@@ -47,8 +47,15 @@ class TaskType(StrEnum):
 
 
 _OPERATORS = frozenset(
-    {TaskType.FORK_JOIN, TaskType.FORK_JOIN_DYNAMIC, TaskType.JOIN, TaskType.SWITCH,
-     TaskType.INLINE, TaskType.TERMINATE, TaskType.SUB_WORKFLOW}
+    {
+        TaskType.FORK_JOIN,
+        TaskType.FORK_JOIN_DYNAMIC,
+        TaskType.JOIN,
+        TaskType.SWITCH,
+        TaskType.INLINE,
+        TaskType.TERMINATE,
+        TaskType.SUB_WORKFLOW,
+    }
 )
 
 
@@ -65,12 +72,14 @@ class SubWorkflowParam(Spec):
 class WorkflowTask(Spec):
     name: EngineName = Field(description="The task type for SIMPLE tasks; a label for system tasks.")
     task_reference_name: str = Field(
-        pattern=REF_PATTERN, description="Unique within the workflow; outputs are read as ${ref.output.x}.",
+        pattern=REF_PATTERN,
+        description="Unique within the workflow; outputs are read as ${ref.output.x}.",
     )
     type: TaskType = TaskType.SIMPLE
     description: str = Field("", max_length=1024)
     input_parameters: dict[str, Any] = Field(
-        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        default_factory=dict,
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
     optional: bool = Field(False, description="Absorb the failure after retries: COMPLETED_WITH_ERRORS.")
     retry_count: int | None = Field(None, ge=0, le=100, description="Overrides the TaskDefinition's retryCount.")
@@ -119,7 +128,8 @@ class WorkflowTask(Spec):
 
 class RateLimitConfig(Spec):
     rate_limit_key: str = Field(
-        min_length=1, max_length=1024,
+        min_length=1,
+        max_length=1024,
         description="An expression such as ${workflow.input.tenantId}; runs sharing the resolved key are limited.",
     )
     concurrent_exec_limit: int = Field(ge=1, le=1_000_000, description="Runs per key at once.")
@@ -141,13 +151,15 @@ class WorkflowSpec(Spec):
     """A workflow definition: tasks and their order, and the run-level gates."""
 
     name: EngineName | None = Field(
-        None, description="Workflow name used to start runs. Defaults to metadata.name.",
+        None,
+        description="Workflow name used to start runs. Defaults to metadata.name.",
     )
     description: str = Field("", max_length=4096)
     tasks: list[WorkflowTask] = Field(min_length=1, max_length=1000)
     input_parameters: list[str] = Field(default_factory=list, description="Documented input names.")
     output_parameters: dict[str, Any] = Field(
-        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        default_factory=dict,
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
     timeout_seconds: int = Field(0, ge=0, le=31_536_000, description="Whole-run deadline; 0 is none.")
     timeout_policy: WorkflowTimeoutPolicy = Field(
@@ -155,31 +167,46 @@ class WorkflowSpec(Spec):
         description="Accepted and stored, not consulted: a whole-run timeout always ends the run.",
     )
     failure_workflow: EngineName | None = Field(
-        None, description="Started on failure or timeout with the failed run's id and reason.",
+        None,
+        description="Started on failure or timeout with the failed run's id and reason.",
     )
     max_concurrent_tasks: int = Field(
-        0, ge=0, le=1_000_000, description="Scheduled worker tasks inside one run; 0 is unlimited.",
+        0,
+        ge=0,
+        le=1_000_000,
+        description="Scheduled worker tasks inside one run; 0 is unlimited.",
     )
     max_concurrent_executions: int = Field(
-        0, ge=0, le=1_000_000, description="Runs of this workflow at once; over it a start is refused. 0 is unlimited.",
+        0,
+        ge=0,
+        le=1_000_000,
+        description="Runs of this workflow at once; over it a start is refused. 0 is unlimited.",
     )
     rate_limit_config: RateLimitConfig | None = None
     sla_seconds: int = Field(
-        0, ge=0, le=31_536_000, description="Soft SLA: a run past it is flagged and counted, nothing more.",
+        0,
+        ge=0,
+        le=31_536_000,
+        description="Soft SLA: a run past it is flagged and counted, nothing more.",
     )
     active_runs_policy: ActiveRunsPolicy = Field(
         ActiveRunsPolicy.FINISH,
         description="On deletion of the Workflow: let active runs Finish (default) or Terminate them.",
     )
 
-    model_config = ConfigDict(**Spec.model_config, json_schema_extra={"x-kubernetes-validations": [
-        {
-            "rule": "!has(self.slaSeconds) || !has(self.timeoutSeconds) || self.slaSeconds == 0"
+    model_config = ConfigDict(
+        **Spec.model_config,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.slaSeconds) || !has(self.timeoutSeconds) || self.slaSeconds == 0"
                     " || self.timeoutSeconds == 0 || self.slaSeconds <= self.timeoutSeconds",
-            "message": "slaSeconds must not exceed timeoutSeconds: the hard timeout would always fire first",
-            "fieldPath": ".slaSeconds",
-        }
-    ]})
+                    "message": "slaSeconds must not exceed timeoutSeconds: the hard timeout would always fire first",
+                    "fieldPath": ".slaSeconds",
+                }
+            ]
+        },
+    )
 
     @model_validator(mode="after")
     def _references_are_unique(self) -> WorkflowSpec:

@@ -30,13 +30,19 @@ class WorkflowRunSpec(Spec):
     workflow: EngineName = Field(description="Name of the Workflow to run (its spec.name or metadata.name).")
     version: int | None = Field(None, ge=1, description="Pinned Workflow version; the latest when unset.")
     input: dict[str, Any] = Field(
-        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        default_factory=dict,
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
     correlation_id: str | None = Field(None, max_length=256)
 
-    model_config = ConfigDict(**Spec.model_config, json_schema_extra={"x-kubernetes-validations": [
-        {"rule": "self == oldSelf", "message": "spec is immutable: create a new WorkflowRun to run again"}
-    ]})
+    model_config = ConfigDict(
+        **Spec.model_config,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self == oldSelf", "message": "spec is immutable: create a new WorkflowRun to run again"}
+            ]
+        },
+    )
 
 
 class TaskCounts(Spec):
@@ -55,7 +61,8 @@ class WorkflowRunStatus(Status):
     reason_for_incompletion: str | None = None
     control: str | None = Field(None, description="The control that refused or holds the run.")
     refusal: dict[str, Any] | None = Field(
-        None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        None,
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
         description="The refusal body: {quota, limit, current, retryAfterSeconds} for a quota.",
     )
     tasks: TaskCounts | None = None

@@ -7,36 +7,38 @@ from prometheus_client import Counter, Gauge, Histogram
 
 _LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
-DECIDE_QUEUE_OLDEST = Gauge(
-    "sluiceway_decide_queue_oldest_seconds", "Age of the oldest due decide event: decider lag.")
-TASKS_READY = Gauge("sluiceway_tasks_ready", "Tasks queued and leasable now, by task type.",
-                    ["namespace", "task_type"])
-TASKS_DELAYED = Gauge("sluiceway_tasks_delayed", "Tasks waiting out a retry backoff or a snooze.",
-                      ["namespace", "task_type"])
+DECIDE_QUEUE_OLDEST = Gauge("sluiceway_decide_queue_oldest_seconds", "Age of the oldest due decide event: decider lag.")
+TASKS_READY = Gauge("sluiceway_tasks_ready", "Tasks queued and leasable now, by task type.", ["namespace", "task_type"])
+TASKS_DELAYED = Gauge(
+    "sluiceway_tasks_delayed", "Tasks waiting out a retry backoff or a snooze.", ["namespace", "task_type"]
+)
 TIMERS_OVERDUE = Gauge("sluiceway_timers_overdue", "Armed timers past due: the sweeper is behind.")
 OUTBOX_DEAD_LETTERED = Gauge(
     "sluiceway_outbox_dead_lettered",
-    "Status writes to custom resources the API server refused for good, since start; never expected "
-    "to be non-zero.")
+    "Status writes to custom resources the API server refused for good, since start; never expected to be non-zero.",
+)
 
 TASKS_LEASED = Counter("sluiceway_tasks_leased_total", "Tasks leased to workers.", ["namespace", "task_type"])
 RESULTS = Counter("sluiceway_task_results_total", "Worker results by outcome.", ["outcome"])
-LEASE_LATENCY = Histogram("sluiceway_lease_seconds", "Time to lease a batch (the database part of a poll).",
-                          buckets=_LATENCY)
+LEASE_LATENCY = Histogram(
+    "sluiceway_lease_seconds", "Time to lease a batch (the database part of a poll).", buckets=_LATENCY
+)
 COMPLETE_LATENCY = Histogram("sluiceway_complete_seconds", "Time to apply a batch of results.", buckets=_LATENCY)
 DECISIONS = Counter("sluiceway_decisions_total", "Runs decided.")
-DECIDE_BATCH_LATENCY = Histogram("sluiceway_decide_batch_seconds", "Time to decide one batch of runs.",
-                                 buckets=_LATENCY)
+DECIDE_BATCH_LATENCY = Histogram(
+    "sluiceway_decide_batch_seconds", "Time to decide one batch of runs.", buckets=_LATENCY
+)
 RUNS_FINISHED = Counter("sluiceway_runs_finished_total", "Runs that ended, by status.", ["status"])
 TIMERS_FIRED = Counter("sluiceway_timers_fired_total", "Timers fired, by the deadline missed.", ["deadline"])
-TIMEOUT_ALERTS = Counter("sluiceway_timeout_alerts_total", "Deadlines missed under timeoutPolicy ALERT_ONLY.",
-                         ["task_type", "deadline"])
-SLA_BREACHES = Counter("sluiceway_workflow_sla_breached_total", "Runs past their soft SLA.",
-                       ["namespace", "workflow"])
+TIMEOUT_ALERTS = Counter(
+    "sluiceway_timeout_alerts_total", "Deadlines missed under timeoutPolicy ALERT_ONLY.", ["task_type", "deadline"]
+)
+SLA_BREACHES = Counter("sluiceway_workflow_sla_breached_total", "Runs past their soft SLA.", ["namespace", "workflow"])
 GATE_HOLDS = Counter("sluiceway_gate_holds_total", "Work a gate held back, by control.", ["control"])
-BREAKER_STATE = Gauge("sluiceway_circuit_breaker_state",
-                      "Circuit breaker of a target host: 0 closed, 1 half-open, 2 open.", ["target"])
-BREAKER_REJECTIONS = Counter("sluiceway_circuit_breaker_rejections_total",
-                             "System-task calls failed fast by an open breaker.", ["target"])
-HTTP_TASK_CALLS = Counter("sluiceway_http_task_calls_total", "HTTP system-task calls, by outcome class.",
-                          ["outcome"])
+BREAKER_STATE = Gauge(
+    "sluiceway_circuit_breaker_state", "Circuit breaker of a target host: 0 closed, 1 half-open, 2 open.", ["target"]
+)
+BREAKER_REJECTIONS = Counter(
+    "sluiceway_circuit_breaker_rejections_total", "System-task calls failed fast by an open breaker.", ["target"]
+)
+HTTP_TASK_CALLS = Counter("sluiceway_http_task_calls_total", "HTTP system-task calls, by outcome class.", ["outcome"])

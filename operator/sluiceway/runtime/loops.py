@@ -30,7 +30,7 @@ _SWEEP_RECHECK = 0.5
 async def _pause(stop: asyncio.Event, seconds: float) -> None:
     try:
         await asyncio.wait_for(stop.wait(), seconds)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
 
 
@@ -56,8 +56,9 @@ def _observe(_: str, decision: Decision) -> None:
         metrics.GATE_HOLDS.labels(hold.control).inc()
 
 
-async def run_decider(pool: asyncpg.Pool, notifications: Notifications | None, config: DeciderConfig,
-                      stop: asyncio.Event) -> None:
+async def run_decider(
+    pool: asyncpg.Pool, notifications: Notifications | None, config: DeciderConfig, stop: asyncio.Event
+) -> None:
     config.on_decision = config.on_decision or _observe
 
     async def step() -> bool:
@@ -71,7 +72,7 @@ async def run_decider(pool: asyncpg.Pool, notifications: Notifications | None, c
         if notifications is not None:
             try:
                 await asyncio.wait_for(notifications.decide.wait(), 1.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         else:
             await _pause(stop, 0.05)

@@ -16,8 +16,7 @@ def _crds(args: argparse.Namespace) -> int:
     if args.check:
         stale = {str(d): files for d in targets if (files := crds.drift(d))}
         for stale_dir, stale_files in stale.items():
-            print(f"{stale_dir}: out of date: {', '.join(stale_files)} (run `sluiceway crds --write`)",
-                  file=sys.stderr)
+            print(f"{stale_dir}: out of date: {', '.join(stale_files)} (run `sluiceway crds --write`)", file=sys.stderr)
         return 1 if stale else 0
     if args.write:
         for directory in targets:
@@ -76,8 +75,12 @@ def parser() -> argparse.ArgumentParser:
 
     from sluiceway.cli import why as why_cli
 
-    why = commands.add_parser("why", help="why is this run or task not further along?",
-                              description=why_cli.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    why = commands.add_parser(
+        "why",
+        help="why is this run or task not further along?",
+        description=why_cli.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     why_cli.add_arguments(why)
     why.set_defaults(run=_why)
 

@@ -24,10 +24,10 @@ import uvicorn
 
 from sluiceway.api.app import create_app
 from sluiceway.api.auth import Authenticator
-from sluiceway.controls.breaker import Breakers
 from sluiceway.api.services import Services
-from sluiceway.k8s.handlers import Context, register, register_status_reports, register_workflows
+from sluiceway.controls.breaker import Breakers
 from sluiceway.k8s.events import EventRecorder
+from sluiceway.k8s.handlers import Context, register, register_status_reports, register_workflows
 from sluiceway.k8s.leadership import LeaderElector
 from sluiceway.k8s.mirror import run_mirror
 from sluiceway.k8s.workers import register_worker_deployments
@@ -61,7 +61,7 @@ def kopf_settings() -> kopf.OperatorSettings:
 
 
 def utc_now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc)
+    return datetime.datetime.now(datetime.UTC)
 
 
 class _Server(uvicorn.Server):
@@ -92,21 +92,43 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     notifications = Notifications(settings.database_url)
     await notifications.start()
     kube: KubeClient | None = KubeClient.from_environment() if settings.kubernetes else None
-    authenticator = Authenticator(kube, keys_namespace=settings.api_keys_namespace,
-                                  allow_writes=settings.api_keys_allow_writes,
-                                  ) if kube is not None and settings.auth == "kubernetes" else None
-    services = Services(pool, notifications, defaults=settings.operator_defaults(), kube=kube,
-                        authenticate=settings.auth == "kubernetes", authenticator=authenticator)
-    server = _Server(uvicorn.Config(
-        create_app(services),
-        host=settings.api_host, port=settings.api_port,
-        log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=3,
-    ))
+    authenticator = (
+        Authenticator(
+            kube,
+            keys_namespace=settings.api_keys_namespace,
+            allow_writes=settings.api_keys_allow_writes,
+        )
+        if kube is not None and settings.auth == "kubernetes"
+        else None
+    )
+    services = Services(
+        pool,
+        notifications,
+        defaults=settings.operator_defaults(),
+        kube=kube,
+        authenticate=settings.auth == "kubernetes",
+        authenticator=authenticator,
+    )
+    server = _Server(
+        uvicorn.Config(
+            create_app(services),
+            host=settings.api_host,
+            port=settings.api_port,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=3,
+        )
+    )
     config = DeciderConfig(defaults=settings.operator_defaults())
     notifications.caches.append(config.definitions)
     http_tasks = HttpTaskRunner(
-        pool, Breakers(settings.circuit_breaker), notifications=notifications, defaults=settings.operator_defaults(),
-        concurrency=settings.http_concurrency, allowed_hosts=settings.http_allowed_hosts,
+        pool,
+        Breakers(settings.circuit_breaker),
+        notifications=notifications,
+        defaults=settings.operator_defaults(),
+        concurrency=settings.http_concurrency,
+        allowed_hosts=settings.http_allowed_hosts,
         worker_id=f"{socket.gethostname()}/http",
     )
     notifications.caches.append(http_tasks.definitions)
@@ -133,17 +155,24 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             relay = asyncio.create_task(_first_of(stop, stepped_down, then=leader_stop))
             try:
                 await asyncio.gather(
-                    kopf.operator(registry=registry, settings=kopf_settings(), clusterwide=not settings.namespaces,
-                                  namespaces=settings.namespaces, standalone=True, memo=memo,
-                                  stop_flag=leader_stop),
+                    kopf.operator(
+                        registry=registry,
+                        settings=kopf_settings(),
+                        clusterwide=not settings.namespaces,
+                        namespaces=settings.namespaces,
+                        standalone=True,
+                        memo=memo,
+                        stop_flag=leader_stop,
+                    ),
                     run_mirror(pool, kube, leader_stop, recorder),
                 )
             finally:
                 relay.cancel()
 
         if settings.leader_election:
-            elector = LeaderElector(Leases(kube), settings.leader_election_namespace, "sluiceway-operator",
-                                    settings.identity)
+            elector = LeaderElector(
+                Leases(kube), settings.leader_election_namespace, "sluiceway-operator", settings.identity
+            )
             parts.append(elector.run(reconcile, stop))
         else:
             parts.append(reconcile(asyncio.Event()))
@@ -151,8 +180,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         parts.append(authenticator.run(stop))  # keeps the API keys in memory
     tasks = [asyncio.create_task(part) for part in parts]
     try:
-        done, _ = await asyncio.wait([*tasks, asyncio.create_task(stop.wait())],
-                                     return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait([*tasks, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
         for task in done:
             if task in tasks and task.exception() is not None:
                 log.error("a part of the operator failed: %r", task.exception())

@@ -62,17 +62,23 @@ class Settings(BaseModel):
     @model_validator(mode="after")
     def _auth_needs_kubernetes(self) -> Settings:
         if self.auth == "kubernetes" and not self.kubernetes:
-            raise ValueError("SLUICEWAY_AUTH=kubernetes checks identities with the Kubernetes API: "
-                             "it cannot be combined with SLUICEWAY_KUBERNETES=false")
+            raise ValueError(
+                "SLUICEWAY_AUTH=kubernetes checks identities with the Kubernetes API: "
+                "it cannot be combined with SLUICEWAY_KUBERNETES=false"
+            )
         return self
 
     def operator_defaults(self) -> OperatorDefaults:
         policy = self.default_retry_policy
         return OperatorDefaults(
-            retry_count=policy.retry_count, retry_logic=policy.retry_logic,
-            retry_delay_seconds=policy.retry_delay_seconds, backoff_scale_factor=policy.backoff_scale_factor,
-            max_retry_delay_seconds=policy.max_retry_delay_seconds, jitter=policy.jitter,
-            retry_budget=policy.retry_budget, start_to_close_timeout=self.default_start_to_close_timeout,
+            retry_count=policy.retry_count,
+            retry_logic=policy.retry_logic,
+            retry_delay_seconds=policy.retry_delay_seconds,
+            backoff_scale_factor=policy.backoff_scale_factor,
+            max_retry_delay_seconds=policy.max_retry_delay_seconds,
+            jitter=policy.jitter,
+            retry_budget=policy.retry_budget,
+            start_to_close_timeout=self.default_start_to_close_timeout,
             max_retry_backoff_seconds=self.max_retry_backoff,
         )
 
@@ -104,12 +110,19 @@ class Settings(BaseModel):
             raw["api_keys_namespace"] = env["SLUICEWAY_API_KEYS_NAMESPACE"].strip()
         if env.get("SLUICEWAY_API_KEYS_ALLOW_WRITES"):
             raw["api_keys_allow_writes"] = env["SLUICEWAY_API_KEYS_ALLOW_WRITES"].lower() not in (
-                "0", "false", "no", "off")
+                "0",
+                "false",
+                "no",
+                "off",
+            )
         if env.get("SLUICEWAY_KUBERNETES"):
             raw["kubernetes"] = env["SLUICEWAY_KUBERNETES"].lower() not in ("0", "false", "no", "off")
-        for variable, key in (("SLUICEWAY_DECIDERS", "deciders"), ("SLUICEWAY_DB_POOL_SIZE", "pool_size"),
-                              ("SLUICEWAY_DEFAULT_START_TO_CLOSE_TIMEOUT", "default_start_to_close_timeout"),
-                              ("SLUICEWAY_MAX_RETRY_BACKOFF", "max_retry_backoff")):
+        for variable, key in (
+            ("SLUICEWAY_DECIDERS", "deciders"),
+            ("SLUICEWAY_DB_POOL_SIZE", "pool_size"),
+            ("SLUICEWAY_DEFAULT_START_TO_CLOSE_TIMEOUT", "default_start_to_close_timeout"),
+            ("SLUICEWAY_MAX_RETRY_BACKOFF", "max_retry_backoff"),
+        ):
             if env.get(variable):
                 raw[key] = env[variable]
         if env.get("SLUICEWAY_CIRCUIT_BREAKER"):
@@ -118,14 +131,16 @@ class Settings(BaseModel):
             except ValueError as error:
                 raise SettingsError(str(error)) from error
         if env.get("SLUICEWAY_HTTP_ALLOWED_HOSTS"):
-            raw["http_allowed_hosts"] = tuple(h.strip() for h in env["SLUICEWAY_HTTP_ALLOWED_HOSTS"].split(",")
-                                              if h.strip())
+            raw["http_allowed_hosts"] = tuple(
+                h.strip() for h in env["SLUICEWAY_HTTP_ALLOWED_HOSTS"].split(",") if h.strip()
+            )
         if env.get("SLUICEWAY_HTTP_CONCURRENCY"):
             raw["http_concurrency"] = env["SLUICEWAY_HTTP_CONCURRENCY"]
         if env.get("SLUICEWAY_DEFAULT_RETRY_POLICY"):
             try:
                 raw["default_retry_policy"] = DefaultRetryPolicy.model_validate(
-                    json.loads(env["SLUICEWAY_DEFAULT_RETRY_POLICY"]))
+                    json.loads(env["SLUICEWAY_DEFAULT_RETRY_POLICY"])
+                )
             except (ValueError, ValidationError) as error:
                 raise SettingsError(f"SLUICEWAY_DEFAULT_RETRY_POLICY: {error}") from error
         try:

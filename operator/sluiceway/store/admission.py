@@ -32,7 +32,9 @@ _STARTED_THIS_MINUTE = """
 SELECT count(*), extract(epoch FROM date_trunc('minute', now()) + interval '1 minute' - now())
   FROM executions WHERE namespace = $1 AND created_at >= date_trunc('minute', now())
 """
-_RUNNING_OF_WORKFLOW = "SELECT count(*) FROM executions WHERE namespace = $1 AND workflow_name = $2 AND status = 'RUNNING'"
+_RUNNING_OF_WORKFLOW = (
+    "SELECT count(*) FROM executions WHERE namespace = $1 AND workflow_name = $2 AND status = 'RUNNING'"
+)
 _ADMITTED_FOR_KEY = """
 SELECT count(*) FROM executions
  WHERE namespace = $1 AND workflow_name = $2 AND admission_key = $3 AND status = 'RUNNING'
@@ -72,22 +74,31 @@ async def check_quotas(conn: asyncpg.Connection, namespace: str) -> Refusal | No
             started, until_next = await conn.fetchrow(_STARTED_THIS_MINUTE, namespace)
             limit = quota["max_executions_per_minute"]
             if started >= limit:
-                return _quota_refusal(name, "maxExecutionsPerMinute", limit, int(started),
-                                      max(1, math.ceil(float(until_next))))
+                return _quota_refusal(
+                    name, "maxExecutionsPerMinute", limit, int(started), max(1, math.ceil(float(until_next)))
+                )
     return None
 
 
 def _quota_refusal(name: str, field: str, limit: int, current: int, retry_after: int) -> Refusal:
     return Refusal(
-        control=f"quota:{name}", http_status=429,
+        control=f"quota:{name}",
+        http_status=429,
         message=f"quota {name}: {field} {limit} reached ({current} now); retry in {retry_after} s",
-        body={"error": "QUOTA_EXCEEDED", "quota": name, "field": field, "limit": limit, "current": current,
-              "retryAfterSeconds": retry_after},
+        body={
+            "error": "QUOTA_EXCEEDED",
+            "quota": name,
+            "field": field,
+            "limit": limit,
+            "current": current,
+            "retryAfterSeconds": retry_after,
+        },
     )
 
 
-async def check_max_concurrent(conn: asyncpg.Connection, namespace: str, workflow: str,
-                               spec: dict[str, Any]) -> Refusal | None:
+async def check_max_concurrent(
+    conn: asyncpg.Connection, namespace: str, workflow: str, spec: dict[str, Any]
+) -> Refusal | None:
     cap = int(spec.get("maxConcurrentExecutions") or 0)
     if not cap:
         return None
@@ -96,14 +107,16 @@ async def check_max_concurrent(conn: asyncpg.Connection, namespace: str, workflo
     if running < cap:
         return None
     return Refusal(
-        control="maxConcurrentExecutions", http_status=409,
+        control="maxConcurrentExecutions",
+        http_status=409,
         message=f"LIMIT_EXCEEDED: workflow {workflow} already has {running} of maxConcurrentExecutions {cap} runs",
         body={"error": "LIMIT_EXCEEDED", "limit": cap, "current": running},
     )
 
 
-async def admit(conn: asyncpg.Connection, namespace: str, workflow: str, spec: dict[str, Any],
-                run_input: dict[str, Any]) -> Admission:
+async def admit(
+    conn: asyncpg.Connection, namespace: str, workflow: str, spec: dict[str, Any], run_input: dict[str, Any]
+) -> Admission:
     config = spec.get("rateLimitConfig")
     if not config:
         return Admission(None, False)
@@ -133,8 +146,9 @@ SELECT DISTINCT e.namespace, e.workflow_name, e.admission_key, v.spec->'rateLimi
 """
 
 
-async def admit_waiting(conn: asyncpg.Connection, namespace: str, workflow: str, key: str,
-                        limit: int) -> list[uuid.UUID]:
+async def admit_waiting(
+    conn: asyncpg.Connection, namespace: str, workflow: str, key: str, limit: int
+) -> list[uuid.UUID]:
     """Admit the oldest waiting runs of one key while slots are free (in the
     caller's transaction); return their ids, to be decided."""
     await conn.execute(_LOCK, f"admission:{namespace}/{workflow}/{key}")
@@ -151,11 +165,11 @@ async def rebalance(conn: asyncpg.Connection, batch: int = 100) -> list[uuid.UUI
     for row in await conn.fetch(_WAITING_KEYS, batch):
         config = row["config"]
         if not config:  # the workflow dropped its rateLimitConfig: admit everyone
-            admitted += await admit_waiting(conn, row["namespace"], row["workflow_name"], row["admission_key"],
-                                            1_000_000)
+            admitted += await admit_waiting(
+                conn, row["namespace"], row["workflow_name"], row["admission_key"], 1_000_000
+            )
             continue
-        admitted += await admit_waiting(conn, row["namespace"], row["workflow_name"], row["admission_key"],
-                                        int(config["concurrentExecLimit"]))
+        admitted += await admit_waiting(
+            conn, row["namespace"], row["workflow_name"], row["admission_key"], int(config["concurrentExecLimit"])
+        )
     return admitted
-
-

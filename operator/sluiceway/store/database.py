@@ -20,10 +20,12 @@ def _decode_jsonb(data: bytes) -> Any:
 
 async def init_connection(conn: asyncpg.Connection) -> None:
     """jsonb travels as Python objects, through orjson in jsonb's binary format."""
-    await conn.set_type_codec("jsonb", encoder=_encode_jsonb, decoder=_decode_jsonb, schema="pg_catalog",
-                              format="binary")
-    await conn.set_type_codec("json", encoder=lambda v: orjson.dumps(v).decode(), decoder=orjson.loads,
-                              schema="pg_catalog")
+    await conn.set_type_codec(
+        "jsonb", encoder=_encode_jsonb, decoder=_decode_jsonb, schema="pg_catalog", format="binary"
+    )
+    await conn.set_type_codec(
+        "json", encoder=lambda v: orjson.dumps(v).decode(), decoder=orjson.loads, schema="pg_catalog"
+    )
 
 
 async def _no_reset(conn: asyncpg.Connection) -> None:

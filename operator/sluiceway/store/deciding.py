@@ -39,11 +39,11 @@ from sluiceway.engine.decider import Event, decide
 from sluiceway.engine.snapshot import RunSnapshot, TaskRow
 from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.model.taskdefinition import TaskDefinitionSpec
+from sluiceway.model.workflow import TaskType, WorkflowSpec, WorkflowTask, iter_tasks
+from sluiceway.store import admission, executions
 from sluiceway.store.definitions import DefinitionCache
 
 SYSTEM_WAKE = ("@system", "@http")  # what the HTTP task runner waits on
-from sluiceway.model.workflow import TaskType, WorkflowSpec, WorkflowTask, iter_tasks
-from sluiceway.store import admission, executions
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,8 @@ SELECT now() AS now, e.id, e.namespace, e.workflow_name, e.workflow_version, e.s
 _LOCK_ONE = _LOCK_DUE.replace(
     """e.id = ANY(ARRAY(SELECT execution_id FROM decide_queue WHERE due_at <= now() ORDER BY due_at, id
                         LIMIT $1 * 4))""",
-    "e.id = $1").replace(" LIMIT $1\n", "\n")
+    "e.id = $1",
+).replace(" LIMIT $1\n", "\n")
 _LATEST_TASKS = """
 SELECT DISTINCT ON (execution_id, ref)
        id, execution_id, ref, type, name, status, attempt, input, output, reason, retry_after_seconds,
@@ -144,7 +145,7 @@ async def _decide(conn: asyncpg.Connection, runs: list[asyncpg.Record], config: 
         rows_by_run[row["execution_id"]][row["ref"]] = _task_row(row)
     snapshots = await _snapshots(conn, runs, rows_by_run, config)
     applier = _Applier(now)
-    for run, snapshot in zip(runs, snapshots):
+    for run, snapshot in zip(runs, snapshots, strict=False):
         decision = decide(snapshot, _event_of(set(run["events"])), now, config.rng)
         applier.add(snapshot, decision, mirrored=run["mirrored"])
         if config.on_decision is not None:
@@ -166,15 +167,25 @@ _STATUSES = {s.value: s for s in TaskStatus}
 
 def _task_row(row: asyncpg.Record) -> TaskRow:
     return TaskRow(
-        id=str(row["id"]), ref=row["ref"], type=_TYPES[row["type"]], name=row["name"],
-        status=_STATUSES[row["status"]], attempt=row["attempt"], input=row["input"], output=row["output"],
-        reason=row["reason"], retry_after_seconds=row["retry_after_seconds"],
-        schedule_to_close_at=row["close_deadline"], first_scheduled_at=row["first_scheduled_at"],
+        id=str(row["id"]),
+        ref=row["ref"],
+        type=_TYPES[row["type"]],
+        name=row["name"],
+        status=_STATUSES[row["status"]],
+        attempt=row["attempt"],
+        input=row["input"],
+        output=row["output"],
+        reason=row["reason"],
+        retry_after_seconds=row["retry_after_seconds"],
+        schedule_to_close_at=row["close_deadline"],
+        first_scheduled_at=row["first_scheduled_at"],
     )
 
 
 async def _snapshots(
-    conn: asyncpg.Connection, runs: list[asyncpg.Record], rows_by_run: Mapping[uuid.UUID, dict[str, TaskRow]],
+    conn: asyncpg.Connection,
+    runs: list[asyncpg.Record],
+    rows_by_run: Mapping[uuid.UUID, dict[str, TaskRow]],
     config: DeciderConfig,
 ) -> list[RunSnapshot]:
     specs = {r["id"]: _workflow(r["namespace"], r["workflow_name"], r["workflow_version"], r["spec"]) for r in runs}
@@ -199,12 +210,22 @@ async def _snapshots(
             budgets[namespace][row["name"]] = BudgetWindow(row["executions"], row["retries"])
     return [
         RunSnapshot(
-            id=str(run["id"]), namespace=run["namespace"], workflow_name=run["workflow_name"],
-            version=run["workflow_version"], workflow=specs[run["id"]], status=RunStatus(run["status"]),
-            input=run["input"], tasks=rows_by_run[run["id"]], correlation_id=run["correlation_id"],
-            evaluated=run["evaluated"], timeout_at=run["timeout_at"], terminate_requested=run["terminate_requested"],
-            awaiting_admission=run["awaiting_admission"], definitions=definitions[run["namespace"]],
-            defaults=config.defaults, budgets=budgets[run["namespace"]],
+            id=str(run["id"]),
+            namespace=run["namespace"],
+            workflow_name=run["workflow_name"],
+            version=run["workflow_version"],
+            workflow=specs[run["id"]],
+            status=RunStatus(run["status"]),
+            input=run["input"],
+            tasks=rows_by_run[run["id"]],
+            correlation_id=run["correlation_id"],
+            evaluated=run["evaluated"],
+            timeout_at=run["timeout_at"],
+            terminate_requested=run["terminate_requested"],
+            awaiting_admission=run["awaiting_admission"],
+            definitions=definitions[run["namespace"]],
+            defaults=config.defaults,
+            budgets=budgets[run["namespace"]],
         )
         for run in runs
     ]
@@ -281,8 +302,7 @@ class _Applier:
                 self.finishes.append((snapshot, command))
         finishing = bool(self.finishes) and self.finishes[-1][0] is snapshot
         # Write the run's row only when something about it changed: each write is a new row version.
-        if not finishing and (not snapshot.evaluated or timeout_at is not None
-                              or (mirrored and decision.commands)):
+        if not finishing and (not snapshot.evaluated or timeout_at is not None or (mirrored and decision.commands)):
             self.decided.append((run_id, timeout_at))
 
     def _tasks_by_ref(self, snapshot: RunSnapshot) -> dict[str, WorkflowTask]:
@@ -294,16 +314,39 @@ class _Applier:
 
     def _schedule(self, snapshot: RunSnapshot, command: ScheduleTask) -> uuid.UUID:
         task_id = uuid.uuid4()
-        timeouts = resolve(snapshot.definitions.get(command.name), snapshot.defaults,
-                           self._tasks_by_ref(snapshot).get(command.ref)).timeouts
+        timeouts = resolve(
+            snapshot.definitions.get(command.name), snapshot.defaults, self._tasks_by_ref(snapshot).get(command.ref)
+        ).timeouts
         d = command.deadlines
-        self.tasks.append((
-            task_id, uuid.UUID(snapshot.id), snapshot.namespace, command.ref, command.type.value, command.name,
-            command.attempt, command.status.value, command.input, {}, "", command.first_scheduled_at,
-            command.available_at, None, d.schedule_to_close, timeouts.schedule_to_start, timeouts.start_to_close,
-            timeouts.timeout_seconds, timeouts.heartbeat, timeouts.response_timeout, timeouts.policy.value,
-            d.schedule_to_start, d.total, d.schedule_to_close, d.wait_until,
-        ))
+        self.tasks.append(
+            (
+                task_id,
+                uuid.UUID(snapshot.id),
+                snapshot.namespace,
+                command.ref,
+                command.type.value,
+                command.name,
+                command.attempt,
+                command.status.value,
+                command.input,
+                {},
+                "",
+                command.first_scheduled_at,
+                command.available_at,
+                None,
+                d.schedule_to_close,
+                timeouts.schedule_to_start,
+                timeouts.start_to_close,
+                timeouts.timeout_seconds,
+                timeouts.heartbeat,
+                timeouts.response_timeout,
+                timeouts.policy.value,
+                d.schedule_to_start,
+                d.total,
+                d.schedule_to_close,
+                d.wait_until,
+            )
+        )
         if command.type is TaskType.SIMPLE:
             # Delayed tasks too: a waiting poll then knows exactly how long to sleep.
             self.ready.add((snapshot.namespace, command.name))
@@ -313,45 +356,79 @@ class _Applier:
 
     def _record(self, snapshot: RunSnapshot, command: RecordTask) -> uuid.UUID:
         task_id = uuid.uuid4()
-        self.tasks.append((
-            task_id, uuid.UUID(snapshot.id), snapshot.namespace, command.ref, command.type.value, command.name,
-            command.attempt, command.status.value, command.input, command.output, command.reason, self.now,
-            self.now, self.now, None, 0, 0, 0, 0, 3600, "TIME_OUT_WF", None, None, None, None,
-        ))
+        self.tasks.append(
+            (
+                task_id,
+                uuid.UUID(snapshot.id),
+                snapshot.namespace,
+                command.ref,
+                command.type.value,
+                command.name,
+                command.attempt,
+                command.status.value,
+                command.input,
+                command.output,
+                command.reason,
+                self.now,
+                self.now,
+                self.now,
+                None,
+                0,
+                0,
+                0,
+                0,
+                3600,
+                "TIME_OUT_WF",
+                None,
+                None,
+                None,
+                None,
+            )
+        )
         return task_id
 
     async def apply(self, conn: asyncpg.Connection, event_ids: list[int]) -> None:
         if self.tasks:
-            await conn.execute(_INSERT_TASKS, *map(list, zip(*self.tasks)), _bucket(self.now), self.shard)
+            await conn.execute(_INSERT_TASKS, *map(list, zip(*self.tasks, strict=False)), _bucket(self.now), self.shard)
         if self.updates:
             await conn.executemany(_UPDATE_TASK, self.updates)
         for snapshot, child, parent_task in self.children:
             await _start_child(conn, snapshot, child, parent_task)
         if self.finishes:
             await finish_runs(conn, self.finishes)
-        await conn.execute(_MARK_DECIDED, [d[0] for d in self.decided], [d[1] for d in self.decided], event_ids,
-                           [f"{namespace}/{name}" for namespace, name in sorted(self.ready)])
+        await conn.execute(
+            _MARK_DECIDED,
+            [d[0] for d in self.decided],
+            [d[1] for d in self.decided],
+            event_ids,
+            [f"{namespace}/{name}" for namespace, name in sorted(self.ready)],
+        )
 
 
 def _bucket(now: datetime.datetime) -> datetime.datetime:
     epoch = int(now.timestamp())
-    return datetime.datetime.fromtimestamp(epoch - epoch % _BUCKET_SECONDS, tz=datetime.timezone.utc)
+    return datetime.datetime.fromtimestamp(epoch - epoch % _BUCKET_SECONDS, tz=datetime.UTC)
 
 
-async def _start_child(conn: asyncpg.Connection, parent: RunSnapshot, child: StartChild,
-                       parent_task: uuid.UUID) -> None:
+async def _start_child(
+    conn: asyncpg.Connection, parent: RunSnapshot, child: StartChild, parent_task: uuid.UUID
+) -> None:
     outcome = await executions.start_run(
-        conn, parent.namespace, child.workflow, child.version, child.input,
+        conn,
+        parent.namespace,
+        child.workflow,
+        child.version,
+        child.input,
         parent=(uuid.UUID(parent.id), parent_task),
     )
     if isinstance(outcome, executions.Started):
-        await conn.execute("UPDATE tasks SET child_execution_id = $2 WHERE id = $1", parent_task,
-                           uuid.UUID(outcome.id))
+        await conn.execute("UPDATE tasks SET child_execution_id = $2 WHERE id = $1", parent_task, uuid.UUID(outcome.id))
         return
     # The child could not start: the SUB_WORKFLOW task fails terminally, the decider takes it from there.
     await conn.execute(
         "UPDATE tasks SET status = 'FAILED_WITH_TERMINAL_ERROR', reason = $2, ended_at = now() WHERE id = $1",
-        parent_task, f"SUB_WORKFLOW: {outcome.message}",
+        parent_task,
+        f"SUB_WORKFLOW: {outcome.message}",
     )
     await executions.enqueue_decide(conn, parent.id, "child_finished")
 
@@ -395,8 +472,11 @@ async def finish_runs(conn: asyncpg.Connection, finishes: list[tuple[RunSnapshot
     ended = {
         row["id"]: row
         for row in await conn.fetch(
-            _FINISH, [uuid.UUID(s.id) for s, _ in finishes], [f.status.value for _, f in finishes],
-            [f.reason for _, f in finishes], [f.output for _, f in finishes],
+            _FINISH,
+            [uuid.UUID(s.id) for s, _ in finishes],
+            [f.status.value for _, f in finishes],
+            [f.reason for _, f in finishes],
+            [f.output for _, f in finishes],
             [uuid.UUID(f.failed_task_id) if f.failed_task_id else None for _, f in finishes],
         )
     }
@@ -415,8 +495,9 @@ async def finish_runs(conn: asyncpg.Connection, finishes: list[tuple[RunSnapshot
         config = snapshot.workflow.rate_limit_config
         if row["admission_key"] is not None and not row["awaiting_admission"] and config is not None:
             # A holder finished: the oldest run waiting on its key goes next.
-            admitted += await admission.admit_waiting(conn, snapshot.namespace, snapshot.workflow_name,
-                                                      row["admission_key"], config.concurrent_exec_limit)
+            admitted += await admission.admit_waiting(
+                conn, snapshot.namespace, snapshot.workflow_name, row["admission_key"], config.concurrent_exec_limit
+            )
         if row["parent_task_id"] is not None:
             ok = finish.status is RunStatus.COMPLETED
             status = TaskStatus.COMPLETED if ok else TaskStatus.FAILED
@@ -425,11 +506,20 @@ async def finish_runs(conn: asyncpg.Connection, finishes: list[tuple[RunSnapshot
             await executions.enqueue_decide(conn, row["parent_execution_id"], "child_finished")
         if finish.failure_workflow:
             started = await executions.start_run(
-                conn, snapshot.namespace, finish.failure_workflow, None,
-                {"workflowId": snapshot.id, "workflowName": snapshot.workflow_name, "reason": finish.reason,
-                 "failureStatus": finish.status.value, "failureTaskId": finish.failed_task_id},
+                conn,
+                snapshot.namespace,
+                finish.failure_workflow,
+                None,
+                {
+                    "workflowId": snapshot.id,
+                    "workflowName": snapshot.workflow_name,
+                    "reason": finish.reason,
+                    "failureStatus": finish.status.value,
+                    "failureTaskId": finish.failed_task_id,
+                },
             )
             if not isinstance(started, executions.Started):
-                log.warning("run %s: failureWorkflow %s not started: %s", snapshot.id, finish.failure_workflow,
-                            started.message)
+                log.warning(
+                    "run %s: failureWorkflow %s not started: %s", snapshot.id, finish.failure_workflow, started.message
+                )
     await executions.enqueue_decides(conn, admitted, "admitted")

@@ -65,12 +65,21 @@ async def _claim(
 
 
 async def upsert_task_definition(
-    conn: asyncpg.Connection, namespace: str, name: str, resource_name: str, generation: int,
+    conn: asyncpg.Connection,
+    namespace: str,
+    name: str,
+    resource_name: str,
+    generation: int,
     spec: dict[str, Any],
 ) -> Claim:
     return await _claim(
-        conn, _RELEASE_OLD_TASK_NAME, _UPSERT_TASK_DEFINITION, _TASK_NAME_OWNER,
-        (namespace, name, resource_name), generation, spec,
+        conn,
+        _RELEASE_OLD_TASK_NAME,
+        _UPSERT_TASK_DEFINITION,
+        _TASK_NAME_OWNER,
+        (namespace, name, resource_name),
+        generation,
+        spec,
     )
 
 
@@ -112,8 +121,13 @@ async def upsert_semaphore(
     conn: asyncpg.Connection, namespace: str, name: str, resource_name: str, generation: int, permits: int
 ) -> Claim:
     return await _claim(
-        conn, _RELEASE_OLD_SEMAPHORE_NAME, _UPSERT_SEMAPHORE, _SEMAPHORE_NAME_OWNER,
-        (namespace, name, resource_name), generation, permits,
+        conn,
+        _RELEASE_OLD_SEMAPHORE_NAME,
+        _UPSERT_SEMAPHORE,
+        _SEMAPHORE_NAME_OWNER,
+        (namespace, name, resource_name),
+        generation,
+        permits,
     )
 
 
@@ -137,13 +151,24 @@ _DELETE_QUOTA = "DELETE FROM quotas WHERE namespace = $1 AND resource_name = $2"
 
 
 async def upsert_quota(
-    conn: asyncpg.Connection, namespace: str, resource_name: str, generation: int,
-    max_concurrent_executions: int | None, max_executions_per_minute: int | None,
-    max_workflow_definitions: int | None, max_schedules: int | None,
+    conn: asyncpg.Connection,
+    namespace: str,
+    resource_name: str,
+    generation: int,
+    max_concurrent_executions: int | None,
+    max_executions_per_minute: int | None,
+    max_workflow_definitions: int | None,
+    max_schedules: int | None,
 ) -> None:
     await conn.execute(
-        _UPSERT_QUOTA, namespace, resource_name, generation, max_concurrent_executions,
-        max_executions_per_minute, max_workflow_definitions, max_schedules,
+        _UPSERT_QUOTA,
+        namespace,
+        resource_name,
+        generation,
+        max_concurrent_executions,
+        max_executions_per_minute,
+        max_workflow_definitions,
+        max_schedules,
     )
 
 
@@ -171,15 +196,19 @@ class DefinitionCache:
             for key in [k for k in self._entries if k[0] == namespace]:
                 del self._entries[key]
 
-    async def get_many(self, conn: asyncpg.Connection, namespace: str, names: Iterable[str]
-                       ) -> dict[str, TaskDefinitionSpec]:
+    async def get_many(
+        self, conn: asyncpg.Connection, namespace: str, names: Iterable[str]
+    ) -> dict[str, TaskDefinitionSpec]:
         now = time.monotonic()
         wanted = set(names)
-        missing = [n for n in wanted
-                   if (entry := self._entries.get((namespace, n))) is None or now - entry[0] > self.ttl]
+        missing = [
+            n for n in wanted if (entry := self._entries.get((namespace, n))) is None or now - entry[0] > self.ttl
+        ]
         if missing:
-            found = {r["name"]: TaskDefinitionSpec.model_validate(r["spec"])
-                     for r in await conn.fetch(_SPECS, namespace, missing)}
+            found = {
+                r["name"]: TaskDefinitionSpec.model_validate(r["spec"])
+                for r in await conn.fetch(_SPECS, namespace, missing)
+            }
             for name in missing:
                 self._entries[(namespace, name)] = (now, found.get(name))
         specs = {}
@@ -190,7 +219,9 @@ class DefinitionCache:
         return specs
 
 
-_LIST_TASK_DEFINITIONS = "SELECT name, resource_name, generation, spec FROM task_definitions WHERE namespace = $1 ORDER BY name"
+_LIST_TASK_DEFINITIONS = (
+    "SELECT name, resource_name, generation, spec FROM task_definitions WHERE namespace = $1 ORDER BY name"
+)
 
 
 async def list_task_definitions(conn: asyncpg.Connection, namespace: str) -> list[StoredDefinition]:

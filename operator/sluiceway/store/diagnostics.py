@@ -115,8 +115,10 @@ class Queue:
 
 
 async def queues(conn: asyncpg.Connection, namespace: str, name: str | None = None) -> list[Queue]:
-    return [Queue(r["name"], r["ready"], r["delayed"], r["in_flight"], r["pollers"], r["last_poll"])
-            for r in await conn.fetch(_QUEUES, namespace, name)]
+    return [
+        Queue(r["name"], r["ready"], r["delayed"], r["in_flight"], r["pollers"], r["last_poll"])
+        for r in await conn.fetch(_QUEUES, namespace, name)
+    ]
 
 
 async def workers(conn: asyncpg.Connection, namespace: str) -> list[tuple[str, str, datetime.datetime]]:
@@ -124,8 +126,9 @@ async def workers(conn: asyncpg.Connection, namespace: str) -> list[tuple[str, s
 
 
 async def semaphores(conn: asyncpg.Connection, namespace: str, name: str | None = None) -> list[SemaphoreState]:
-    return [SemaphoreState(r["name"], r["permits"], r["held"])
-            for r in await conn.fetch(_SEMAPHORES_HELD, namespace, name)]
+    return [
+        SemaphoreState(r["name"], r["permits"], r["held"]) for r in await conn.fetch(_SEMAPHORES_HELD, namespace, name)
+    ]
 
 
 @dataclass(frozen=True)
@@ -137,8 +140,10 @@ class Holder:
 
 
 async def holders(conn: asyncpg.Connection, namespace: str, semaphore: str, limit: int = 20) -> list[Holder]:
-    return [Holder(str(r["id"]), str(r["execution_id"]), r["name"], r["leased_at"])
-            for r in await conn.fetch(_HOLDERS, namespace, semaphore, limit)]
+    return [
+        Holder(str(r["id"]), str(r["execution_id"]), r["name"], r["leased_at"])
+        for r in await conn.fetch(_HOLDERS, namespace, semaphore, limit)
+    ]
 
 
 @dataclass(frozen=True)
@@ -159,8 +164,16 @@ class Usage:
 
 
 async def quota_rows(conn: asyncpg.Connection, namespace: str) -> list[QuotaRow]:
-    return [QuotaRow(r["resource_name"], r["max_concurrent_executions"], r["max_executions_per_minute"],
-                     r["max_workflow_definitions"], r["max_schedules"]) for r in await conn.fetch(_QUOTA_ROWS, namespace)]
+    return [
+        QuotaRow(
+            r["resource_name"],
+            r["max_concurrent_executions"],
+            r["max_executions_per_minute"],
+            r["max_workflow_definitions"],
+            r["max_schedules"],
+        )
+        for r in await conn.fetch(_QUOTA_ROWS, namespace)
+    ]
 
 
 async def usage(conn: asyncpg.Connection, namespace: str) -> Usage:
@@ -195,8 +208,13 @@ _IN_FLIGHT = "SELECT count(*) FROM tasks WHERE namespace = $1 AND name = $2 AND 
 _TASK_RUN = "SELECT execution_id FROM tasks WHERE id = $1 AND namespace = $2"
 
 
-async def run_facts(conn: asyncpg.Connection, namespace: str, execution_id: uuid.UUID,
-                    definitions: DefinitionCache, defaults: OperatorDefaults) -> RunFacts | None:
+async def run_facts(
+    conn: asyncpg.Connection,
+    namespace: str,
+    execution_id: uuid.UUID,
+    definitions: DefinitionCache,
+    defaults: OperatorDefaults,
+) -> RunFacts | None:
     run = await conn.fetchrow(_RUN, execution_id, namespace)
     if run is None:
         return None
@@ -204,17 +222,24 @@ async def run_facts(conn: asyncpg.Connection, namespace: str, execution_id: uuid
     config = spec.get("rateLimitConfig") or {}
     admitted: list[str] = []
     if run["awaiting_admission"]:
-        admitted = [str(r["id"]) for r in await conn.fetch(_ADMITTED, namespace, run["workflow_name"],
-                                                           run["admission_key"])]
+        admitted = [
+            str(r["id"]) for r in await conn.fetch(_ADMITTED, namespace, run["workflow_name"], run["admission_key"])
+        ]
     rows = await conn.fetch(_ACTIVE_TASKS, execution_id)
     specs = await definitions.get_many(conn, namespace, {r["name"] for r in rows})
     tasks = [await _task_facts(conn, namespace, row, resolve(specs.get(row["name"]), defaults).gates) for row in rows]
     active_workers = sum(1 for r in rows if r["type"] in ("SIMPLE", "HTTP", "HTTP_POLL"))
     return RunFacts(
-        execution_id=str(run["id"]), workflow=run["workflow_name"], status=run["status"], reason=run["reason"],
-        awaiting_admission=run["awaiting_admission"], admission_key=run["admission_key"],
-        admission_limit=int(config.get("concurrentExecLimit", 0)), admission_holders=admitted,
-        max_concurrent_tasks=int(spec.get("maxConcurrentTasks") or 0), active_worker_tasks=active_workers,
+        execution_id=str(run["id"]),
+        workflow=run["workflow_name"],
+        status=run["status"],
+        reason=run["reason"],
+        awaiting_admission=run["awaiting_admission"],
+        admission_key=run["admission_key"],
+        admission_limit=int(config.get("concurrentExecLimit", 0)),
+        admission_holders=admitted,
+        max_concurrent_tasks=int(spec.get("maxConcurrentTasks") or 0),
+        active_worker_tasks=active_workers,
         tasks=tasks,
     )
 
@@ -234,20 +259,36 @@ async def _task_facts(conn: asyncpg.Connection, namespace: str, row: asyncpg.Rec
         window = await conn.fetchrow(_WINDOW, namespace, name, gates.rate_limit_frequency_seconds)
         used, remaining = int(window["used"]), float(window["remaining"])
     sems = [s for s in await semaphores(conn, namespace) if s.name in gates.semaphores]
-    holding = {s.name: [f"{h.task_type} {h.task_id} (run {h.execution_id})"
-                        for h in await holders(conn, namespace, s.name, 5)] for s in sems if s.free == 0}
+    holding = {
+        s.name: [f"{h.task_type} {h.task_id} (run {h.execution_id})" for h in await holders(conn, namespace, s.name, 5)]
+        for s in sems
+        if s.free == 0
+    }
     queue = (await queues(conn, namespace, name)) or [Queue(name, 0, 0, 0, 0, None)]
     last_poll = queue[0].last_poll
     since_poll = None
     if last_poll is not None:
         since_poll = float(await conn.fetchval("SELECT extract(epoch FROM now() - $1::timestamptz)", last_poll))
     return TaskFacts(
-        task_id=str(row["id"]), ref=row["ref"], type=row["type"], name=name, status=row["status"],
-        attempt=row["attempt"], seconds_until_available=float(row["until_available"] or 0),
-        worker_id=row["worker_id"], seconds_leased=_float(row["leased_for"]),
-        seconds_since_heartbeat=_float(row["since_beat"]), gates=gates, in_flight=in_flight, window_used=used,
-        seconds_to_next_window=remaining, semaphores=sems, semaphore_holders=holding,
-        recent_pollers=queue[0].pollers, seconds_since_last_poll=since_poll, queue_ready=queue[0].ready,
+        task_id=str(row["id"]),
+        ref=row["ref"],
+        type=row["type"],
+        name=name,
+        status=row["status"],
+        attempt=row["attempt"],
+        seconds_until_available=float(row["until_available"] or 0),
+        worker_id=row["worker_id"],
+        seconds_leased=_float(row["leased_for"]),
+        seconds_since_heartbeat=_float(row["since_beat"]),
+        gates=gates,
+        in_flight=in_flight,
+        window_used=used,
+        seconds_to_next_window=remaining,
+        semaphores=sems,
+        semaphore_holders=holding,
+        recent_pollers=queue[0].pollers,
+        seconds_since_last_poll=since_poll,
+        queue_ready=queue[0].ready,
     )
 
 

@@ -91,8 +91,15 @@ def _uuid(value: str | uuid.UUID) -> uuid.UUID:
 
 
 async def start_run(
-    conn: asyncpg.Connection, namespace: str, name: str, version: int | None, input: dict[str, Any], *,
-    correlation_id: str | None = None, run_id: str | None = None, resource_name: str | None = None,
+    conn: asyncpg.Connection,
+    namespace: str,
+    name: str,
+    version: int | None,
+    input: dict[str, Any],
+    *,
+    correlation_id: str | None = None,
+    run_id: str | None = None,
+    resource_name: str | None = None,
     parent: tuple[uuid.UUID, uuid.UUID] | None = None,
 ) -> StartOutcome:
     """Create a run and wake the decider, in the caller's transaction.
@@ -106,16 +113,28 @@ async def start_run(
     existing = await conn.fetchrow(_EXISTING, execution_id)
     if existing is not None:
         return Started(str(execution_id), RunStatus(existing["status"]), existing["awaiting_admission"], False)
-    refusal = (await admission.check_quotas(conn, namespace)
-               or await admission.check_max_concurrent(conn, namespace, name, found.spec))
+    refusal = await admission.check_quotas(conn, namespace) or await admission.check_max_concurrent(
+        conn, namespace, name, found.spec
+    )
     if refusal is not None:
         return refusal
     admitted = await admission.admit(conn, namespace, name, found.spec, input)
     sla = int(found.spec.get("slaSeconds") or 0)
     parent_run, parent_task = parent if parent else (None, None)
     inserted = await conn.fetchval(
-        _INSERT_RUN, execution_id, namespace, name, found.version, input, correlation_id, resource_name,
-        parent_run, parent_task, sla, admitted.key, admitted.awaiting,
+        _INSERT_RUN,
+        execution_id,
+        namespace,
+        name,
+        found.version,
+        input,
+        correlation_id,
+        resource_name,
+        parent_run,
+        parent_task,
+        sla,
+        admitted.key,
+        admitted.awaiting,
     )
     if inserted is None:  # raced with an identical start
         row = await conn.fetchrow(_EXISTING, execution_id)

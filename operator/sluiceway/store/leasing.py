@@ -71,13 +71,32 @@ class LeaseOutcome:
 
 
 def _lease(row: asyncpg.Record) -> Lease:
-    return Lease(str(row["id"]), row["epoch"], row["name"], str(row["execution_id"]), row["ref"], row["attempt"],
-                 row["input"], row["response_timeout"], row["heartbeat_timeout"], row["start_to_close_timeout"],
-                 row["type"], row["namespace"])
+    return Lease(
+        str(row["id"]),
+        row["epoch"],
+        row["name"],
+        str(row["execution_id"]),
+        row["ref"],
+        row["attempt"],
+        row["input"],
+        row["response_timeout"],
+        row["heartbeat_timeout"],
+        row["start_to_close_timeout"],
+        row["type"],
+        row["namespace"],
+    )
 
 
-async def lease(conn: asyncpg.Connection, namespace: str, task_type: str, worker_id: str, count: int,
-                gates: Gates, *, system: bool = False) -> LeaseOutcome:
+async def lease(
+    conn: asyncpg.Connection,
+    namespace: str,
+    task_type: str,
+    worker_id: str,
+    count: int,
+    gates: Gates,
+    *,
+    system: bool = False,
+) -> LeaseOutcome:
     """Lease up to `count` tasks of one type, within its gates.
 
     Ungated types lease with one SKIP LOCKED statement. Gated types count and
@@ -91,28 +110,51 @@ async def lease(conn: asyncpg.Connection, namespace: str, task_type: str, worker
         rows = await conn.fetch(statement, namespace, task_type, count, worker_id, None, None)
         return LeaseOutcome([_lease(r) for r in rows])
     result = await conn.fetchval(
-        _GATED_LEASE, namespace, task_type, worker_id, count, system, gates.concurrent_exec_limit,
-        gates.rate_limit_per_frequency, gates.rate_limit_frequency_seconds, list(gates.semaphores),
+        _GATED_LEASE,
+        namespace,
+        task_type,
+        worker_id,
+        count,
+        system,
+        gates.concurrent_exec_limit,
+        gates.rate_limit_per_frequency,
+        gates.rate_limit_frequency_seconds,
+        list(gates.semaphores),
     )
     leases = [_lease_from_json(row) for row in result["leased"]]
     if len(leases) >= count:
         return LeaseOutcome(leases)
     # Say which gates held back the rest, from the same numbers the database used.
-    window = (Window(float(result["windowStart"]), gates.rate_limit_frequency_seconds, int(result["windowUsed"]))
-              if gates.rate_limit_per_frequency else None)
+    window = (
+        Window(float(result["windowStart"]), gates.rate_limit_frequency_seconds, int(result["windowUsed"]))
+        if gates.rate_limit_per_frequency
+        else None
+    )
     semaphores = [SemaphoreState(s["name"], s["permits"], s["held"]) for s in result["semaphores"]]
     _, holds = allowance(count, gates, int(result["inFlight"]), window, semaphores, float(result["now"]))
     return LeaseOutcome(leases, holds)
 
 
 def _lease_from_json(row: dict[str, Any]) -> Lease:
-    return Lease(row["id"], row["epoch"], row["name"], row["execution_id"], row["ref"], row["attempt"],
-                 row["input"], row["response_timeout"], row["heartbeat_timeout"], row["start_to_close_timeout"],
-                 row["type"], row["namespace"])
+    return Lease(
+        row["id"],
+        row["epoch"],
+        row["name"],
+        row["execution_id"],
+        row["ref"],
+        row["attempt"],
+        row["input"],
+        row["response_timeout"],
+        row["heartbeat_timeout"],
+        row["start_to_close_timeout"],
+        row["type"],
+        row["namespace"],
+    )
 
 
-async def lease_ungated(conn: asyncpg.Connection, namespace: str, task_type: str, worker_id: str,
-                        count: int) -> list[Lease]:
+async def lease_ungated(
+    conn: asyncpg.Connection, namespace: str, task_type: str, worker_id: str, count: int
+) -> list[Lease]:
     return (await lease(conn, namespace, task_type, worker_id, count, Gates())).leases
 
 
@@ -122,8 +164,7 @@ SELECT extract(epoch FROM min(available_at) - clock_timestamp()) FROM tasks
 """
 
 
-async def seconds_until_available(conn: asyncpg.Connection, namespace: str, task_types: list[str]
-                                  ) -> float | None:
+async def seconds_until_available(conn: asyncpg.Connection, namespace: str, task_types: list[str]) -> float | None:
     """Seconds until the earliest queued task of these types becomes leasable
     (zero or less: it already is, and a gate or a race is what holds it);
     None when nothing is queued. Measured on the database's clock."""
@@ -174,8 +215,6 @@ ON CONFLICT (namespace, name, worker_id) DO UPDATE SET last_poll = now()
 
 async def record_poll(conn: asyncpg.Connection, namespace: str, task_types: list[str], worker_id: str) -> None:
     await conn.execute(_TOUCH_POLLER, namespace, task_types, worker_id)
-
-
 
 
 _DUE_SYSTEM_QUEUES = """

@@ -57,9 +57,17 @@ async def pending(conn: asyncpg.Connection, limit: int) -> list[PendingMirror]:
         counts[row["execution_id"]][row["status"]] = row["n"]
     return [
         PendingMirror(
-            id=str(r["id"]), namespace=r["namespace"], resource_name=r["resource_name"], status=r["status"],
-            reason=r["reason"], awaiting_admission=r["awaiting_admission"], workflow_version=r["workflow_version"],
-            output=r["output"], created_at=r["created_at"], ended_at=r["ended_at"], mirror_seq=r["mirror_seq"],
+            id=str(r["id"]),
+            namespace=r["namespace"],
+            resource_name=r["resource_name"],
+            status=r["status"],
+            reason=r["reason"],
+            awaiting_admission=r["awaiting_admission"],
+            workflow_version=r["workflow_version"],
+            output=r["output"],
+            created_at=r["created_at"],
+            ended_at=r["ended_at"],
+            mirror_seq=r["mirror_seq"],
             counts=counts[r["id"]],
         )
         for r in rows

@@ -112,7 +112,7 @@ class Notifications:
         try:
             await asyncio.wait_for(event.wait(), timeout)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         finally:
             for key in keys:

@@ -105,14 +105,24 @@ async def apply_results(conn: asyncpg.Connection, namespace: str, results: list[
     woken: set[uuid.UUID] = set()
     if finishing:
         rows = await conn.fetch(
-            _FINISH_ATTEMPTS, namespace, [uuid.UUID(r.task_id) for r in finishing], [r.epoch for r in finishing],
-            [r.status.value for r in finishing], [r.output for r in finishing], [r.reason for r in finishing],
+            _FINISH_ATTEMPTS,
+            namespace,
+            [uuid.UUID(r.task_id) for r in finishing],
+            [r.epoch for r in finishing],
+            [r.status.value for r in finishing],
+            [r.output for r in finishing],
+            [r.reason for r in finishing],
             [r.retry_after_seconds if r.status is ResultStatus.FAILED else None for r in finishing],
         )
         outcomes.update({str(row["id"]): Outcome(OK) for row in rows})
     if progress:
-        rows = await conn.fetch(_PROGRESS, namespace, [uuid.UUID(r.task_id) for r in progress],
-                                [r.epoch for r in progress], [r.output for r in progress])
+        rows = await conn.fetch(
+            _PROGRESS,
+            namespace,
+            [uuid.UUID(r.task_id) for r in progress],
+            [r.epoch for r in progress],
+            [r.output for r in progress],
+        )
         outcomes.update({str(row["id"]): Outcome(OK) for row in rows})
     for result in snoozing:
         async with conn.transaction():
@@ -151,8 +161,9 @@ async def _snooze(conn: asyncpg.Connection, namespace: str, result: TaskResult) 
     return True
 
 
-async def explain(conn: asyncpg.Connection, namespace: str, task_ids: list[str],
-                  epochs: dict[str, int]) -> dict[str, Outcome]:
+async def explain(
+    conn: asyncpg.Connection, namespace: str, task_ids: list[str], epochs: dict[str, int]
+) -> dict[str, Outcome]:
     """Why each of these updates changed nothing."""
     valid = {}
     outcomes: dict[str, Outcome] = {}
@@ -161,15 +172,20 @@ async def explain(conn: asyncpg.Connection, namespace: str, task_ids: list[str],
             valid[task_id] = uuid.UUID(task_id)
         except ValueError:
             outcomes[task_id] = Outcome(NOT_FOUND, "not a task id")
-    rows = {str(r["id"]): r for r in await conn.fetch(
-        "SELECT id, status, epoch, namespace FROM tasks WHERE id = ANY($1)", list(valid.values()))}
+    rows = {
+        str(r["id"]): r
+        for r in await conn.fetch(
+            "SELECT id, status, epoch, namespace FROM tasks WHERE id = ANY($1)", list(valid.values())
+        )
+    }
     for task_id in valid:
         row = rows.get(task_id)
         if row is None or row["namespace"] != namespace:
             outcomes[task_id] = Outcome(NOT_FOUND, "no such task in this namespace")
         elif row["epoch"] != epochs.get(task_id):
-            outcomes[task_id] = Outcome(CONFLICT, f"stale epoch {epochs.get(task_id)}: the task was leased again "
-                                                  f"(epoch {row['epoch']})")
+            outcomes[task_id] = Outcome(
+                CONFLICT, f"stale epoch {epochs.get(task_id)}: the task was leased again (epoch {row['epoch']})"
+            )
         else:
             outcomes[task_id] = Outcome(CONFLICT, f"the task is {row['status']}, no longer leased")
     return outcomes

@@ -81,22 +81,30 @@ class SweepReport:
 
 def _deadlines(row: asyncpg.Record) -> Deadlines:
     return Deadlines(
-        schedule_to_start=row["schedule_to_start_at"], start_to_close=row["start_to_close_at"],
-        total=row["total_at"], heartbeat=row["heartbeat_at"], lease=row["lease_expires_at"],
-        schedule_to_close=row["schedule_to_close_at"], wait_until=row["wait_until"],
+        schedule_to_start=row["schedule_to_start_at"],
+        start_to_close=row["start_to_close_at"],
+        total=row["total_at"],
+        heartbeat=row["heartbeat_at"],
+        lease=row["lease_expires_at"],
+        schedule_to_close=row["schedule_to_close_at"],
+        wait_until=row["wait_until"],
     )
 
 
 def _timeouts(row: asyncpg.Record) -> Timeouts:
     return Timeouts(
-        schedule_to_start=row["schedule_to_start_timeout"], start_to_close=row["start_to_close_timeout"],
-        timeout_seconds=row["timeout_seconds"], heartbeat=row["heartbeat_timeout"],
-        response_timeout=row["response_timeout"], policy=TimeoutPolicy(row["timeout_policy"]),
+        schedule_to_start=row["schedule_to_start_timeout"],
+        start_to_close=row["start_to_close_timeout"],
+        timeout_seconds=row["timeout_seconds"],
+        heartbeat=row["heartbeat_timeout"],
+        response_timeout=row["response_timeout"],
+        policy=TimeoutPolicy(row["timeout_policy"]),
     )
 
 
-async def sweep(pool: asyncpg.Pool, batch: int = 500,
-                on_report: Callable[[SweepReport], None] | None = None) -> SweepReport:
+async def sweep(
+    pool: asyncpg.Pool, batch: int = 500, on_report: Callable[[SweepReport], None] | None = None
+) -> SweepReport:
     report = SweepReport()
     async with pool.acquire() as conn, conn.transaction():
         now: datetime.datetime = await conn.fetchval("SELECT now()")
@@ -107,8 +115,17 @@ async def sweep(pool: asyncpg.Pool, batch: int = 500,
                 continue
             if result.status is None:
                 d = result.deadlines
-                await conn.execute(_REARM, row["id"], d.schedule_to_start, d.start_to_close, d.total, d.heartbeat,
-                                   d.lease, d.schedule_to_close, d.wait_until)
+                await conn.execute(
+                    _REARM,
+                    row["id"],
+                    d.schedule_to_start,
+                    d.start_to_close,
+                    d.total,
+                    d.heartbeat,
+                    d.lease,
+                    d.schedule_to_close,
+                    d.wait_until,
+                )
                 report.alerts.append((row["name"], result))
                 continue
             await conn.execute(_EXPIRE, row["id"], result.status.value, result.reason)

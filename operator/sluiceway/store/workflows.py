@@ -53,7 +53,11 @@ class DefinitionQuotaExceeded(Exception):
 
 
 async def upsert_workflow(
-    conn: asyncpg.Connection, namespace: str, name: str, resource_name: str, generation: int,
+    conn: asyncpg.Connection,
+    namespace: str,
+    name: str,
+    resource_name: str,
+    generation: int,
     spec: dict[str, Any],
 ) -> tuple[Claim, int]:
     """Store the spec under a new version if it changed; return the claim and
@@ -72,7 +76,8 @@ async def upsert_workflow(
             if limit is not None and defined >= limit["max_workflow_definitions"]:
                 raise DefinitionQuotaExceeded(
                     f"quota {limit['resource_name']}: maxWorkflowDefinitions {limit['max_workflow_definitions']} "
-                    f"reached ({defined} defined)")
+                    f"reached ({defined} defined)"
+                )
         await conn.execute(_RELEASE_OLD_NAME, namespace, resource_name, name)
         latest = await conn.fetchrow(_LATEST, namespace, name)
         version = int(latest["version"]) if latest else 0

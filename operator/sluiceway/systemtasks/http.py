@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 _MAX_BODY_BYTES = 256 * 1024
 _STATE_VALUE = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
 
+
 class TargetRefused(Exception):
     """The task may not call this target (a link-local address, or a host off the allow-list)."""
 
@@ -76,8 +77,14 @@ class HttpRequest:
         headers = raw.get("headers") or {}
         if not isinstance(headers, dict):
             raise ValueError("http_request.headers must be an object")
-        return cls(raw["uri"], method, {str(k): str(v) for k, v in headers.items()}, raw.get("body"),
-                   float(raw.get("connectionTimeOut", 10_000)) / 1000, float(raw.get("readTimeOut", 30_000)) / 1000)
+        return cls(
+            raw["uri"],
+            method,
+            {str(k): str(v) for k, v in headers.items()},
+            raw.get("body"),
+            float(raw.get("connectionTimeOut", 10_000)) / 1000,
+            float(raw.get("readTimeOut", 30_000)) / 1000,
+        )
 
     @property
     def target(self) -> str:
@@ -109,9 +116,18 @@ def _body(data: bytes, content_type: str) -> Any:
 
 
 class HttpTaskRunner:
-    def __init__(self, pool: asyncpg.Pool, breakers: Breakers, *, notifications: Notifications | None = None,
-                 definitions: DefinitionCache | None = None, defaults: OperatorDefaults = OperatorDefaults(),
-                 concurrency: int = 32, allowed_hosts: tuple[str, ...] = (), worker_id: str = "operator/http") -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        breakers: Breakers,
+        *,
+        notifications: Notifications | None = None,
+        definitions: DefinitionCache | None = None,
+        defaults: OperatorDefaults = OperatorDefaults(),
+        concurrency: int = 32,
+        allowed_hosts: tuple[str, ...] = (),
+        worker_id: str = "operator/http",
+    ) -> None:
         self.pool = pool
         self.breakers = breakers
         self.notifications = notifications
@@ -163,8 +179,9 @@ class HttpTaskRunner:
             for namespace, name in await leasing.due_system_queues(conn):
                 specs = await self.definitions.get_many(conn, namespace, [name])
                 gates = resolve(specs.get(name), self.defaults).gates
-                outcome = await leasing.lease(conn, namespace, name, self.worker_id, free - len(leased), gates,
-                                              system=True)
+                outcome = await leasing.lease(
+                    conn, namespace, name, self.worker_id, free - len(leased), gates, system=True
+                )
                 leased.extend(outcome.leases)
                 if len(leased) >= free:
                     break
@@ -194,9 +211,12 @@ class HttpTaskRunner:
         self._observe(request.target)
         if not verdict.allowed:
             metrics.BREAKER_REJECTIONS.labels(request.target).inc()
-            return self._result(lease, ResultStatus.FAILED,
-                                reason=f"circuitBreaker:{request.target} open: failing fast, next probe in "
-                                       f"{verdict.retry_in_ms / 1000:.1f} s")
+            return self._result(
+                lease,
+                ResultStatus.FAILED,
+                reason=f"circuitBreaker:{request.target} open: failing fast, next probe in "
+                f"{verdict.retry_in_ms / 1000:.1f} s",
+            )
         result, server_failure = await self._request(lease, request)
         breaker.record(time.monotonic() * 1000, server_failure, probe=verdict.probe)
         self._observe(request.target)
@@ -208,46 +228,62 @@ class HttpTaskRunner:
     async def _request(self, lease: leasing.Lease, request: HttpRequest) -> tuple[TaskResult, bool]:
         assert self._session is not None
         timeout = aiohttp.ClientTimeout(connect=request.connect_timeout, sock_read=request.read_timeout)
-        body = None if request.body is None else (
-            request.body if isinstance(request.body, str) else orjson.dumps(request.body))
+        body = (
+            None
+            if request.body is None
+            else (request.body if isinstance(request.body, str) else orjson.dumps(request.body))
+        )
         headers = dict(request.headers)
         if request.body is not None and not isinstance(request.body, str):
             headers.setdefault("Content-Type", "application/json")
         try:
-            async with self._session.request(request.method, request.uri, data=body, headers=headers,
-                                             timeout=timeout, allow_redirects=False) as response:
+            async with self._session.request(
+                request.method, request.uri, data=body, headers=headers, timeout=timeout, allow_redirects=False
+            ) as response:
                 data = await response.content.read(_MAX_BODY_BYTES)
-                answer = {"statusCode": response.status, "headers": {str(k): v for k, v in response.headers.items()},
-                          "body": _body(data, response.headers.get("Content-Type", ""))}
+                answer = {
+                    "statusCode": response.status,
+                    "headers": {str(k): v for k, v in response.headers.items()},
+                    "body": _body(data, response.headers.get("Content-Type", "")),
+                }
                 retry_after = parse_retry_after(response.headers.get("Retry-After"))
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as error:
+        except (TimeoutError, aiohttp.ServerTimeoutError) as error:
             metrics.HTTP_TASK_CALLS.labels("timeout").inc()
-            return self._result(lease, ResultStatus.FAILED, reason=f"timeout calling {request.target}: "
-                                                                  f"{type(error).__name__}"), True
+            return self._result(
+                lease, ResultStatus.FAILED, reason=f"timeout calling {request.target}: {type(error).__name__}"
+            ), True
         except aiohttp.ClientError as error:
             metrics.HTTP_TASK_CALLS.labels("connection").inc()
-            return self._result(lease, ResultStatus.FAILED,
-                                reason=f"connection error calling {request.target}: {error}"), True
+            return self._result(
+                lease, ResultStatus.FAILED, reason=f"connection error calling {request.target}: {error}"
+            ), True
         return self._classify(lease, request, answer, retry_after)
 
-    def _classify(self, lease: leasing.Lease, request: HttpRequest, answer: dict[str, Any],
-                  retry_after: float | None) -> tuple[TaskResult, bool]:
+    def _classify(
+        self, lease: leasing.Lease, request: HttpRequest, answer: dict[str, Any], retry_after: float | None
+    ) -> tuple[TaskResult, bool]:
         status = int(answer["statusCode"])
         reason = f"HTTP {status} from {request.method} {request.target}"
         if 200 <= status < 400:
             metrics.HTTP_TASK_CALLS.labels("ok").inc()
             if lease.kind == "HTTP_POLL" and not self._done(lease, answer):
                 interval = float(lease.input.get("pollingIntervalSeconds", 5))
-                return self._result(lease, ResultStatus.IN_PROGRESS, output={"response": answer},
-                                    callback_after_seconds=max(interval, 0.0)), False
+                return self._result(
+                    lease,
+                    ResultStatus.IN_PROGRESS,
+                    output={"response": answer},
+                    callback_after_seconds=max(interval, 0.0),
+                ), False
             return self._result(lease, ResultStatus.COMPLETED, output={"response": answer}), False
         if status in (408, 429) or status >= 500:
             metrics.HTTP_TASK_CALLS.labels("server_error").inc()
-            return self._result(lease, ResultStatus.FAILED, reason=reason, output={"response": answer},
-                                retry_after_seconds=retry_after), True
+            return self._result(
+                lease, ResultStatus.FAILED, reason=reason, output={"response": answer}, retry_after_seconds=retry_after
+            ), True
         metrics.HTTP_TASK_CALLS.labels("client_error").inc()
-        return self._result(lease, ResultStatus.FAILED_WITH_TERMINAL_ERROR, reason=reason,
-                            output={"response": answer}), False
+        return self._result(
+            lease, ResultStatus.FAILED_WITH_TERMINAL_ERROR, reason=reason, output={"response": answer}
+        ), False
 
     def _done(self, lease: leasing.Lease, answer: dict[str, Any]) -> bool:
         condition = lease.input.get("terminationCondition")

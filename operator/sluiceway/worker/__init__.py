@@ -26,7 +26,15 @@ from sluiceway.worker.errors import RetryAfter, Snooze, TerminalError
 from sluiceway.worker.runner import Task, Worker
 
 __all__ = [
-    "RetryAfter", "RetryOverride", "Snooze", "Task", "TerminalError", "Worker", "compose_retry_classifiers",
-    "failure_taxonomy_classifier", "make_rate_limit_aware_classifier", "parse_retry_after",
+    "RetryAfter",
+    "RetryOverride",
+    "Snooze",
+    "Task",
+    "TerminalError",
+    "Worker",
+    "compose_retry_classifiers",
+    "failure_taxonomy_classifier",
+    "make_rate_limit_aware_classifier",
+    "parse_retry_after",
     "rate_limit_aware_classifier",
 ]

@@ -58,7 +58,7 @@ def parse_retry_after(value: str | None, now: datetime.datetime | None = None) -
         return None
     if when is None or when.tzinfo is None:
         return None
-    now = now or datetime.datetime.now(datetime.timezone.utc)
+    now = now or datetime.datetime.now(datetime.UTC)
     seconds = (when - now).total_seconds()
     return seconds if seconds > 0 else None
 
@@ -87,8 +87,12 @@ def retry_after_hint(exc: BaseException, now: datetime.datetime | None = None) -
 def status_of(exc: BaseException) -> int | None:
     """An HTTP status from the common client exception shapes, duck-typed."""
     response = getattr(exc, "response", None)
-    for candidate in (getattr(response, "status_code", None), getattr(response, "status", None),
-                      getattr(exc, "status", None), getattr(exc, "status_code", None)):
+    for candidate in (
+        getattr(response, "status_code", None),
+        getattr(response, "status", None),
+        getattr(exc, "status", None),
+        getattr(exc, "status_code", None),
+    ):
         if isinstance(candidate, int) and not isinstance(candidate, bool):
             return candidate
     return None
@@ -113,18 +117,31 @@ rate_limit_aware_classifier = make_rate_limit_aware_classifier("indefinite")
 
 DEFAULT_TRANSIENT_STATUSES = frozenset({408, 425, *range(500, 600)})
 DEFAULT_NON_RETRYABLE_STATUSES = frozenset(set(range(400, 500)) - {408, 425, 429})
-DEFAULT_TRANSIENT_EXCEPTION_NAMES = frozenset({
-    "ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout", "ConnectError", "RemoteProtocolError",
-    "ServerTimeoutError", "ServerDisconnectedError", "ClientConnectorError", "ClientOSError",
-    "ReadTimeoutError", "ConnectTimeoutError",
-})
+DEFAULT_TRANSIENT_EXCEPTION_NAMES = frozenset(
+    {
+        "ReadTimeout",
+        "ConnectTimeout",
+        "WriteTimeout",
+        "PoolTimeout",
+        "ConnectError",
+        "RemoteProtocolError",
+        "ServerTimeoutError",
+        "ServerDisconnectedError",
+        "ClientConnectorError",
+        "ClientOSError",
+        "ReadTimeoutError",
+        "ConnectTimeoutError",
+    }
+)
 
 
 def failure_taxonomy_classifier(
-    *, transient_status: Iterable[int] = DEFAULT_TRANSIENT_STATUSES,
+    *,
+    transient_status: Iterable[int] = DEFAULT_TRANSIENT_STATUSES,
     non_retryable_status: Iterable[int] = DEFAULT_NON_RETRYABLE_STATUSES,
     include_names: Iterable[str] = DEFAULT_TRANSIENT_EXCEPTION_NAMES,
-    exclude_names: Iterable[str] = (), infer_timeout_by_suffix: bool = False,
+    exclude_names: Iterable[str] = (),
+    infer_timeout_by_suffix: bool = False,
 ) -> Classifier:
     """Connection and timeout shapes and 5xx/408/425 are transient; other 4xx
     are non-retryable; anything else: no opinion. Never `indefinite`. Passing
@@ -137,9 +154,12 @@ def failure_taxonomy_classifier(
         if name in exclude:
             return None
         status = status_of(exc)
-        if (isinstance(exc, (ConnectionError, TimeoutError)) or name in include
-                or (infer_timeout_by_suffix and (name.endswith("Timeout") or name.endswith("TimeoutError")))
-                or (status is not None and status in transient)):
+        if (
+            isinstance(exc, (ConnectionError, TimeoutError))
+            or name in include
+            or (infer_timeout_by_suffix and (name.endswith("Timeout") or name.endswith("TimeoutError")))
+            or (status is not None and status in transient)
+        ):
             return RetryOverride(kind="transient")
         if status is not None and status in terminal:
             return RetryOverride(kind="non_retryable")

@@ -59,8 +59,11 @@ def load_worker(target: str) -> Worker:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", help="module, module:attribute, or file.py defining a Worker")
     parser.add_argument("--url", default=os.environ.get("SLUICEWAY_URL"), help="API base URL ($SLUICEWAY_URL)")
-    parser.add_argument("--namespace", default=os.environ.get("SLUICEWAY_NAMESPACE"),
-                        help="namespace whose queues to poll ($SLUICEWAY_NAMESPACE)")
+    parser.add_argument(
+        "--namespace",
+        default=os.environ.get("SLUICEWAY_NAMESPACE"),
+        help="namespace whose queues to poll ($SLUICEWAY_NAMESPACE)",
+    )
     parser.add_argument("--worker-id", default=os.environ.get("SLUICEWAY_WORKER_ID"))
     parser.add_argument("--log-level", default=os.environ.get("SLUICEWAY_LOG_LEVEL", "INFO"))
 
@@ -77,12 +80,13 @@ def run(args: argparse.Namespace) -> int:
     if args.worker_id:
         worker.worker_id = args.worker_id
     token, token_file, api_key = worker._auth
-    worker._auth = (token or os.environ.get("SLUICEWAY_TOKEN"),
-                    token_file or os.environ.get("SLUICEWAY_TOKEN_FILE"),
-                    api_key or os.environ.get("SLUICEWAY_API_KEY"))
+    worker._auth = (
+        token or os.environ.get("SLUICEWAY_TOKEN"),
+        token_file or os.environ.get("SLUICEWAY_TOKEN_FILE"),
+        api_key or os.environ.get("SLUICEWAY_API_KEY"),
+    )
     if not worker.url or not worker.namespace:
-        print("sluiceway worker: set --url and --namespace (or SLUICEWAY_URL and SLUICEWAY_NAMESPACE)",
-              file=sys.stderr)
+        print("sluiceway worker: set --url and --namespace (or SLUICEWAY_URL and SLUICEWAY_NAMESPACE)", file=sys.stderr)
         return 2
     worker.run_forever()
     return 0

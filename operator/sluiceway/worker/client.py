@@ -3,12 +3,12 @@ through the public API, like a worker in any other language."""
 
 from __future__ import annotations
 
-import orjson
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 
 
 class WorkerApiError(Exception):
@@ -18,10 +18,12 @@ class WorkerApiError(Exception):
         self.body = body
 
 
-def credentials(token: str | None = None, token_file: str | Path | None = None,
-                api_key: str | None = None) -> Callable[[], dict[str, str]]:
+def credentials(
+    token: str | None = None, token_file: str | Path | None = None, api_key: str | None = None
+) -> Callable[[], dict[str, str]]:
     """Request headers for the worker's identity. A token file is re-read on
     every request: projected ServiceAccount tokens rotate under our feet."""
+
     def headers() -> dict[str, str]:
         if token_file:
             return {"Authorization": f"Bearer {Path(token_file).read_text().strip()}"}
@@ -60,7 +62,8 @@ class WorkerClient:
 
     async def _post(self, path: str, body: dict[str, Any], timeout: float) -> tuple[int, Any]:
         async with self._http().post(
-            f"{self.base}/{path}", data=orjson.dumps(body),
+            f"{self.base}/{path}",
+            data=orjson.dumps(body),
             headers={"Content-Type": "application/json", **self.headers()},
             timeout=aiohttp.ClientTimeout(total=timeout),
         ) as response:
@@ -69,10 +72,14 @@ class WorkerClient:
                 raise WorkerApiError(response.status, data.decode(errors="replace"))
             return response.status, orjson.loads(data) if data else {}
 
-    async def poll(self, task_types: list[str], worker_id: str, count: int, poll_timeout: float
-                   ) -> list[dict[str, Any]]:
-        _, body = await self._post("poll", {"taskTypes": task_types, "workerId": worker_id, "count": count,
-                                            "pollTimeoutSeconds": poll_timeout}, timeout=poll_timeout + 30)
+    async def poll(
+        self, task_types: list[str], worker_id: str, count: int, poll_timeout: float
+    ) -> list[dict[str, Any]]:
+        _, body = await self._post(
+            "poll",
+            {"taskTypes": task_types, "workerId": worker_id, "count": count, "pollTimeoutSeconds": poll_timeout},
+            timeout=poll_timeout + 30,
+        )
         tasks: list[dict[str, Any]] = body.get("tasks", [])
         return tasks
 
@@ -83,6 +90,7 @@ class WorkerClient:
         return outcomes
 
     async def heartbeats(self, beats: list[tuple[str, int]]) -> tuple[set[str], set[str]]:
-        _, body = await self._post("heartbeats", {"heartbeats": [{"taskId": t, "epoch": e} for t, e in beats]},
-                                   timeout=30)
+        _, body = await self._post(
+            "heartbeats", {"heartbeats": [{"taskId": t, "epoch": e} for t, e in beats]}, timeout=30
+        )
         return set(body.get("alive", [])), set(body.get("gone", []))

@@ -58,9 +58,14 @@ class Task:
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> Task:
         return cls(
-            task_id=body["taskId"], epoch=body["epoch"], task_type=body["taskType"],
-            execution_id=body["executionId"], reference_name=body["referenceName"], attempt=body["attempt"],
-            input=body.get("input") or {}, heartbeat_timeout=body.get("heartbeatTimeoutSeconds", 0),
+            task_id=body["taskId"],
+            epoch=body["epoch"],
+            task_type=body["taskType"],
+            execution_id=body["executionId"],
+            reference_name=body["referenceName"],
+            attempt=body["attempt"],
+            input=body.get("input") or {},
+            heartbeat_timeout=body.get("heartbeatTimeoutSeconds", 0),
             response_timeout=body.get("responseTimeoutSeconds", 3600),
             start_to_close_timeout=body.get("startToCloseTimeoutSeconds", 0),
         )
@@ -91,11 +96,21 @@ def _reason(exc: BaseException) -> str:
 
 
 class Worker:
-    def __init__(self, url: str | None = None, namespace: str | None = None, *, worker_id: str | None = None,
-                 token: str | None = None, token_file: str | None = None, api_key: str | None = None,
-                 poll_timeout: float = 10.0, classifier: Classifier | None = None,
-                 default_snooze_seconds: float = 30.0, shutdown_grace: float = 30.0,
-                 result_batch: int = 100) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        namespace: str | None = None,
+        *,
+        worker_id: str | None = None,
+        token: str | None = None,
+        token_file: str | None = None,
+        api_key: str | None = None,
+        poll_timeout: float = 10.0,
+        classifier: Classifier | None = None,
+        default_snooze_seconds: float = 30.0,
+        shutdown_grace: float = 30.0,
+        result_batch: int = 100,
+    ) -> None:
         self.url = url
         self.namespace = namespace
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
@@ -112,8 +127,9 @@ class Worker:
 
     # -- registration ----------------------------------------------------------
 
-    def task(self, task_type: str, *, concurrency: int = 1,
-             classifier: Classifier | None = None) -> Callable[[Handler], Handler]:
+    def task(
+        self, task_type: str, *, concurrency: int = 1, classifier: Classifier | None = None
+    ) -> Callable[[Handler], Handler]:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
 
@@ -129,6 +145,7 @@ class Worker:
 
     def run_forever(self) -> None:
         """Run until SIGTERM or SIGINT, then shut down gracefully."""
+
         async def main() -> None:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
@@ -149,8 +166,7 @@ class Worker:
             flusher = asyncio.create_task(self._flush_results(client, stop))
             beater = asyncio.create_task(self._heartbeats(client, stop))
             pollers = [asyncio.create_task(self._poll(client, r, stop)) for r in self.registrations.values()]
-            log.info("worker %s polling %s in namespace %s", self.worker_id, sorted(self.registrations),
-                     self.namespace)
+            log.info("worker %s polling %s in namespace %s", self.worker_id, sorted(self.registrations), self.namespace)
             await stop.wait()
             log.info("worker %s stopping: finishing %d in-flight tasks", self.worker_id, len(self.in_flight))
             await asyncio.gather(*pollers, return_exceptions=True)
@@ -172,7 +188,7 @@ class Worker:
             try:
                 leased = await client.poll([reg.task_type], self.worker_id, free, self.poll_timeout)
                 backoff = 0.5
-            except (aiohttp.ClientError, asyncio.TimeoutError, WorkerApiError) as error:
+            except (TimeoutError, aiohttp.ClientError, WorkerApiError) as error:
                 log.warning("poll for %s failed: %s; retrying in %.1f s", reg.task_type, error, backoff)
                 await _first(asyncio.sleep(backoff), stop.wait())
                 backoff = min(backoff * 2, 30.0)
@@ -282,7 +298,7 @@ class Worker:
             try:
                 outcomes = await client.results(batch)
                 break
-            except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+            except (TimeoutError, aiohttp.ClientError) as error:
                 log.warning("reporting %d results failed: %s; retrying", len(batch), error)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 10.0)
@@ -307,7 +323,7 @@ class Worker:
                 continue
             try:
                 _, gone = await client.heartbeats([(t.task_id, t.epoch) for t in due])
-            except (aiohttp.ClientError, asyncio.TimeoutError, WorkerApiError) as error:
+            except (TimeoutError, aiohttp.ClientError, WorkerApiError) as error:
                 log.warning("heartbeat failed: %s", error)
                 continue
             for task in due:
@@ -315,8 +331,7 @@ class Worker:
             for task_id in gone:
                 entry = self.in_flight.get(task_id)
                 if entry is not None:
-                    log.warning("task %s is no longer ours (timed out, canceled or re-leased); abandoning it",
-                                task_id)
+                    log.warning("task %s is no longer ours (timed out, canceled or re-leased); abandoning it", task_id)
                     entry[1].cancel()
 
     async def _drain(self, client: WorkerClient) -> None:
