@@ -18,11 +18,17 @@ BIN="$CACHE/bin/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION-helm-$HELM_VERSION"
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 log() { printf '[build-control-plane] %s\n' "$*" >&2; }
 
-if [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ] && [ -x "$BIN/kubectl" ] \
-   && [ -x "$BIN/etcd" ] && [ -x "$BIN/helm" ]; then
-  echo "$BIN"; exit 0
-fi
+built() {
+  [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ] && [ -x "$BIN/kubectl" ] \
+    && [ -x "$BIN/etcd" ] && [ -x "$BIN/helm" ]
+}
+if built; then echo "$BIN"; exit 0; fi
 mkdir -p "$BIN"
+# Two builds at once (two checkouts testing side by side) would each take ten
+# minutes of both cores; the second waits for the first and reuses its output.
+exec 9>"$CACHE/.build.lock"
+flock 9
+if built; then echo "$BIN"; exit 0; fi
 WORK=$(mktemp -d "$CACHE/build.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
