@@ -212,13 +212,90 @@ async def test_stale_results_get_409_over_http(plane: Plane) -> None:
     status, body = await post(
         plane, f"/v1/ns/{NS}/tasks/heartbeats", {"heartbeats": [{"taskId": task["taskId"], "epoch": task["epoch"] + 7}]}
     )
-    assert status == 200 and body == {"alive": [], "gone": [task["taskId"]]}
+    assert status == 200 and body == {"alive": [], "gone": [task["taskId"]], "errors": []}
     good = {"taskId": other["taskId"], "epoch": other["epoch"], "status": "COMPLETED"}
     status, body = await post(plane, f"/v1/ns/{NS}/tasks/results", {"results": [good, stale]})
     assert status == 207
     assert [r["code"] for r in body["results"]] == [200, 409]
-    status, body = await post(plane, f"/v1/ns/{NS}/tasks/results", {"results": [good, good]})
-    assert status == 422 and "more than once" in body["message"]
+
+
+async def lease_tasks(plane: Plane, task_type: str, count: int) -> list[dict[str, Any]]:
+    leased: list[dict[str, Any]] = []
+    while len(leased) < count:
+        status, body = await post(
+            plane,
+            f"/v1/ns/{NS}/tasks/poll",
+            {"taskTypes": [task_type], "workerId": "w", "count": count - len(leased), "pollTimeoutSeconds": 5},
+        )
+        assert status == 200
+        leased += body["tasks"]
+    return leased
+
+
+async def test_a_result_batch_applies_the_good_items_and_refuses_each_bad_one(plane: Plane) -> None:
+    await define_workflow(plane.pool, "one", [{"name": "job", "taskReferenceName": "j"}])
+    runs = [(await post(plane, f"/v1/ns/{NS}/executions", {"name": "one"}))[1]["id"] for _ in range(3)]
+    first, second, third = await lease_tasks(plane, "job", 3)
+    batch = [
+        {"taskId": first["taskId"], "epoch": first["epoch"], "status": "COMPLETED", "output": {"n": 1}},
+        # The case: a Retry-After of 999999999 s turned into a snooze beyond the bound.
+        {"taskId": second["taskId"], "epoch": second["epoch"], "status": "IN_PROGRESS", "callbackAfterSeconds": 1e9},
+        {"taskId": "not-a-task", "epoch": 1, "status": "COMPLETED"},
+        {"taskId": third["taskId"], "epoch": 2**40, "status": "COMPLETED"},
+        {"taskId": third["taskId"], "epoch": third["epoch"], "status": "DONE"},
+        "not even an object",
+        {"taskId": first["taskId"], "epoch": first["epoch"], "status": "FAILED"},
+    ]
+    status, body = await post(plane, f"/v1/ns/{NS}/tasks/results", {"results": batch})
+    assert status == 207, body
+    outcomes = body["results"]
+    assert [o["code"] for o in outcomes] == [200, 422, 422, 422, 422, 422, 422]
+    assert [o["taskId"] for o in outcomes] == [*(item.get("taskId") for item in batch[:5]), None, first["taskId"]]
+    named = [o["fields"][0]["field"] for o in outcomes[1:]]
+    assert named == ["callbackAfterSeconds", "taskId", "epoch", "status", "item", "taskId"]
+    assert "callbackAfterSeconds" in outcomes[1]["error"] and "more than once" in outcomes[6]["error"]
+    # The good item was applied; the refused ones changed nothing and can still be reported.
+    assert (await finished(plane, runs[0]))["status"] == "COMPLETED"
+    fixed = [
+        {"taskId": second["taskId"], "epoch": second["epoch"], "status": "COMPLETED"},
+        {"taskId": third["taskId"], "epoch": third["epoch"], "status": "COMPLETED"},
+    ]
+    status, body = await post(plane, f"/v1/ns/{NS}/tasks/results", {"results": fixed})
+    assert status == 200 and [o["code"] for o in body["results"]] == [200, 200]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"results": "a list it is not"}, "results"),
+        ({"results": []}, "results"),
+        ({"results": [{}] * 1001}, "results"),
+        ({"outcomes": [{}]}, "results"),
+        (["a", "list"], "body"),
+    ],
+)
+async def test_an_invalid_result_envelope_is_refused_whole(plane: Plane, body: Any, field: str) -> None:
+    status, answer = await post(plane, f"/v1/ns/{NS}/tasks/results", body)
+    assert status == 422 and answer["error"] == "INVALID_REQUEST"
+    assert field in [f["field"] for f in answer["fields"]], answer
+
+
+async def test_a_heartbeat_batch_renews_the_good_items_and_lists_the_bad_ones(plane: Plane) -> None:
+    await define_workflow(plane.pool, "one", [{"name": "job", "taskReferenceName": "j"}])
+    await post(plane, f"/v1/ns/{NS}/executions", {"name": "one"})
+    (task,) = await lease_tasks(plane, "job", 1)
+    beats = [
+        {"taskId": task["taskId"], "epoch": task["epoch"]},
+        {"taskId": task["taskId"].upper().replace("-", ""), "epoch": -1},
+        {"epoch": 1},
+    ]
+    status, body = await post(plane, f"/v1/ns/{NS}/tasks/heartbeats", {"heartbeats": beats})
+    assert status == 207, body
+    assert body["alive"] == [task["taskId"]] and body["gone"] == []
+    assert [(e["taskId"], e["code"], e["fields"][0]["field"]) for e in body["errors"]] == [
+        (beats[1]["taskId"], 422, "epoch"),
+        (None, 422, "taskId"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -227,9 +304,16 @@ async def test_stale_results_get_409_over_http(plane: Plane) -> None:
         ("executions", {"input": {}}, "name"),
         ("executions", {"name": "x", "version": 0}, "version"),
         ("tasks/poll", {"taskTypes": [], "workerId": "w"}, "taskTypes"),
+        ("executions", {"name": "x", "version": 2**31}, "version"),
+        ("executions", {"name": "x", "correlationId": "nul\u0000"}, "correlationId"),
+        ("executions", {"name": "x", "input": {"deep": 2**64}}, "input"),
         ("tasks/poll", {"taskTypes": ["a"], "workerId": "w", "count": 5000}, "count"),
-        ("tasks/results", {"results": [{"taskId": "nope", "epoch": 1, "status": "COMPLETED"}]}, "results.0.taskId"),
-        ("tasks/results", {"results": [{"taskId": "0" * 32, "epoch": 1, "status": "DONE"}]}, "results.0.status"),
+        ("tasks/poll", {"taskTypes": ["a", "a"], "workerId": "w"}, "taskTypes"),
+        ("tasks/poll", {"taskTypes": ["a"], "workerId": "w\u0000"}, "workerId"),
+        (f"tasks/{'0' * 32}/result", {"taskId": "0" * 32, "epoch": 2**31, "status": "COMPLETED"}, "epoch"),
+        (f"tasks/{'0' * 32}/result", {"taskId": "1" * 32, "epoch": 1, "status": "COMPLETED"}, "taskId"),
+        ("tasks/not-a-uuid/heartbeat", {"taskId": "0" * 32, "epoch": 1}, "path.task_id"),
+        ("executions/not-a-uuid/terminate", {}, "path.execution_id"),
     ],
 )
 async def test_invalid_requests_are_422_naming_the_field(

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from sluiceway.api import auth
 from sluiceway.api.diagnostics import NAME
-from sluiceway.api.errors import ApiError
+from sluiceway.api.errors import INVALID, ApiError, refusal
 from sluiceway.api.services import Services, services
 from sluiceway.api.workers import NAMESPACE
 from sluiceway.kubeapi.client import KubeClient, KubeError
@@ -31,9 +31,21 @@ from sluiceway.model.semaphore import SemaphoreSpec
 from sluiceway.model.taskdefinition import TaskDefinitionSpec
 from sluiceway.store import definitions, diagnostics
 
-router = APIRouter(prefix="/v1/ns/{namespace}", tags=["definitions"])
+router = APIRouter(prefix="/v1/ns/{namespace}", tags=["definitions"], responses=INVALID)
 RECONCILE_WAIT_SECONDS = 10.0
 QUOTA_OBJECT = "default"
+
+
+# Every definition write can meet these, besides an invalid body.
+_WRITE_OUTCOMES: dict[int | str, dict[str, Any]] = {
+    202: {"description": "Accepted, not reconciled yet"},
+    401: refusal("No Kubernetes identity to write with"),
+    403: refusal("Kubernetes RBAC does not let the caller write this object"),
+    404: refusal("No such namespace"),
+    409: refusal("Another object owns this name"),
+    422: refusal("Invalid: the API, the API server or the operator refused it; the message names the field"),
+    503: refusal("Kubernetes is unreachable or failing, or this process runs without it: the reason says which"),
+}
 
 
 class TaskDefinitionBody(TaskDefinitionSpec):
@@ -48,7 +60,7 @@ class SemaphoreBody(SemaphoreSpec):
 
 def caller(request: Request, svc: Services) -> KubeClient:
     """A Kubernetes client acting as the caller."""
-    if svc.kube is None:
+    if svc.kube is None:  # a deployment without Kubernetes: nothing the caller can fix
         raise ApiError(503, "NO_KUBERNETES", "this process has no Kubernetes API to write definitions to")
     identity = getattr(request.state, "identity", None)
     token = getattr(identity, "token", None)
@@ -65,10 +77,29 @@ def caller(request: Request, svc: Services) -> KubeClient:
     raise ApiError(401, "UNAUTHENTICATED", "writing definitions needs a Kubernetes identity: send a bearer token")
 
 
+# What the API server says when the input, not the server, is at fault but its
+# status is a 5xx: a server-side apply patch it cannot type (duplicates in a
+# set list, say) and an object too large for etcd.
+_INPUT_FAULTS_AS_5XX = ("failed to create typed patch object", "request is too large")
+_PASSED_THROUGH = {401: "UNAUTHENTICATED", 403: "FORBIDDEN", 404: "NOT_FOUND", 409: "CONFLICT"}
+
+
 def _kube_error(error: KubeError) -> ApiError:
-    status = error.status if error.status in (400, 401, 403, 404, 409, 422) else 502
-    code = {401: "UNAUTHENTICATED", 403: "FORBIDDEN", 422: "INVALID_REQUEST", 409: "CONFLICT"}.get(status, "KUBERNETES")
-    return ApiError(status, code, error.message)
+    """The caller's answer for a Kubernetes refusal: a 4xx naming the field
+    when the input caused it, a 503 with the reason only when Kubernetes
+    itself failed."""
+    if error.status in (400, 413, 422) or (
+        error.status >= 500 and any(fault in error.message for fault in _INPUT_FAULTS_AS_5XX)
+    ):
+        fields = [{"field": field or "body", "message": message} for field, message in error.causes]
+        return ApiError(
+            422, "INVALID_REQUEST", error.message, fields=fields or [{"field": "body", "message": error.message}]
+        )
+    if error.status in _PASSED_THROUGH:
+        return ApiError(error.status, _PASSED_THROUGH[error.status], error.message)
+    return ApiError(
+        503, "KUBERNETES_UNAVAILABLE", f"the Kubernetes API failed ({error.status or 'no answer'}): {error.message}"
+    )
 
 
 async def _write(
@@ -120,11 +151,7 @@ def _answer(obj: dict[str, Any], shape: dict[str, Any]) -> JSONResponse:
 @router.post(
     "/metadata/task-definitions",
     summary="Create or update a task definition",
-    responses={
-        202: {"description": "Accepted, not reconciled yet"},
-        409: {"description": "Another TaskDefinition owns this task type"},
-        422: {"description": "Invalid: the message names the field"},
-    },
+    responses=_WRITE_OUTCOMES,
     dependencies=[Depends(auth.definition_write)],
 )
 async def put_task_definition(
@@ -152,7 +179,7 @@ async def list_task_definitions(namespace: NAMESPACE, svc: Services = Depends(se
 @router.get(
     "/metadata/task-definitions/{name}",
     summary="One task definition",
-    responses={404: {"description": "No such task type"}},
+    responses={404: refusal("No such task type")},
     dependencies=[Depends(auth.require("task_definition"))],
 )
 async def get_task_definition(namespace: NAMESPACE, name: NAME, svc: Services = Depends(services)) -> dict[str, Any]:
@@ -166,7 +193,7 @@ async def get_task_definition(namespace: NAMESPACE, name: NAME, svc: Services = 
 @router.put(
     "/semaphores/{name}",
     summary="Create or resize a semaphore",
-    responses={202: {"description": "Accepted, not reconciled yet"}},
+    responses=_WRITE_OUTCOMES,
     dependencies=[Depends(auth.definition_write)],
 )
 async def put_semaphore(
@@ -183,7 +210,7 @@ async def put_semaphore(
 @router.put(
     "/quotas",
     summary="Set the namespace's quotas",
-    responses={202: {"description": "Accepted, not reconciled yet"}},
+    responses=_WRITE_OUTCOMES,
     dependencies=[Depends(auth.definition_write)],
 )
 async def put_quotas(

@@ -11,14 +11,17 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path
 
 from sluiceway.api import auth
-from sluiceway.api.errors import ApiError
+from sluiceway.api.errors import INVALID, ApiError, refusal
 from sluiceway.api.services import Services, services
 from sluiceway.api.workers import NAMESPACE
 from sluiceway.controls.why import Reason, explain, explain_task
+from sluiceway.model.common import ENGINE_NAME_PATTERN
 from sluiceway.store import diagnostics
 
-router = APIRouter(prefix="/v1/ns/{namespace}", tags=["diagnostics"])
-NAME = Annotated[str, Path(pattern=r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9])?$")]
+router = APIRouter(prefix="/v1/ns/{namespace}", tags=["diagnostics"], responses=INVALID)
+NAME = Annotated[str, Path(pattern=ENGINE_NAME_PATTERN, max_length=253)]
+RUN_ID = Annotated[uuid.UUID, Path(description="A run id")]
+TASK_ID = Annotated[uuid.UUID, Path(description="A task id")]
 
 
 def _time(value: datetime.datetime | None) -> str | None:
@@ -80,6 +83,7 @@ async def semaphores(namespace: NAMESPACE, svc: Services = Depends(services)) ->
 @router.get(
     "/semaphores/{name}",
     summary="One semaphore and the tasks holding it",
+    responses={404: refusal("No such semaphore")},
     dependencies=[Depends(auth.require("semaphore"))],
 )
 async def semaphore(namespace: NAMESPACE, name: NAME, svc: Services = Depends(services)) -> dict[str, object]:
@@ -109,26 +113,18 @@ def _reasons(reasons: list[Reason]) -> list[dict[str, object]]:
     return found
 
 
-def _uuid_or(value: str, missing: ApiError) -> uuid.UUID:
-    """The id, or the 404 a malformed id deserves: it names nothing that exists."""
-    try:
-        return uuid.UUID(value)
-    except ValueError as error:
-        raise missing from error
-
-
 @router.get(
     "/executions/{execution_id}/why",
     summary="Why is this run not further along?",
+    operation_id="why_run",
+    responses={404: refusal("No such run in this namespace")},
     dependencies=[Depends(auth.require("why_run"))],
 )
-async def why_run(namespace: NAMESPACE, execution_id: str, svc: Services = Depends(services)) -> dict[str, object]:
-    missing = ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
-    key = _uuid_or(execution_id, missing)
+async def why_run(namespace: NAMESPACE, execution_id: RUN_ID, svc: Services = Depends(services)) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
-        facts = await diagnostics.run_facts(conn, namespace, key, svc.definitions, svc.defaults)
+        facts = await diagnostics.run_facts(conn, namespace, execution_id, svc.definitions, svc.defaults)
     if facts is None:
-        raise missing
+        raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
     return {
         "executionId": facts.execution_id,
         "workflow": facts.workflow,
@@ -139,16 +135,18 @@ async def why_run(namespace: NAMESPACE, execution_id: str, svc: Services = Depen
 
 
 @router.get(
-    "/tasks/{task_id}/why", summary="Why is this task not running?", dependencies=[Depends(auth.require("why_task"))]
+    "/tasks/{task_id}/why",
+    summary="Why is this task not running?",
+    operation_id="why_task",
+    responses={404: refusal("No such task in this namespace")},
+    dependencies=[Depends(auth.require("why_task"))],
 )
-async def why_task(namespace: NAMESPACE, task_id: str, svc: Services = Depends(services)) -> dict[str, object]:
-    missing = ApiError(404, "NOT_FOUND", f"no task {task_id} in namespace {namespace}")
-    key = _uuid_or(task_id, missing)
+async def why_task(namespace: NAMESPACE, task_id: TASK_ID, svc: Services = Depends(services)) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
-        run_id = await diagnostics.execution_of_task(conn, namespace, key)
+        run_id = await diagnostics.execution_of_task(conn, namespace, task_id)
         facts = await diagnostics.run_facts(conn, namespace, run_id, svc.definitions, svc.defaults) if run_id else None
     if facts is None:
-        raise missing
-    task = next((t for t in facts.tasks if t.task_id == str(key)), None)
+        raise ApiError(404, "NOT_FOUND", f"no task {task_id} in namespace {namespace}")
+    task = next((t for t in facts.tasks if t.task_id == str(task_id)), None)
     reasons = explain_task(task) if task else explain(facts)
-    return {"taskId": task_id, "executionId": facts.execution_id, "reasons": _reasons(reasons)}
+    return {"taskId": str(task_id), "executionId": facts.execution_id, "reasons": _reasons(reasons)}

@@ -6,36 +6,41 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Annotated
+import uuid
+from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Depends, Path, Request, Response
 
 from sluiceway.api import auth
-from sluiceway.api.errors import ApiError
+from sluiceway.api.errors import INVALID, ApiError, refusal
 from sluiceway.api.services import Services, services
 from sluiceway.controls.gates import GateHold
 from sluiceway.controls.policy import TaskPolicy
 from sluiceway.model.execution import (
     Heartbeat,
     HeartbeatBatch,
+    HeartbeatBatchResponse,
+    ItemOutcome,
     PollRequest,
     PollResponse,
     ResultBatch,
     ResultBatchResponse,
     TaskResult,
+    checked_items,
+    sent_task_id,
 )
 from sluiceway.observability import metrics
 from sluiceway.store import leasing, results
 
 NAMESPACE = Annotated[str, Path(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", description="Kubernetes namespace")]
-TASK_ID = Annotated[str, Path(pattern=r"^[0-9a-fA-F-]{32,36}$")]
+TASK_ID = Annotated[uuid.UUID, Path(description="A task id, as leased")]
 DEFAULT_POLL_TIMEOUT = 30.0
 # Even with no notification, a waiting poll re-checks this often, so a lost
 # wake-up costs latency, never a stuck worker.
 _RECHECK_SECONDS = 2.0
 
-router = APIRouter(prefix="/v1/ns/{namespace}/tasks", tags=["workers"])
+router = APIRouter(prefix="/v1/ns/{namespace}/tasks", tags=["workers"], responses=INVALID)
 
 
 def _leased(lease: leasing.Lease) -> dict[str, object]:
@@ -149,70 +154,106 @@ async def _apply(svc: Services, namespace: str, batch: list[TaskResult]) -> dict
     "/results",
     response_model=ResultBatchResponse,
     response_model_by_alias=True,
-    responses={207: {"model": ResultBatchResponse, "description": "Some results were refused"}},
+    responses={
+        207: {"model": ResultBatchResponse, "description": "Some results were refused: see each item's code"},
+        422: refusal("The envelope is invalid (not an object, no `results` list, more than 1000 items)"),
+    },
     summary="Report results of several tasks in one request",
 )
 @auth.checked("results")
 async def report_results(
     namespace: NAMESPACE, batch: ResultBatch, http: Request, svc: Services = Depends(services)
 ) -> Response:
-    """200 when every result was applied; 207 with a code per task otherwise
-    (404 unknown task, 409 stale epoch or no longer leased)."""
-    await auth.authorize_tasks(http, svc, "results", namespace, [r.task_id for r in batch.results])
-    outcomes = await _apply(svc, namespace, batch.results)
-    items = []
-    for result in batch.results:
-        outcome = outcomes[result.task_id]
-        item: dict[str, object] = {"taskId": result.task_id, "code": outcome.code}
-        if outcome.error is not None:
-            item["error"] = outcome.error
-        items.append(item)
+    """Each result is validated and applied on its own: one bad item never
+    costs the others. 200 when every result was applied; 207 otherwise, with
+    one outcome per item in the order sent: 200 applied, 404 unknown task,
+    409 stale epoch or no longer leased, 422 the item is invalid (the message
+    and `fields` name the field; nothing changed for it). Only an invalid
+    envelope refuses the whole request."""
+    checked = checked_items(TaskResult, list(batch.results))
+    valid = [item for item in checked if isinstance(item, TaskResult)]
+    await auth.authorize_tasks(http, svc, "results", namespace, [r.task_id for r in valid])
+    outcomes = await _apply(svc, namespace, valid) if valid else {}
+    items = [_outcome(raw, item, outcomes) for raw, item in zip(batch.results, checked, strict=True)]
     return _json({"results": items}, 200 if all(i["code"] == 200 for i in items) else 207)
+
+
+def _outcome(raw: Any, item: TaskResult | ItemOutcome, outcomes: dict[str, results.Outcome]) -> dict[str, object]:
+    if isinstance(item, ItemOutcome):
+        return item.to_wire() | {"taskId": item.task_id}
+    outcome = outcomes[item.task_id]
+    answer: dict[str, object] = {"taskId": sent_task_id(raw), "code": outcome.code}
+    if outcome.error is not None:
+        answer["error"] = outcome.error
+    return answer
 
 
 @router.post(
     "/{task_id}/result",
     summary="Report the result of one task",
-    responses={404: {"description": "Unknown task"}, 409: {"description": "Stale epoch or not leased"}},
+    responses={404: refusal("Unknown task"), 409: refusal("Stale epoch or not leased")},
 )
 @auth.checked("result")
 async def report_result(
     namespace: NAMESPACE, task_id: TASK_ID, result: TaskResult, http: Request, svc: Services = Depends(services)
 ) -> dict[str, str]:
-    if result.task_id != task_id:
-        raise ApiError(422, "INVALID_REQUEST", f"taskId {result.task_id} does not match the path's {task_id}")
-    await auth.authorize_tasks(http, svc, "result", namespace, [task_id])
-    outcome = (await _apply(svc, namespace, [result]))[task_id]
+    if result.task_id != str(task_id):
+        raise ApiError(
+            422,
+            "INVALID_REQUEST",
+            f"taskId: {result.task_id} does not match the path's {task_id}",
+            fields=[{"field": "taskId", "message": "does not match the path's task id"}],
+        )
+    await auth.authorize_tasks(http, svc, "result", namespace, [result.task_id])
+    outcome = (await _apply(svc, namespace, [result]))[result.task_id]
     if outcome.code != 200:
         raise ApiError(outcome.code, "STALE_LEASE" if outcome.code == 409 else "NOT_FOUND", outcome.error or "")
     return {"status": "accepted"}
 
 
-@router.post("/heartbeats", summary="Renew the leases of several tasks")
+@router.post(
+    "/heartbeats",
+    response_model=HeartbeatBatchResponse,
+    response_model_by_alias=True,
+    responses={
+        207: {"model": HeartbeatBatchResponse, "description": "Some heartbeats were invalid: see `errors`"},
+        422: refusal("The envelope is invalid (not an object, no `heartbeats` list, more than 1000 items)"),
+    },
+    summary="Renew the leases of several tasks",
+)
 @auth.checked("heartbeats")
 async def heartbeats(
     namespace: NAMESPACE, batch: HeartbeatBatch, http: Request, svc: Services = Depends(services)
-) -> dict[str, list[str]]:
+) -> Response:
     """`alive`: leases renewed. `gone`: tasks no longer leased under that epoch
-    (completed elsewhere, timed out, canceled): stop working on them."""
-    await auth.authorize_tasks(http, svc, "heartbeats", namespace, [b.task_id for b in batch.heartbeats])
-    async with svc.pool.acquire() as conn:
-        alive = await leasing.heartbeat(conn, namespace, [(b.task_id, b.epoch) for b in batch.heartbeats])
-    return {"alive": sorted(alive), "gone": sorted({b.task_id for b in batch.heartbeats} - alive)}
+    (completed elsewhere, timed out, canceled): stop working on them. Each
+    heartbeat is validated on its own; an invalid one is listed in `errors`
+    (code 422, naming the field) and the answer is 207."""
+    checked = checked_items(Heartbeat, list(batch.heartbeats))
+    beats = [item for item in checked if isinstance(item, Heartbeat)]
+    errors = [item.to_wire() | {"taskId": item.task_id} for item in checked if isinstance(item, ItemOutcome)]
+    await auth.authorize_tasks(http, svc, "heartbeats", namespace, [b.task_id for b in beats])
+    alive: set[str] = set()
+    if beats:
+        async with svc.pool.acquire() as conn:
+            alive = await leasing.heartbeat(conn, namespace, [(b.task_id, b.epoch) for b in beats])
+    body = {"alive": sorted(alive), "gone": sorted({b.task_id for b in beats} - alive), "errors": errors}
+    return _json(body, 207 if errors else 200)
 
 
 @router.post(
     "/{task_id}/heartbeat",
     summary="Renew one lease",
-    responses={409: {"description": "No longer leased under this epoch: stop working on it"}},
+    responses={409: refusal("No longer leased under this epoch: stop working on it")},
 )
 @auth.checked("heartbeat")
 async def heartbeat(
     namespace: NAMESPACE, task_id: TASK_ID, beat: Heartbeat, http: Request, svc: Services = Depends(services)
 ) -> dict[str, str]:
-    await auth.authorize_tasks(http, svc, "heartbeat", namespace, [task_id])
+    """The body's `epoch` fences the lease; its `taskId` is ignored: the path names the task."""
+    await auth.authorize_tasks(http, svc, "heartbeat", namespace, [str(task_id)])
     async with svc.pool.acquire() as conn:
-        alive = await leasing.heartbeat(conn, namespace, [(task_id, beat.epoch)])
-    if task_id not in alive:
+        alive = await leasing.heartbeat(conn, namespace, [(str(task_id), beat.epoch)])
+    if str(task_id) not in alive:
         raise ApiError(409, "STALE_LEASE", f"task {task_id} is not leased under epoch {beat.epoch}")
     return {"status": "alive"}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import kubernetes
+import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from sluiceway.model import GROUP, VERSION
@@ -18,23 +19,27 @@ log = logging.getLogger(__name__)
 
 
 class KubeError(Exception):
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str, causes: tuple[tuple[str, str], ...] = ()) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
         self.message = message
+        self.causes = causes  # (field, message) of each cause the API server named
 
 
 def _error(exc: ApiException) -> KubeError:
     import json
 
     message = exc.reason or ""
+    causes: tuple[tuple[str, str], ...] = ()
     try:
         body = json.loads(exc.body or "{}")
         message = body.get("message", message)
-    except (ValueError, TypeError):
+        found = (body.get("details") or {}).get("causes") or []
+        causes = tuple((str(c.get("field", "")), str(c.get("message", ""))) for c in found if isinstance(c, dict))
+    except (ValueError, TypeError, AttributeError):
         pass
-    return KubeError(int(exc.status or 0), str(exc.reason or ""), message)
+    return KubeError(int(exc.status or 0), str(exc.reason or ""), message, causes)
 
 
 def load_client_configuration() -> kubernetes.client.Configuration:
@@ -60,6 +65,8 @@ class KubeClient:
             return await asyncio.to_thread(fn, *args, **kwargs)
         except ApiException as exc:
             raise _error(exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:  # no answer at all: status 0
+            raise KubeError(0, "Unreachable", f"the Kubernetes API did not answer: {type(exc).__name__}") from exc
 
     def _custom(self) -> kubernetes.client.CustomObjectsApi:
         return kubernetes.client.CustomObjectsApi(self.api)
