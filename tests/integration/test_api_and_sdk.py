@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from sluiceway.worker import RetryAfter, Task, TerminalError, Worker
 from tests.integration.conftest import Plane
@@ -415,3 +418,136 @@ async def test_the_metrics_that_move_first_are_exported(plane: Plane) -> None:
         assert name in text, name
     for labelled in ("sluiceway_tasks_ready", "sluiceway_tasks_delayed", "sluiceway_circuit_breaker_state"):
         assert f"# TYPE {labelled} gauge" in text, labelled
+
+
+# --- The SDK never drops a result ---------------------------------------------
+
+
+class FlakyProxy:
+    """A real HTTP hop between a worker and the API that fails the first
+    `failures` result reports (a 503, then a dropped connection, alternately),
+    as a restarting API server or a broken load balancer would."""
+
+    def __init__(self, upstream: str, failures: int) -> None:
+        self.upstream = upstream
+        self.failures = failures
+        self.reports = 0
+        self.runner: web.AppRunner | None = None
+        self.url = ""
+
+    async def __aenter__(self) -> FlakyProxy:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.forward)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.runner is not None
+        await self.runner.cleanup()
+
+    async def forward(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        if request.path.endswith("/tasks/results"):
+            self.reports += 1
+            if self.reports <= self.failures:
+                if self.reports % 2:
+                    return web.json_response({"error": "UNAVAILABLE", "message": "restarting"}, status=503)
+                assert request.transport is not None
+                request.transport.close()  # the connection drops mid-request
+                return web.Response()
+        async with (
+            aiohttp.ClientSession() as http,
+            http.request(request.method, f"{self.upstream}{request.path_qs}", data=body, headers=request.headers) as up,
+        ):
+            return web.Response(body=await up.read(), status=up.status, content_type=up.content_type)
+
+
+async def test_the_sdk_retries_results_through_transport_errors_and_5xx(
+    plane: Plane, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="sluiceway.worker")
+    await define_workflow(plane.pool, "steady", [{"name": "steady", "taskReferenceName": "s"}])
+    async with FlakyProxy(plane.url, failures=4) as proxy:
+        worker = Worker(proxy.url, NS, poll_timeout=2)
+
+        @worker.task("steady")
+        async def steady(task: Task) -> dict[str, Any]:
+            return {"secret": "hunter2"}
+
+        async with Running(worker):
+            _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "steady"})
+            run = await finished(plane, started["id"])
+    assert run["status"] == "COMPLETED" and run["output"] == {"secret": "hunter2"}
+    assert proxy.reports == 5, "four failed reports, then the one that was applied"
+    task = run["tasks"][0]
+    retries = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
+    assert len(retries) == 4
+    assert all(f"run {run['id']} task {task['taskId']} epoch 1" in message for message in retries), retries
+    assert not any("hunter2" in r.getMessage() for r in caplog.records), "a payload was logged"
+
+
+async def test_a_result_the_server_refuses_is_reported_failed_with_the_reason(
+    plane: Plane, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="sluiceway.worker")
+    await define_workflow(plane.pool, "refused", [{"name": "nul", "taskReferenceName": "n", "retryCount": 0}])
+    worker = Worker(plane.url, NS, poll_timeout=2)
+
+    @worker.task("nul")
+    async def nul(task: Task) -> dict[str, Any]:
+        return {"text": "PostgreSQL cannot store \x00"}
+
+    async with Running(worker):
+        _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "refused"})
+        run = await finished(plane, started["id"])
+    (task,) = run["tasks"]
+    assert run["status"] == "FAILED" and task["status"] == "FAILED"
+    assert task["reason"].startswith("the server refused the worker's result")
+    assert "output" in task["reason"] and "NUL" in task["reason"], task["reason"]
+    refusals = [r.getMessage() for r in caplog.records if "refused as invalid" in r.getMessage()]
+    assert refusals == [
+        f"run {run['id']} task {task['taskId']} epoch 1: COMPLETED result refused as invalid "
+        f"(output: Value error, text must not contain NUL characters); reporting it FAILED with the reason"
+    ]
+
+
+async def test_the_sdk_clamps_what_it_sends_to_the_api_bounds(plane: Plane) -> None:
+    from sluiceway.worker import rate_limit_aware_classifier
+
+    class Http429(Exception):
+        status = 429
+        headers = {"Retry-After": "999999999"}
+
+    await define_workflow(plane.pool, "clamped", [{"name": "partner", "taskReferenceName": "p"}])
+    await define_workflow(plane.pool, "wordy", [{"name": "wordy", "taskReferenceName": "w", "retryCount": 0}])
+    worker = Worker(plane.url, NS, poll_timeout=2, classifier=rate_limit_aware_classifier)
+
+    @worker.task("partner")
+    async def partner(task: Task) -> None:
+        raise Http429()
+
+    @worker.task("wordy")
+    async def wordy(task: Task) -> None:
+        raise RuntimeError("x" * 20_000)
+
+    async with Running(worker):
+        _, snoozing = await post(plane, f"/v1/ns/{NS}/executions", {"name": "clamped"})
+        _, failing = await post(plane, f"/v1/ns/{NS}/executions", {"name": "wordy"})
+
+        async def snoozed() -> dict[str, Any] | None:
+            _, run = await get(plane, f"/v1/ns/{NS}/executions/{snoozing['id']}")
+            later = [t for t in run["tasks"] if t["status"] == "SCHEDULED" and t["availableAt"] > t["scheduledAt"]]
+            return later[0] if later else None
+
+        # The issue's case: a Retry-After of 999999999 s is a snooze of at most a year, not a refused batch.
+        snoozed_task = await eventually(snoozed)
+        failed = await finished(plane, failing["id"])
+    year_later = datetime.datetime.fromisoformat(snoozed_task["availableAt"]) - datetime.datetime.now(datetime.UTC)
+    assert 364 <= year_later.days <= 365, snoozed_task["availableAt"]
+    reason = failed["tasks"][0]["reason"]
+    assert len(reason) == 8192 and reason.endswith("x [truncated]") and reason.startswith("RuntimeError: xxx")

@@ -6,9 +6,9 @@ import math
 import re
 import uuid
 from enum import StrEnum
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
 # The widest numbers the store's columns hold: int4 for epochs, attempts,
@@ -135,10 +135,13 @@ class Spec(BaseModel):
         allow_inf_nan=False,
     )
 
+    # Fields whose items are validated later, one by one (batches): not walked here.
+    deferred: ClassVar[frozenset[str]] = frozenset()
+
     @field_validator("*", mode="after")
     @classmethod
-    def _storable(cls, value: Any) -> Any:
-        if isinstance(value, str | int | float | dict | list):
+    def _storable(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name not in cls.deferred and isinstance(value, str | int | float | dict | list):
             problem = unstorable(value)
             if problem:
                 raise ValueError(problem)

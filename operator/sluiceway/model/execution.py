@@ -172,10 +172,12 @@ class HeartbeatBatchResponse(Spec):
 # documents the items' shape; `SkipValidation` only defers their check.
 class ResultBatch(Spec):
     results: list[SkipValidation[TaskResult]] = Field(min_length=1, max_length=MAX_BATCH)
+    deferred = frozenset({"results"})
 
 
 class HeartbeatBatch(Spec):
     heartbeats: list[SkipValidation[Heartbeat]] = Field(min_length=1, max_length=MAX_BATCH)
+    deferred = frozenset({"heartbeats"})
 
 
 Item = TypeVar("Item", TaskResult, Heartbeat)
