@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import Depends, FastAPI, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sluiceway import __version__
@@ -43,7 +43,12 @@ def create_app(services: Services) -> FastAPI:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["health"], summary="Readiness: PostgreSQL answers")
+    @app.get(
+        "/readyz",
+        tags=["health"],
+        summary="Readiness: PostgreSQL answers",
+        responses={503: {"description": "PostgreSQL does not answer: `{status, reason}`"}},
+    )
     async def readyz() -> JSONResponse:
         try:
             await ping(services.pool)
@@ -51,7 +56,7 @@ def create_app(services: Services) -> FastAPI:
             return JSONResponse({"status": "unavailable", "reason": type(error).__name__}, status_code=503)
         return JSONResponse({"status": "ok"})
 
-    @app.get("/metrics", tags=["health"], summary="Prometheus metrics")
+    @app.get("/metrics", tags=["health"], summary="Prometheus metrics", response_class=PlainTextResponse)
     async def metrics() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 

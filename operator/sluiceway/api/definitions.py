@@ -151,6 +151,7 @@ def _answer(obj: dict[str, Any], shape: dict[str, Any]) -> JSONResponse:
 @router.post(
     "/metadata/task-definitions",
     summary="Create or update a task definition",
+    operation_id="put_task_definition",
     responses=_WRITE_OUTCOMES,
     dependencies=[Depends(auth.definition_write)],
 )
@@ -193,6 +194,7 @@ async def get_task_definition(namespace: NAMESPACE, name: NAME, svc: Services = 
 @router.put(
     "/semaphores/{name}",
     summary="Create or resize a semaphore",
+    operation_id="put_semaphore",
     responses=_WRITE_OUTCOMES,
     dependencies=[Depends(auth.definition_write)],
 )
@@ -210,6 +212,7 @@ async def put_semaphore(
 @router.put(
     "/quotas",
     summary="Set the namespace's quotas",
+    operation_id="put_quotas",
     responses=_WRITE_OUTCOMES,
     dependencies=[Depends(auth.definition_write)],
 )

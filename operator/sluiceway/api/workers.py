@@ -40,6 +40,20 @@ DEFAULT_POLL_TIMEOUT = 30.0
 # wake-up costs latency, never a stuck worker.
 _RECHECK_SECONDS = 2.0
 
+# OpenAPI links from a lease to what its worker does next: clients and stateful
+# API fuzzers follow them.
+_FIRST_LEASE = {"namespace": "$request.path.namespace", "task_id": "$response.body#/tasks/0/taskId"}
+_FENCED = {"taskId": "$response.body#/tasks/0/taskId", "epoch": "$response.body#/tasks/0/epoch"}
+LEASE_LINKS = {
+    "ReportResult": {
+        "operationId": "report_result",
+        "parameters": _FIRST_LEASE,
+        "requestBody": {**_FENCED, "status": "COMPLETED"},
+    },
+    "Heartbeat": {"operationId": "heartbeat", "parameters": _FIRST_LEASE, "requestBody": _FENCED},
+    "WhyTask": {"operationId": "why_task", "parameters": _FIRST_LEASE},
+}
+
 router = APIRouter(prefix="/v1/ns/{namespace}/tasks", tags=["workers"], responses=INVALID)
 
 
@@ -96,8 +110,9 @@ async def _lease_once(
     response_model_by_alias=True,
     summary="Lease tasks (long poll)",
     responses={
-        401: {"description": "No valid token or API key"},
-        403: {"description": "The caller may not `poll` one of these task types here"},
+        200: {"links": LEASE_LINKS},
+        401: refusal("No valid token or API key"),
+        403: refusal("The caller may not `poll` one of these task types here"),
     },
 )
 @auth.checked("poll")
@@ -191,6 +206,7 @@ def _outcome(raw: Any, item: TaskResult | ItemOutcome, outcomes: dict[str, resul
 @router.post(
     "/{task_id}/result",
     summary="Report the result of one task",
+    operation_id="report_result",
     responses={404: refusal("Unknown task"), 409: refusal("Stale epoch or not leased")},
 )
 @auth.checked("result")
@@ -244,6 +260,7 @@ async def heartbeats(
 @router.post(
     "/{task_id}/heartbeat",
     summary="Renew one lease",
+    operation_id="heartbeat",
     responses={409: refusal("No longer leased under this epoch: stop working on it")},
 )
 @auth.checked("heartbeat")
