@@ -401,6 +401,15 @@ async def test_the_worker_protocol_is_in_the_served_openapi_document(plane: Plan
     schemas = document["components"]["schemas"]
     assert "epoch" in schemas["LeasedTask"]["properties"]
     assert "callbackAfterSeconds" in schemas["TaskResult"]["properties"]
+    # The bounds the store holds, and the per-item batch answers, are documented.
+    assert schemas["TaskResult"]["properties"]["epoch"]["maximum"] == 2**31 - 1
+    assert schemas["TaskResult"]["properties"]["callbackAfterSeconds"]["anyOf"][0]["maximum"] == 31_536_000
+    assert schemas["PollRequest"]["properties"]["taskTypes"]["uniqueItems"] is True
+    for batch in ("results", "heartbeats"):
+        answers = paths[f"/v1/ns/{{namespace}}/tasks/{batch}"]["post"]["responses"]
+        assert {"200", "207", "422"} <= set(answers), batch
+        assert answers["422"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
+    assert "422" in schemas["ItemOutcome"]["properties"]["code"]["description"]
 
 
 async def test_the_metrics_that_move_first_are_exported(plane: Plane) -> None:

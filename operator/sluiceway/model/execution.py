@@ -171,12 +171,20 @@ class HeartbeatBatchResponse(Spec):
 # checked with the request, each item by `checked_items`. The schema still
 # documents the items' shape; `SkipValidation` only defers their check.
 class ResultBatch(Spec):
-    results: list[SkipValidation[TaskResult]] = Field(min_length=1, max_length=MAX_BATCH)
+    results: list[SkipValidation[TaskResult]] = Field(
+        min_length=1,
+        max_length=MAX_BATCH,
+        description="Each result is validated on its own: an invalid one gets a 422 outcome, the others apply.",
+    )
     deferred = frozenset({"results"})
 
 
 class HeartbeatBatch(Spec):
-    heartbeats: list[SkipValidation[Heartbeat]] = Field(min_length=1, max_length=MAX_BATCH)
+    heartbeats: list[SkipValidation[Heartbeat]] = Field(
+        min_length=1,
+        max_length=MAX_BATCH,
+        description="Each heartbeat is validated on its own: an invalid one is listed in `errors`.",
+    )
     deferred = frozenset({"heartbeats"})
 
 
