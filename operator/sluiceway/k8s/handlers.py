@@ -37,6 +37,7 @@ from sluiceway.store import definitions, diagnostics, executions, workflows
 log = logging.getLogger(__name__)
 
 S = TypeVar("S", bound=Spec)
+_MAX_PROBLEMS = 20  # a condition message is for people; the first twenty say enough
 
 
 @dataclass
@@ -241,7 +242,8 @@ def register_workflows(registry: kopf.OperatorRegistry) -> None:
             return
         found = problems(parsed)
         if found:
-            _set_ready(patch, body, context, False, "InvalidGraph", "; ".join(found))
+            more = f"; and {len(found) - _MAX_PROBLEMS} more" if len(found) > _MAX_PROBLEMS else ""
+            _set_ready(patch, body, context, False, "InvalidSpec", "; ".join(found[:_MAX_PROBLEMS]) + more)
             return
         engine_name = parsed.name or name
 
