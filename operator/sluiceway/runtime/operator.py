@@ -5,7 +5,10 @@
 - the HTTP API (worker protocol, runs, metrics).
 
 Every part runs on every replica against the same PostgreSQL; transactions
-and SKIP LOCKED keep them from doing anything twice.
+and SKIP LOCKED keep them from doing anything twice. A part that ends while
+nothing asked it to stop takes the process down with status 1, its traceback
+in the log, so that Kubernetes restarts the replica rather than leaving it
+half alive.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import datetime
 import logging
 import signal
 import socket
-from collections.abc import Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
 import kopf
@@ -70,6 +73,54 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def serve_until(self, stop: asyncio.Event) -> None:
+        async def exit_on_stop() -> None:
+            await stop.wait()
+            self.should_exit = True
+
+        watcher = asyncio.create_task(exit_on_stop())
+        try:
+            await self.serve()
+        finally:
+            watcher.cancel()
+
+
+Part = tuple[str, Coroutine[Any, Any, None]]
+_SHUTDOWN_SECONDS = 15
+
+
+class PartDied(Exception):
+    """A part of the operator ended while nothing asked it to stop."""
+
+
+async def supervise(parts: list[Part], stop: asyncio.Event) -> None:
+    """Run every part until `stop` is set, then stop them all. A part that ends
+    first, by an exception or by returning, is logged with its traceback and
+    ends the others: PartDied names it."""
+    tasks: dict[asyncio.Task[Any], str] = {asyncio.create_task(c, name=name): name for name, c in parts}
+    stopping: asyncio.Task[Any] = asyncio.create_task(stop.wait())
+    try:
+        done, _ = await asyncio.wait([*tasks, stopping], return_when=asyncio.FIRST_COMPLETED)
+        died = [task for task in done if task in tasks]
+        if died and not stop.is_set():
+            for task in died:
+                error = None if task.cancelled() else task.exception()
+                if error is not None:
+                    log.critical("the %s part of the operator died", tasks[task], exc_info=error)
+                else:
+                    log.critical("the %s part of the operator ended on its own", tasks[task])
+            raise PartDied(f"the {', '.join(tasks[t] for t in died)} part of the operator ended")
+    finally:
+        stop.set()
+        stopping.cancel()
+        await asyncio.wait(tasks, timeout=_SHUTDOWN_SECONDS)
+        for task, name in tasks.items():
+            if not task.done():
+                log.warning("the %s part did not stop within %d s; cancelling it", name, _SHUTDOWN_SECONDS)
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
 
 
 async def _first_of(*events: asyncio.Event, then: asyncio.Event) -> None:
@@ -132,12 +183,12 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         worker_id=f"{socket.gethostname()}/http",
     )
     notifications.caches.append(http_tasks.definitions)
-    parts: list[Coroutine[Any, Any, None]] = [
-        http_tasks.run(stop),
-        *(loops.run_decider(pool, notifications, config, stop) for _ in range(settings.deciders)),
-        loops.run_sweeper(pool, stop),
-        loops.run_gauges(pool, stop),
-        server.serve(),
+    parts: list[Part] = [
+        ("HTTP task", http_tasks.run(stop)),
+        *((f"decider {i + 1}", loops.run_decider(pool, notifications, config, stop)) for i in range(settings.deciders)),
+        ("sweeper", loops.run_sweeper(pool, stop)),
+        ("gauges", loops.run_gauges(pool, stop)),
+        ("API server", server.serve_until(stop)),
     ]
     if kube is not None:
         registry = kopf.OperatorRegistry()
@@ -173,42 +224,39 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             elector = LeaderElector(
                 Leases(kube), settings.leader_election_namespace, "sluiceway-operator", settings.identity
             )
-            parts.append(elector.run(reconcile, stop))
+            parts.append(("reconciler", elector.run(reconcile, stop)))
         else:
-            parts.append(reconcile(asyncio.Event()))
+            parts.append(("reconciler", reconcile(asyncio.Event())))
     if authenticator is not None:
-        parts.append(authenticator.run(stop))  # keeps the API keys in memory
-    tasks = [asyncio.create_task(part) for part in parts]
+        parts.append(("API keys", authenticator.run(stop)))  # keeps the API keys in memory
     try:
-        done, _ = await asyncio.wait([*tasks, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            if task in tasks and task.exception() is not None:
-                log.error("a part of the operator failed: %r", task.exception())
+        await supervise(parts, stop)
     finally:
-        stop.set()
-        server.should_exit = True
-        await asyncio.wait(tasks, timeout=15)
-        for task in tasks:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
         await notifications.stop()
         await pool.close()
         if kube is not None:
             kube.close()
 
 
-def main(settings: Settings) -> None:
+def main(settings: Settings) -> int:
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return exit_status(lambda stop: run(settings, stop))
 
-    async def supervise() -> None:
+
+def exit_status(body: Callable[[asyncio.Event], Awaitable[None]]) -> int:
+    """Run `body` until SIGTERM or SIGINT sets its stop event: 0 after a clean
+    stop, 1 when a part died (a failure at start-up raises, which exits 1 too)."""
+
+    async def with_signals() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await run(settings, stop)
-        if not stop.is_set():
-            raise SystemExit("the operator stopped on its own; see the log above")
+        await body(stop)
 
-    asyncio.run(supervise())
+    try:
+        asyncio.run(with_signals())
+    except PartDied as died:
+        log.critical("%s; exiting with status 1 so that Kubernetes restarts this replica", died)
+        return 1
+    return 0
