@@ -43,7 +43,18 @@ REFERENCES = [
 ]
 TEXTS = ["", "5s", "1h 30m", "a while", "-3", "2026-11-29T12:00:05Z", "tomorrow", "COMPLETED", "FAILED", "oops", "w"]
 EDGES = [0, -1, 10**15, 2**63 - 1, "99999999999 days", "0001-01-01T00:00:00+14:00", [], {}]
-CEL = ["input.x > 1", "1 / 0", "size(input", 'b"raw"', "input.missing", "true", "[1, 2].map(x, x * 2)", "{1: 2}"]
+CEL = [
+    "input.x > 1",
+    "1 / 0",
+    "size(input",
+    'b"raw"',
+    '"nul \\x00"',
+    "input.missing",
+    "true",
+    "[1, 2].map(x, x * 2)",
+    "{1: 2}",
+    'timestamp("2026-01-01T00:00:00Z")',
+]
 
 scalars = st.one_of(
     st.sampled_from(REFERENCES),
@@ -131,12 +142,15 @@ OUTCOMES = [TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.FAILED_WITH_TERM
 
 
 def _json_safe(decision_commands: list[Any]) -> None:
-    """What the store writes to jsonb must encode."""
+    """What the store writes to jsonb must encode, and hold no NUL (jsonb refuses \\u0000)."""
     for command in decision_commands:
+        documents = []
         if isinstance(command, (ScheduleTask, RecordTask, StartChild)):
-            orjson.dumps(command.input)
+            documents.append(command.input)
         if isinstance(command, (RecordTask, FinishRun)):
-            orjson.dumps(command.output)
+            documents.append(command.output)
+        for document in documents:
+            assert b"\\u0000" not in orjson.dumps(document), document
 
 
 @FUZZ

@@ -98,6 +98,12 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "tasks[calc].inputParameters.expression: CEL expression 'b\"raw\"' gave a bytes",
     ),
     (
+        "an INLINE whose value PostgreSQL cannot hold",
+        task("calc", "INLINE", inputParameters={"expression": '"a\\x00b"'}),
+        "calc",
+        "tasks[calc].inputParameters.expression: CEL expression '\"a\\\\x00b\"' gave a string with a NUL",
+    ),
+    (
         "an INLINE's reference",
         task("calc", "INLINE", inputParameters={"expression": "input.n", "n": BAD}),
         "calc",

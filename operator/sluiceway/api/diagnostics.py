@@ -130,6 +130,7 @@ async def why_run(namespace: NAMESPACE, execution_id: RUN_ID, svc: Services = De
         "workflow": facts.workflow,
         "status": facts.status,
         "awaitingAdmission": facts.awaiting_admission,
+        "quarantined": facts.quarantine_reason is not None,
         "reasons": _reasons(explain(facts)),
     }
 

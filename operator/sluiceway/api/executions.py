@@ -105,6 +105,8 @@ async def get(
         start_time=_time(run.created_at) or "",
         end_time=_time(run.ended_at),
         sla_breached_at=_time(run.sla_breached_at),
+        quarantined_at=_time(run.quarantined_at),
+        quarantine_reason=run.quarantine_reason,
         tasks=[
             TaskView(
                 task_id=t.id,
@@ -140,13 +142,16 @@ async def force_decide(
     namespace: NAMESPACE, execution_id: EXECUTION_ID, svc: Services = Depends(services)
 ) -> JSONResponse:
     """An escape hatch and a diagnostic: if this unsticks a run, something
-    failed to enqueue an evaluation."""
+    failed to enqueue an evaluation. It also releases a quarantined run: the
+    decider tries it once more, and quarantines it again if its cause is still
+    there (`released` says whether it was quarantined)."""
     async with svc.pool.acquire() as conn, conn.transaction():
         run = await executions.get_run(conn, namespace, str(execution_id))
         if run is None:
             raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
+        released = await executions.release_quarantine(conn, namespace, run.id)
         await executions.enqueue_decide(conn, run.id, "forced")
-    return JSONResponse({"status": "queued", "id": run.id}, status_code=202)
+    return JSONResponse({"status": "queued", "id": run.id, "released": released}, status_code=202)
 
 
 @router.post(

@@ -159,7 +159,10 @@ def evaluate_cel(expression: str, variables: Mapping[str, Any]) -> Any:
 
 
 def _json_value(value: Any, expression: str) -> Any:
-    """CEL has timestamps, durations, bytes and non-string map keys; JSON has not."""
+    """CEL has timestamps, durations, bytes and non-string map keys; JSON has
+    not, and PostgreSQL's jsonb holds no NUL character."""
+    if isinstance(value, str) and "\x00" in value:
+        raise ExpressionError(f"CEL expression {expression!r} gave a string with a NUL character")
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, datetime.datetime):
@@ -169,7 +172,7 @@ def _json_value(value: Any, expression: str) -> Any:
     if isinstance(value, (list, tuple)):
         return [_json_value(v, expression) for v in value]
     if isinstance(value, Mapping):
-        return {str(k): _json_value(v, expression) for k, v in value.items()}
+        return {_json_value(str(k), expression): _json_value(v, expression) for k, v in value.items()}
     raise ExpressionError(f"CEL expression {expression!r} gave a {type(value).__name__}, which JSON cannot hold")
 
 

@@ -270,4 +270,10 @@ class ExecutionView(Spec):
     start_time: str
     end_time: str | None = None
     sla_breached_at: str | None = None
+    quarantined_at: str | None = Field(
+        None,
+        description="Set while the decider cannot evaluate this run: it is set aside, alone, until it is "
+        "terminated or released by forcing an evaluation (POST .../decide).",
+    )
+    quarantine_reason: str | None = None
     tasks: list[TaskView] = Field(default_factory=list)
