@@ -180,7 +180,7 @@ async def test_runs_the_decider_cannot_evaluate_are_quarantined_alone_while_100_
     assert "task one attempt 1" in rows[bad_row]["quarantine_reason"]
     assert "KeyError: 'NO_SUCH_TYPE'" in rows[bad_row]["quarantine_reason"]
     assert rows[refused]["quarantine_reason"] == (
-        "its decision cannot be applied: RaiseError: this run's second task cannot be stored"
+        "deciding it failed, even alone: RaiseError: this run's second task cannot be stored"
     )
 
     # Never retried in a loop: new events for a quarantined run are consumed
@@ -279,3 +279,23 @@ async def test_garbage_in_a_batch_costs_only_its_run(plane: Plane) -> None:
     )
     assert reason == "the decider cannot evaluate this run: TypeError: the run's input is not a JSON object"
     assert await fetchval(plane.pool, "SELECT count(*) FROM tasks WHERE execution_id = $1", outcome.id) == 0
+
+
+async def test_a_run_row_the_driver_cannot_decode_is_quarantined_alone(plane: Plane) -> None:
+    """PostgreSQL holds 1e400 in jsonb; no client can read it as a double. The
+    batch that locks this run fails as a whole, and the runs of that batch are
+    decided one by one: this run is quarantined, the others go on."""
+    await define_task(plane.pool, "work")
+    await define_workflow(plane.pool, "one_step", [{"name": "work", "taskReferenceName": "one"}])
+    async with plane.pool.acquire() as conn, conn.transaction():
+        outcome = await executions.start_run(conn, NS, "one_step", None, {})
+        assert isinstance(outcome, executions.Started)
+        await conn.execute("UPDATE executions SET input = '{\"x\": 1e400}' WHERE id = $1", outcome.id)
+    fine = [await start(plane.pool, "one_step") for _ in range(20)]
+    query = "SELECT count(DISTINCT execution_id) = 20 FROM tasks WHERE execution_id = ANY($1::uuid[])"
+    await eventually(lambda: fetchval(plane.pool, query, fine), "every good run scheduled")
+    reason = await eventually(
+        lambda: fetchval(plane.pool, "SELECT quarantine_reason FROM executions WHERE id = $1", outcome.id), "quarantine"
+    )
+    assert reason.startswith("deciding it failed, even alone: JSONDecodeError: number is infinity")
+    assert await fetchval(plane.pool, "SELECT count(*) FROM decide_queue") == 0

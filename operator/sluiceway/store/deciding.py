@@ -160,8 +160,8 @@ async def _decide_one_by_one(conn: asyncpg.Connection, config: DeciderConfig) ->
                 log.warning("run %s: deciding failed (%s); retrying it in %s", execution_id, error, _ERROR_BACKOFF)
                 await conn.execute(_DEFER, execution_id, _ERROR_BACKOFF)
                 continue
-            log.error("run %s: its decision cannot be applied", execution_id, exc_info=error)
-            outcome = await _quarantine_alone(conn, execution_id, f"its decision cannot be applied: {_describe(error)}")
+            log.error("run %s: deciding it failed, even alone", execution_id, exc_info=error)
+            outcome = await _quarantine_alone(conn, execution_id, f"deciding it failed, even alone: {_describe(error)}")
         _report(outcome, config)
         decided += outcome.decided
     return decided
