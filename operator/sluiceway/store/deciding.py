@@ -161,7 +161,21 @@ async def _decide_one_by_one(conn: asyncpg.Connection, config: DeciderConfig) ->
                 await conn.execute(_DEFER, execution_id, _ERROR_BACKOFF)
                 continue
             log.error("run %s: deciding it failed, even alone", execution_id, exc_info=error)
-            outcome = await _quarantine_alone(conn, execution_id, f"deciding it failed, even alone: {_describe(error)}")
+            try:
+                outcome = await _quarantine_alone(
+                    conn, execution_id, f"deciding it failed, even alone: {_describe(error)}"
+                )
+            except Exception as failure:  # noqa: BLE001 - the others of the batch still go on
+                if _connection_lost(failure, conn):
+                    raise
+                log.error(
+                    "run %s: cannot be quarantined either (%s); retrying it in %s",
+                    execution_id,
+                    failure,
+                    _ERROR_BACKOFF,
+                )
+                await conn.execute(_DEFER, execution_id, _ERROR_BACKOFF)
+                continue
         _report(outcome, config)
         decided += outcome.decided
     return decided
@@ -239,7 +253,9 @@ async def quarantine_runs(conn: asyncpg.Connection, runs: list[tuple[uuid.UUID, 
     """Set runs aside with their reasons, consuming their decide events."""
     if not runs:
         return []
-    rows = await conn.fetch(_QUARANTINE, [r[0] for r in runs], [r[1][:_REASON_CHARS] for r in runs])
+    # A text column holds no NUL; a reason quoting one must still be written.
+    reasons = [r[1][:_REASON_CHARS].replace("\x00", "\\0") for r in runs]
+    rows = await conn.fetch(_QUARANTINE, [r[0] for r in runs], reasons)
     return [Quarantined(str(r["id"]), r["namespace"], r["workflow_name"], r["reason"]) for r in rows]
 
 
