@@ -82,6 +82,10 @@ class _Server(uvicorn.Server):
         watcher = asyncio.create_task(exit_on_stop())
         try:
             await self.serve()
+        except SystemExit as error:
+            # uvicorn exits the interpreter when it cannot listen; the supervisor
+            # should see a dead part and stop the others in order instead.
+            raise RuntimeError(f"the API server could not start (uvicorn exit status {error.code})") from error
         finally:
             watcher.cancel()
 
