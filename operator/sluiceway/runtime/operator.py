@@ -33,7 +33,7 @@ from sluiceway.k8s.events import EventRecorder
 from sluiceway.k8s.handlers import Context, register, register_status_reports, register_workflows
 from sluiceway.k8s.leadership import LeaderElector
 from sluiceway.k8s.mirror import run_mirror
-from sluiceway.k8s.workers import register_worker_deployments
+from sluiceway.k8s.worker_pods import register_worker_deployments
 from sluiceway.kubeapi.client import Events, KubeClient, Leases
 from sluiceway.runtime import loops
 from sluiceway.runtime.settings import Settings
