@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sluiceway import __version__
-from sluiceway.api import auth, definitions, diagnostics, errors, executions, workers
+from sluiceway.api import definitions, diagnostics, errors, executions, guards, tasks
 from sluiceway.api.services import Services
 from sluiceway.store.database import ping
 
@@ -31,11 +31,13 @@ named by task type).
 
 
 def create_app(services: Services) -> FastAPI:
-    app = FastAPI(title="Sluiceway", version=__version__, description=DESCRIPTION, dependencies=[Depends(auth.enforce)])
+    app = FastAPI(
+        title="Sluiceway", version=__version__, description=DESCRIPTION, dependencies=[Depends(guards.enforce)]
+    )
     app.state.services = services
     errors.install(app)
     app.include_router(executions.router)
-    app.include_router(workers.router)
+    app.include_router(tasks.router)
     app.include_router(diagnostics.router)
     app.include_router(definitions.router)
 
@@ -60,5 +62,5 @@ def create_app(services: Services) -> FastAPI:
     async def metrics() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
-    auth.install(app, services)  # last: it checks every /v1 route has an authorization rule
+    guards.install(app, services)  # last: it checks every /v1 route has a guard
     return app

@@ -17,11 +17,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from sluiceway.api import auth
-from sluiceway.api.diagnostics import NAME
+from sluiceway.api.access import Names
 from sluiceway.api.errors import INVALID, ApiError, refusal
+from sluiceway.api.guards import requires, writes_as_caller
+from sluiceway.api.params import NAME, NAMESPACE
 from sluiceway.api.services import Services, services
-from sluiceway.api.workers import NAMESPACE
 from sluiceway.kubeapi.client import KubeClient, KubeError
 from sluiceway.model import API_VERSION
 from sluiceway.model.common import EngineName, kube_name_for
@@ -153,7 +153,7 @@ def _answer(obj: dict[str, Any], shape: dict[str, Any]) -> JSONResponse:
     summary="Create or update a task definition",
     operation_id="put_task_definition",
     responses=_WRITE_OUTCOMES,
-    dependencies=[Depends(auth.definition_write)],
+    dependencies=[writes_as_caller],
 )
 async def put_task_definition(
     namespace: NAMESPACE, body: TaskDefinitionBody, request: Request, svc: Services = Depends(services)
@@ -169,7 +169,7 @@ async def put_task_definition(
 @router.get(
     "/metadata/task-definitions",
     summary="Every task definition of the namespace",
-    dependencies=[Depends(auth.require("task_definitions"))],
+    dependencies=[requires("get", "taskdefinitions")],
 )
 async def list_task_definitions(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, Any]]:
     async with svc.pool.acquire() as conn:
@@ -181,7 +181,7 @@ async def list_task_definitions(namespace: NAMESPACE, svc: Services = Depends(se
     "/metadata/task-definitions/{name}",
     summary="One task definition",
     responses={404: refusal("No such task type")},
-    dependencies=[Depends(auth.require("task_definition"))],
+    dependencies=[requires("get", "taskdefinitions", Names.PATH)],
 )
 async def get_task_definition(namespace: NAMESPACE, name: NAME, svc: Services = Depends(services)) -> dict[str, Any]:
     async with svc.pool.acquire() as conn:
@@ -196,7 +196,7 @@ async def get_task_definition(namespace: NAMESPACE, name: NAME, svc: Services = 
     summary="Create or resize a semaphore",
     operation_id="put_semaphore",
     responses=_WRITE_OUTCOMES,
-    dependencies=[Depends(auth.definition_write)],
+    dependencies=[writes_as_caller],
 )
 async def put_semaphore(
     namespace: NAMESPACE, name: NAME, body: SemaphoreBody, request: Request, svc: Services = Depends(services)
@@ -214,7 +214,7 @@ async def put_semaphore(
     summary="Set the namespace's quotas",
     operation_id="put_quotas",
     responses=_WRITE_OUTCOMES,
-    dependencies=[Depends(auth.definition_write)],
+    dependencies=[writes_as_caller],
 )
 async def put_quotas(
     namespace: NAMESPACE, body: QuotaSpec, request: Request, svc: Services = Depends(services)
@@ -223,9 +223,7 @@ async def put_quotas(
     return _answer(obj, body.to_wire())
 
 
-@router.get(
-    "/quotas", summary="The namespace's quotas and current usage", dependencies=[Depends(auth.require("quotas"))]
-)
+@router.get("/quotas", summary="The namespace's quotas and current usage", dependencies=[requires("get", "quotas")])
 async def get_quotas(namespace: NAMESPACE, svc: Services = Depends(services)) -> dict[str, Any]:
     async with svc.pool.acquire() as conn:
         rows = await diagnostics.quota_rows(conn, namespace)

@@ -5,23 +5,18 @@ ranked reasons for one run or task."""
 from __future__ import annotations
 
 import datetime
-import uuid
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends
 
-from sluiceway.api import auth
+from sluiceway.api.access import Names
 from sluiceway.api.errors import INVALID, ApiError, refusal
+from sluiceway.api.guards import requires
+from sluiceway.api.params import EXECUTION_ID, NAME, NAMESPACE, TASK_ID
 from sluiceway.api.services import Services, services
-from sluiceway.api.workers import NAMESPACE
 from sluiceway.controls.why import Reason, explain, explain_task
-from sluiceway.model.common import ENGINE_NAME_PATTERN
 from sluiceway.store import diagnostics
 
 router = APIRouter(prefix="/v1/ns/{namespace}", tags=["diagnostics"], responses=INVALID)
-NAME = Annotated[str, Path(pattern=ENGINE_NAME_PATTERN, max_length=253)]
-RUN_ID = Annotated[uuid.UUID, Path(description="A run id")]
-TASK_ID = Annotated[uuid.UUID, Path(description="A task id")]
 
 
 def _time(value: datetime.datetime | None) -> str | None:
@@ -42,7 +37,7 @@ def _queue(q: diagnostics.Queue) -> dict[str, object]:
 @router.get(
     "/queues",
     summary="Every queue: ready, delayed and in-flight tasks, and recent pollers",
-    dependencies=[Depends(auth.require("queues"))],
+    dependencies=[requires("list", "taskdefinitions")],
 )
 async def queues(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, object]]:
     async with svc.pool.acquire() as conn:
@@ -50,7 +45,7 @@ async def queues(namespace: NAMESPACE, svc: Services = Depends(services)) -> lis
 
 
 @router.get(
-    "/queues/workers", summary="Who polled which queue, and when", dependencies=[Depends(auth.require("queue_workers"))]
+    "/queues/workers", summary="Who polled which queue, and when", dependencies=[requires("list", "taskdefinitions")]
 )
 async def workers(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, object]]:
     async with svc.pool.acquire() as conn:
@@ -60,7 +55,7 @@ async def workers(namespace: NAMESPACE, svc: Services = Depends(services)) -> li
         ]
 
 
-@router.get("/queues/{name}/depth", summary="One queue's depth", dependencies=[Depends(auth.require("queue_depth"))])
+@router.get("/queues/{name}/depth", summary="One queue's depth", dependencies=[requires("list", "taskdefinitions")])
 async def depth(namespace: NAMESPACE, name: NAME, svc: Services = Depends(services)) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
         found = await diagnostics.queues(conn, namespace, name)
@@ -70,7 +65,7 @@ async def depth(namespace: NAMESPACE, name: NAME, svc: Services = Depends(servic
 @router.get(
     "/semaphores",
     summary="Every semaphore: permits and how many are held",
-    dependencies=[Depends(auth.require("semaphores"))],
+    dependencies=[requires("get", "semaphores")],
 )
 async def semaphores(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, object]]:
     async with svc.pool.acquire() as conn:
@@ -84,7 +79,7 @@ async def semaphores(namespace: NAMESPACE, svc: Services = Depends(services)) ->
     "/semaphores/{name}",
     summary="One semaphore and the tasks holding it",
     responses={404: refusal("No such semaphore")},
-    dependencies=[Depends(auth.require("semaphore"))],
+    dependencies=[requires("get", "semaphores", Names.PATH)],
 )
 async def semaphore(namespace: NAMESPACE, name: NAME, svc: Services = Depends(services)) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
@@ -118,9 +113,11 @@ def _reasons(reasons: list[Reason]) -> list[dict[str, object]]:
     summary="Why is this run not further along?",
     operation_id="why_run",
     responses={404: refusal("No such run in this namespace")},
-    dependencies=[Depends(auth.require("why_run"))],
+    dependencies=[requires("get", "workflowruns")],
 )
-async def why_run(namespace: NAMESPACE, execution_id: RUN_ID, svc: Services = Depends(services)) -> dict[str, object]:
+async def why_run(
+    namespace: NAMESPACE, execution_id: EXECUTION_ID, svc: Services = Depends(services)
+) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
         facts = await diagnostics.run_facts(conn, namespace, execution_id, svc.definitions, svc.defaults)
     if facts is None:
@@ -140,7 +137,7 @@ async def why_run(namespace: NAMESPACE, execution_id: RUN_ID, svc: Services = De
     summary="Why is this task not running?",
     operation_id="why_task",
     responses={404: refusal("No such task in this namespace")},
-    dependencies=[Depends(auth.require("why_task"))],
+    dependencies=[requires("get", "workflowruns")],
 )
 async def why_task(namespace: NAMESPACE, task_id: TASK_ID, svc: Services = Depends(services)) -> dict[str, object]:
     async with svc.pool.acquire() as conn:

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import datetime
-import uuid
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
-from sluiceway.api import auth
 from sluiceway.api.errors import INVALID, ApiError, refusal
+from sluiceway.api.guards import requires
+from sluiceway.api.params import EXECUTION_ID, NAMESPACE
 from sluiceway.api.services import Services, services
-from sluiceway.api.workers import NAMESPACE
 from sluiceway.model.execution import ExecutionView, StartRequest, StartResponse, TaskView, TerminateRequest
 from sluiceway.store import executions
-
-EXECUTION_ID = Annotated[uuid.UUID, Path(description="A run id, as returned when it started")]
 
 router = APIRouter(prefix="/v1/ns/{namespace}/executions", tags=["executions"], responses=INVALID)
 
@@ -60,7 +56,7 @@ def start_error(outcome: executions.Refused | executions.WorkflowNotFound) -> Ap
         429: refusal("A namespace quota: {quota, limit, current, retryAfterSeconds}"),
     },
     summary="Start a run",
-    dependencies=[Depends(auth.require("start"))],
+    dependencies=[requires("create", "workflowruns")],
 )
 async def start(namespace: NAMESPACE, request: StartRequest, svc: Services = Depends(services)) -> StartResponse:
     async with svc.pool.acquire() as conn, conn.transaction():
@@ -79,7 +75,7 @@ async def start(namespace: NAMESPACE, request: StartRequest, svc: Services = Dep
     responses={404: refusal("No such run in this namespace")},
     summary="Read a run and its tasks",
     operation_id="get_run",
-    dependencies=[Depends(auth.require("get_run"))],
+    dependencies=[requires("get", "workflowruns")],
 )
 async def get(
     namespace: NAMESPACE, execution_id: EXECUTION_ID, include_tasks: bool = True, svc: Services = Depends(services)
@@ -136,7 +132,7 @@ async def get(
     summary="Force an evaluation",
     operation_id="force_decide",
     responses={404: refusal("No such run")},
-    dependencies=[Depends(auth.require("decide"))],
+    dependencies=[requires("update", "workflowruns")],
 )
 async def force_decide(
     namespace: NAMESPACE, execution_id: EXECUTION_ID, svc: Services = Depends(services)
@@ -160,7 +156,7 @@ async def force_decide(
     summary="Terminate a running run",
     operation_id="terminate_run",
     responses={404: refusal("No such run"), 409: refusal("The run is not running")},
-    dependencies=[Depends(auth.require("terminate"))],
+    dependencies=[requires("update", "workflowruns")],
 )
 async def terminate(
     namespace: NAMESPACE,

@@ -26,7 +26,7 @@ import kopf
 import uvicorn
 
 from sluiceway.api.app import create_app
-from sluiceway.api.auth import Authenticator
+from sluiceway.api.authenticator import Authenticator
 from sluiceway.api.services import Services
 from sluiceway.controls.breaker import Breakers
 from sluiceway.k8s.events import EventRecorder

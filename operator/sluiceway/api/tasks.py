@@ -1,19 +1,21 @@
-"""The worker protocol: poll (long-poll, batched), results (batched),
-heartbeats. Every result and heartbeat carries the lease epoch; a stale one
+"""The task protocol workers speak: poll (long-poll, batched), results
+(batched), heartbeats. Every result and heartbeat carries the lease epoch; a stale one
 is refused with 409 and changes nothing."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-import uuid
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Depends, Path, Request, Response
+from fastapi import APIRouter, Depends, Response
 
-from sluiceway.api import auth
+from sluiceway.api.access import Names
 from sluiceway.api.errors import INVALID, ApiError, refusal
+from sluiceway.api.guards import Authorize, requires
+from sluiceway.api.params import NAMESPACE, TASK_ID
 from sluiceway.api.services import Services, services
 from sluiceway.controls.gates import GateHold
 from sluiceway.controls.policy import TaskPolicy
@@ -33,8 +35,6 @@ from sluiceway.model.execution import (
 from sluiceway.observability import metrics
 from sluiceway.store import leasing, results
 
-NAMESPACE = Annotated[str, Path(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", description="Kubernetes namespace")]
-TASK_ID = Annotated[uuid.UUID, Path(description="A task id, as leased")]
 DEFAULT_POLL_TIMEOUT = 30.0
 # Even with no notification, a waiting poll re-checks this often, so a lost
 # wake-up costs latency, never a stuck worker.
@@ -55,6 +55,22 @@ LEASE_LINKS = {
 }
 
 router = APIRouter(prefix="/v1/ns/{namespace}/tasks", tags=["workers"], responses=INVALID)
+
+# Workers need `poll` on each task type they poll, and `update` on the task
+# type of each task they report on.
+MAY_POLL = Annotated[Authorize, requires("poll", "taskdefinitions", Names.REQUEST)]
+MAY_REPORT = Annotated[Authorize, requires("update", "taskdefinitions", Names.REQUEST)]
+
+
+async def _authorize_tasks(authorize: Authorize, svc: Services, namespace: str, task_ids: Iterable[str]) -> None:
+    """`authorize` on the task types of these tasks of `namespace`, found with
+    one query (none when authentication is off). Tasks that are not in the
+    namespace need no right: the store refuses them (404) and changes nothing."""
+    if not authorize.enforced:
+        return
+    async with svc.pool.acquire() as conn:
+        types = await leasing.task_types_of(conn, namespace, list(task_ids))
+    await authorize(types.values())
 
 
 def _leased(lease: leasing.Lease) -> dict[str, object]:
@@ -115,16 +131,15 @@ async def _lease_once(
         403: refusal("The caller may not `poll` one of these task types here"),
     },
 )
-@auth.checked("poll")
 async def poll(
-    namespace: NAMESPACE, request: PollRequest, http: Request, svc: Services = Depends(services)
+    namespace: NAMESPACE, request: PollRequest, authorize: MAY_POLL, svc: Services = Depends(services)
 ) -> Response:
     """Lease up to `count` tasks of the given types, within each type's gates
     (concurrentExecLimit, rate limit, semaphores: the most restrictive wins).
     When none can be leased, the request is held open up to
     `pollTimeoutSeconds` (at most the task types' own pollTimeoutSeconds) and
     answered as soon as a task becomes leasable or a gate opens."""
-    await auth.authorize(http, svc, "poll", namespace, request.task_types)
+    await authorize(request.task_types)
     async with svc.pool.acquire() as conn:
         policies = await svc.policies(conn, namespace, request.task_types)
     ceiling = max(p.timeouts.poll_timeout for p in policies.values())
@@ -175,9 +190,8 @@ async def _apply(svc: Services, namespace: str, batch: list[TaskResult]) -> dict
     },
     summary="Report results of several tasks in one request",
 )
-@auth.checked("results")
 async def report_results(
-    namespace: NAMESPACE, batch: ResultBatch, http: Request, svc: Services = Depends(services)
+    namespace: NAMESPACE, batch: ResultBatch, authorize: MAY_REPORT, svc: Services = Depends(services)
 ) -> Response:
     """Each result is validated and applied on its own: one bad item never
     costs the others. 200 when every result was applied; 207 otherwise, with
@@ -187,7 +201,7 @@ async def report_results(
     envelope refuses the whole request."""
     checked = checked_items(TaskResult, list(batch.results))
     valid = [item for item in checked if isinstance(item, TaskResult)]
-    await auth.authorize_tasks(http, svc, "results", namespace, [r.task_id for r in valid])
+    await _authorize_tasks(authorize, svc, namespace, [r.task_id for r in valid])
     outcomes = await _apply(svc, namespace, valid) if valid else {}
     items = [_outcome(raw, item, outcomes) for raw, item in zip(batch.results, checked, strict=True)]
     return _json({"results": items}, 200 if all(i["code"] == 200 for i in items) else 207)
@@ -209,9 +223,12 @@ def _outcome(raw: Any, item: TaskResult | ItemOutcome, outcomes: dict[str, resul
     operation_id="report_result",
     responses={404: refusal("Unknown task"), 409: refusal("Stale epoch or not leased")},
 )
-@auth.checked("result")
 async def report_result(
-    namespace: NAMESPACE, task_id: TASK_ID, result: TaskResult, http: Request, svc: Services = Depends(services)
+    namespace: NAMESPACE,
+    task_id: TASK_ID,
+    result: TaskResult,
+    authorize: MAY_REPORT,
+    svc: Services = Depends(services),
 ) -> dict[str, str]:
     if result.task_id != str(task_id):
         raise ApiError(
@@ -220,7 +237,7 @@ async def report_result(
             f"taskId: {result.task_id} does not match the path's {task_id}",
             fields=[{"field": "taskId", "message": "does not match the path's task id"}],
         )
-    await auth.authorize_tasks(http, svc, "result", namespace, [result.task_id])
+    await _authorize_tasks(authorize, svc, namespace, [result.task_id])
     outcome = (await _apply(svc, namespace, [result]))[result.task_id]
     if outcome.code != 200:
         raise ApiError(outcome.code, "STALE_LEASE" if outcome.code == 409 else "NOT_FOUND", outcome.error or "")
@@ -237,9 +254,8 @@ async def report_result(
     },
     summary="Renew the leases of several tasks",
 )
-@auth.checked("heartbeats")
 async def heartbeats(
-    namespace: NAMESPACE, batch: HeartbeatBatch, http: Request, svc: Services = Depends(services)
+    namespace: NAMESPACE, batch: HeartbeatBatch, authorize: MAY_REPORT, svc: Services = Depends(services)
 ) -> Response:
     """`alive`: leases renewed. `gone`: tasks no longer leased under that epoch
     (completed elsewhere, timed out, canceled): stop working on them. Each
@@ -248,7 +264,7 @@ async def heartbeats(
     checked = checked_items(Heartbeat, list(batch.heartbeats))
     beats = [item for item in checked if isinstance(item, Heartbeat)]
     errors = [item.to_wire() | {"taskId": item.task_id} for item in checked if isinstance(item, ItemOutcome)]
-    await auth.authorize_tasks(http, svc, "heartbeats", namespace, [b.task_id for b in beats])
+    await _authorize_tasks(authorize, svc, namespace, [b.task_id for b in beats])
     alive: set[str] = set()
     if beats:
         async with svc.pool.acquire() as conn:
@@ -263,12 +279,11 @@ async def heartbeats(
     operation_id="heartbeat",
     responses={409: refusal("No longer leased under this epoch: stop working on it")},
 )
-@auth.checked("heartbeat")
 async def heartbeat(
-    namespace: NAMESPACE, task_id: TASK_ID, beat: Heartbeat, http: Request, svc: Services = Depends(services)
+    namespace: NAMESPACE, task_id: TASK_ID, beat: Heartbeat, authorize: MAY_REPORT, svc: Services = Depends(services)
 ) -> dict[str, str]:
     """The body's `epoch` fences the lease; its `taskId` is ignored: the path names the task."""
-    await auth.authorize_tasks(http, svc, "heartbeat", namespace, [str(task_id)])
+    await _authorize_tasks(authorize, svc, namespace, [str(task_id)])
     async with svc.pool.acquire() as conn:
         alive = await leasing.heartbeat(conn, namespace, [(str(task_id), beat.epoch)])
     if str(task_id) not in alive:
