@@ -52,6 +52,21 @@ def load_client_configuration() -> kubernetes.client.Configuration:
     return configuration
 
 
+class KubeConfigError(Exception):
+    """No usable credentials: the kubeconfig is missing or unreadable."""
+
+
+def kubeconfig_namespace(kubeconfig: str | None) -> str | None:
+    """The namespace of the kubeconfig's current context, if any: best effort
+    (None for no kubeconfig, or an unreadable one)."""
+    try:
+        _, active = kubernetes.config.list_kube_config_contexts(config_file=kubeconfig)
+    except Exception:  # noqa: BLE001 - no kubeconfig, or an unreadable one: the caller falls back
+        return None
+    namespace = ((active or {}).get("context") or {}).get("namespace")
+    return str(namespace) if namespace else None
+
+
 @dataclass
 class KubeClient:
     api: kubernetes.client.ApiClient
@@ -59,6 +74,19 @@ class KubeClient:
     @classmethod
     def from_environment(cls) -> KubeClient:
         return cls(kubernetes.client.ApiClient(load_client_configuration()))
+
+    @classmethod
+    def from_kubeconfig(cls, kubeconfig: str | None) -> KubeClient:
+        """A client for this kubeconfig file; without one, as `from_environment`.
+        KubeConfigError when there are no usable credentials."""
+        try:
+            if not kubeconfig:
+                return cls.from_environment()
+            configuration = kubernetes.client.Configuration()
+            kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+            return cls(kubernetes.client.ApiClient(configuration))
+        except (kubernetes.config.ConfigException, OSError) as error:
+            raise KubeConfigError(str(error)) from error
 
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
