@@ -30,10 +30,11 @@ from sluiceway.api.authenticator import Authenticator
 from sluiceway.api.services import Services
 from sluiceway.controls.breaker import Breakers
 from sluiceway.k8s.events import EventRecorder
-from sluiceway.k8s.handlers import Context, register, register_status_reports, register_workflows
+from sluiceway.k8s.handlers import register
 from sluiceway.k8s.leadership import LeaderElector
 from sluiceway.k8s.mirror import run_mirror
-from sluiceway.k8s.worker_pods import register_worker_deployments
+from sluiceway.k8s.reconciling import Context
+from sluiceway.k8s.worker_pods import DEFAULT_API_URL, WorkerPods
 from sluiceway.kubeapi.client import Events, KubeClient, Leases
 from sluiceway.runtime import loops
 from sluiceway.runtime.settings import Settings
@@ -139,6 +140,7 @@ async def _first_of(*events: asyncio.Event, then: asyncio.Event) -> None:
 
 class _Memo(kopf.Memo):
     context: Context
+    worker_pods: WorkerPods
 
 
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
@@ -195,14 +197,16 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         ("API server", server.serve_until(stop)),
     ]
     if kube is not None:
+        worker_pods = WorkerPods(
+            api_url=settings.api_url or DEFAULT_API_URL,
+            default_image=settings.worker_image,
+        )
         registry = kopf.OperatorRegistry()
-        register(registry)
-        register_workflows(registry)
-        register_status_reports(registry)
-        register_worker_deployments(registry, api_url=settings.api_url, default_image=settings.worker_image)
+        register(registry, worker_pods=worker_pods)
         recorder = EventRecorder(Events(kube))
         memo = _Memo()
         memo.context = Context(pool=pool, clock=utc_now, events=recorder)
+        memo.worker_pods = worker_pods
 
         async def reconcile(stepped_down: asyncio.Event) -> None:
             """The one-replica-at-a-time parts: kopf's reconcilers and the status mirror."""
