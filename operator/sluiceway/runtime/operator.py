@@ -200,9 +200,10 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         worker_pods = WorkerPods(
             api_url=settings.api_url or DEFAULT_API_URL,
             default_image=settings.worker_image,
+            interval=settings.autoscaling_interval,
         )
         registry = kopf.OperatorRegistry()
-        register(registry, worker_pods=worker_pods)
+        register(registry, worker_pods=worker_pods, status_interval=settings.status_interval)
         recorder = EventRecorder(Events(kube))
         memo = _Memo()
         memo.context = Context(pool=pool, clock=utc_now, events=recorder)
