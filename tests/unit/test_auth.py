@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 
-from sluiceway.api import authenticator as authn_module
 from sluiceway.api import guards, identities
 from sluiceway.api.access import Check, Names, Rule
 from sluiceway.api.app import create_app
-from sluiceway.api.authenticator import MISSING, Authenticator, TtlCache
+from sluiceway.api.authenticator import MISSING, REJECTED_TOKEN_TTL, Authenticator, TtlCache
 from sluiceway.api.errors import ApiError
 from sluiceway.api.services import Services
 from sluiceway.kubeapi.auth import KeySecret, ReviewedToken
@@ -379,7 +378,7 @@ async def test_a_rejected_token_is_remembered_briefly() -> None:
         with pytest.raises(ApiError):
             await authn.identify({"authorization": "Bearer wrong"})
     assert fake.token_reviews == 1
-    clock.now += authn_module.REJECTED_TOKEN_TTL
+    clock.now += REJECTED_TOKEN_TTL
     with pytest.raises(ApiError):
         await authn.identify({"authorization": "Bearer wrong"})
     assert fake.token_reviews == 2
