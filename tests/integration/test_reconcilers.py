@@ -176,3 +176,18 @@ async def test_a_workflow_run_of_an_unknown_workflow_waits_and_is_retried(pool: 
         await workflows.start_workflow_run(**kwargs)
     assert kwargs["patch"].status["phase"] == "Pending"
     assert "not_yet" in kwargs["patch"].status["reasonForIncompletion"]
+
+
+async def test_a_workflow_with_a_broken_reference_is_an_invalid_spec_and_is_not_stored(pool: asyncpg.Pool) -> None:
+    spec = {
+        "tasks": [{"name": "charge", "taskReferenceName": "charge", "inputParameters": {"amount": "${nobody.output}"}}]
+    }
+    kwargs = handler_kwargs(WORKFLOW, "payments", spec, pool)
+    await workflows.reconcile_workflow(**kwargs)
+    condition = ready(kwargs["patch"])
+    assert (condition["status"], condition["reason"]) == ("False", "InvalidSpec")
+    assert "tasks[charge].inputParameters: refers to unknown task 'nobody'" in condition["message"]
+    assert "version" not in kwargs["patch"].status
+    async with pool.acquire() as conn:
+        outcome = await executions.start_run(conn, NAMESPACE, "payments", None, {})
+    assert isinstance(outcome, executions.WorkflowNotFound)
