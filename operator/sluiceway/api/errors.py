@@ -2,12 +2,17 @@
 field list for invalid input and the `control` for a limit. Every error the
 HTTP stack itself raises (a body that is not JSON, an unknown route) is
 answered in the same shape, and the shape is documented in the OpenAPI
-document, so a client needs one parser for every refusal."""
+document, so a client needs one parser for every refusal.
+
+A backing service that is down (PostgreSQL restarting, a session cut, the
+network refusing) is a 503 with Retry-After, not a 500: nothing is wrong with
+the request, and a client that retries it will succeed."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -45,6 +50,22 @@ INVALID: dict[int | str, dict[str, Any]] = {422: refusal("Invalid request: `fiel
 
 _CODES = {400: "INVALID_REQUEST", 401: "UNAUTHENTICATED", 403: "FORBIDDEN", 404: "NOT_FOUND"}
 
+# The database is restarting, cut this session, or has no room: the request may be retried as it is.
+DATABASE_UNAVAILABLE = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.InsufficientResourcesError,
+)
+RETRY_AFTER_SECONDS = 1
+
+
+def unavailable(what: str, error: Exception) -> JSONResponse:
+    return JSONResponse(
+        {"error": "UNAVAILABLE", "message": f"{what} is unavailable ({type(error).__name__}); retry"},
+        status_code=503,
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
 
 def _field(loc: tuple[Any, ...]) -> str:
     return dotted(tuple(p for p in loc if p != "body")) or "body"
@@ -59,6 +80,16 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, error: ApiError) -> JSONResponse:
         return JSONResponse(error.body, status_code=error.status)
+
+    @app.exception_handler(OSError)
+    async def connection_failed(_: Request, error: OSError) -> JSONResponse:
+        return unavailable("a backing service", error)
+
+    async def database_unavailable(_: Request, error: Exception) -> JSONResponse:
+        return unavailable("the database", error)
+
+    for database_error in DATABASE_UNAVAILABLE:
+        app.add_exception_handler(database_error, database_unavailable)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:
