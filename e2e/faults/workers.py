@@ -67,8 +67,8 @@ async def work(task: Task) -> dict[str, Any]:
         journal("done", task, outcome="failed")
         raise ConnectionError(f"{FLAKY_REASON} on attempt {task.attempt}")
     journal("done", task, outcome="completed")
-    # A real handler would pass the task id to its side effect as the idempotency key.
-    return {"by": WORKER_ID, "idempotencyKey": task.task_id}
+    # A real handler would pass this to its side effect: the same for every attempt of the task.
+    return {"by": WORKER_ID, "idempotencyKey": task.idempotency_key}
 
 
 for task_type in DURATIONS:

@@ -1,8 +1,12 @@
-"""A PostgreSQL outage costs latency, never work: the API answers 503 with
-Retry-After while the database is down, and a worker's result reported during
-the outage is applied once it is back, not dropped (found by the fault suite:
-the API answered 500 and the SDK gave the results up, so each task came back
-only when its lease expired, an hour by default).
+"""Outages cost latency, never work, and never do work twice unnoticed.
+
+- PostgreSQL down: the API answers 503 with Retry-After, and a worker's result
+  reported meanwhile is applied once it is back, not dropped (found by the
+  fault suite: the API answered 500 and the SDK gave the results up, so each
+  task came back only when its lease expired, an hour by default).
+- A worker lost: its task's retry is a new attempt with a new task id, so the
+  key a side effect must be given is the SDK's `idempotency_key`, the same for
+  every attempt, not the task id.
 
 These tests crash a PostgreSQL of their own, never the session's."""
 
@@ -18,8 +22,8 @@ import pytest
 from sluiceway.devenv.postgres import LocalPostgres
 from sluiceway.worker import Task, Worker
 from tests.integration.conftest import Plane
-from tests.integration.engine_helpers import NS, define_workflow
-from tests.integration.test_api_and_sdk import Running, eventually, finished, get
+from tests.integration.engine_helpers import NS, define_task, define_workflow
+from tests.integration.test_api_and_sdk import Running, eventually, finished, get, post
 
 
 @pytest.fixture
@@ -88,3 +92,30 @@ async def test_a_result_reported_while_the_database_restarts_is_applied_not_drop
     assert worker.completed == 1
     _, again = await get(plane, f"/v1/ns/{NS}/executions/{run['id']}")
     assert again["output"] == body["output"]
+
+
+async def test_a_lost_workers_retry_has_a_new_task_id_and_the_same_idempotency_key(plane: Plane) -> None:
+    await define_task(plane.pool, "charge", heartbeatTimeout=1, retryCount=2, retryDelaySeconds=0)
+    await define_workflow(plane.pool, "pay", [{"name": "charge", "taskReferenceName": "charge"}])
+    status, run, _ = await _start(plane, "pay")
+    assert status == 201
+    # A worker leases the task and dies without a word: no heartbeat, no result.
+    _, polled = await post(
+        plane, f"/v1/ns/{NS}/tasks/poll", {"taskTypes": ["charge"], "workerId": "lost", "pollTimeoutSeconds": 5}
+    )
+    (lost,) = polled["tasks"]
+    lost_task = Task.from_wire(lost)
+    worker = Worker(plane.url, NS, poll_timeout=1)
+    keys: list[tuple[str, str]] = []
+
+    @worker.task("charge")
+    async def charge(task: Task) -> dict[str, Any]:
+        keys.append((task.task_id, task.idempotency_key))
+        return {}
+
+    async with Running(worker):
+        body = await finished(plane, run["id"])
+    assert body["status"] == "COMPLETED"
+    ((retry_id, retry_key),) = keys
+    assert retry_id != lost_task.task_id, "the retry is a new attempt with its own id"
+    assert retry_key == lost_task.idempotency_key == f"{run['id']}/charge"

@@ -19,7 +19,8 @@ held open up to `pollTimeoutSeconds` until a task is ready), renew leases with
 heartbeats, and report results, several per request. Every lease carries an
 `epoch`; a result or heartbeat with a stale epoch is refused with 409 and
 changes nothing. Every task may be delivered more than once: give side effects
-an idempotency key (the task id is a good one).
+an idempotency key made of `executionId` and `referenceName` (the same for every
+attempt), not the task id (which names one attempt).
 
 **Authentication** (when the operator runs with `SLUICEWAY_AUTH=kubernetes`):
 every `/v1` request carries a Kubernetes token (`Authorization: Bearer ...`,

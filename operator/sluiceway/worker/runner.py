@@ -81,6 +81,15 @@ class Task:
             start_to_close_timeout=body.get("startToCloseTimeoutSeconds", 0),
         )
 
+    @property
+    def idempotency_key(self) -> str:
+        """The same for every attempt and every delivery of this task in this run.
+
+        Give it to side effects. Not the task id: that names one attempt, and
+        when a worker is lost its retry is a new attempt with a new id, after the
+        lost worker may already have done the work."""
+        return f"{self.execution_id}/{self.reference_name}"
+
     def beat_interval(self) -> float:
         """A third of the tightest deadline a beat renews."""
         bounds = [b for b in (self.heartbeat_timeout, self.response_timeout) if b > 0]
