@@ -283,29 +283,32 @@ class FaultDriver:
         worker, held = await self._busy_worker()
         worker.signal(signal.SIGSTOP)
         worker.paused = True
-        self.log.paused_leases += [(task, epoch, worker.id) for task, epoch in held]
         frozen = time.monotonic()
         # Thaw only once every lease it held has been taken back: its results are late by then.
-        while held and time.monotonic() - frozen < 60:
+        over = not held
+        while not over and time.monotonic() - frozen < 60:
             rows = await self.db.fetch(
                 "SELECT count(*) AS n FROM tasks t JOIN unnest($1::uuid[], $2::int[]) AS h(id, epoch)"
                 " ON t.id = h.id AND t.epoch = h.epoch WHERE t.status = 'IN_PROGRESS'",
                 [uuid.UUID(t) for t, _ in held],
                 [e for _, e in held],
             )
-            if rows[0]["n"] == 0:
-                break
-            await asyncio.sleep(0.1)
+            over = rows[0]["n"] == 0
+            if not over:
+                await asyncio.sleep(0.1)
         worker.signal(signal.SIGCONT)
         worker.paused = False
         self.log.thawed_at[worker.id] = time.time()
-        replayed = ""
-        if held:
-            task, epoch = held[0]
-            code = await self._replay_stale_result(task, epoch)
-            self.log.stale_replays.append((task, epoch, code))
-            replayed = f"; a replayed result of epoch {epoch} got {code}"
-        return f"froze {worker.id} holding {len(held)} leases for {time.monotonic() - frozen:.1f}s{replayed}"
+        took = f"froze {worker.id} holding {len(held)} leases for {time.monotonic() - frozen:.1f}s"
+        if not held:
+            return took
+        if not over:  # only leases known to be over are late; a timeout here claims nothing
+            return f"{took}, and they were still leased when it was thawed"
+        self.log.paused_leases += [(task, epoch, worker.id) for task, epoch in held]
+        task, epoch = held[0]
+        code = await self._replay_stale_result(task, epoch)
+        self.log.stale_replays.append((task, epoch, code))
+        return f"{took}; a replayed result of epoch {epoch} got {code}"
 
     async def _replay_stale_result(self, task_id: str, epoch: int) -> int:
         """What the frozen worker would send: a COMPLETED result under its old epoch."""

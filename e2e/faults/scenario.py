@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import asyncpg
 
 from e2e.faults.drivers import API, FaultDriver, LoadDriver, plan
 from e2e.faults.invariants import PHASES, Violations, check_all
@@ -125,82 +124,92 @@ async def _figures(db: Db, rig: Rig, journal: list[dict[str, Any]], report: Repo
     simple = {r["status"]: int(r["n"]) for r in tasks if r["type"] == "SIMPLE"}
     report.tasks = {"worker attempts": sum(simple.values()), **{f"worker {k}": v for k, v in simple.items()}}
     report.tasks["all rows"] = sum(int(r["n"]) for r in tasks)
+    # A task's work done to the end under two task ids: a side effect keyed by the task id would have
+    # happened twice, one keyed by run and reference name once. What the docs tell workers rests on this.
+    finished: dict[tuple[str, str], set[str]] = {}
+    refs = {r["task"]: r["ref"] for r in await db.fetch("SELECT id::text AS task, ref FROM tasks")}
+    for j in journal:
+        if j["ev"] == "done" and j["outcome"] == "completed":
+            finished.setdefault((j["run"], refs.get(j["task"], "?")), set()).add(j["task"])
     report.figures["deliveries"] = {
         "handler runs": sum(1 for j in journal if j["ev"] == "start"),
+        "tasks whose work completed under two or more task ids": sum(1 for ids in finished.values() if len(ids) > 1),
         "worker processes": len(rig.workers.every),
     }
 
 
 async def run_scenario(scenario: Scenario, kube: Kube, control_plane: ControlPlane | None, logs: Path) -> Report:
-    report = Report(scenario)
-    rng_load, rng_faults = random.Random(f"{scenario.seed}:load"), random.Random(f"{scenario.seed}:faults")
     began = time.monotonic()
     namespace = f"faults-{uuid.uuid4().hex[:8]}"
     kube.run("create", "namespace", namespace)
-    postgres = LocalPostgres(settings={"synchronous_commit": "on"})  # fsync stays off: no OS crash is injected
-    postgres.start()
-    admin = await asyncpg.connect(postgres.dsn)
-    await admin.execute("CREATE DATABASE faults")
-    await admin.close()
-    dsn = postgres.dsn.rsplit("/", 1)[0] + "/faults"
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(kube.kubeconfig),
-        "SLUICEWAY_DATABASE_URL": dsn,
-        "SLUICEWAY_NAMESPACES": namespace,
-        "SLUICEWAY_LEADER_ELECTION_NAMESPACE": namespace,
-        "SLUICEWAY_LOG_LEVEL": "INFO",
-        "SLUICEWAY_DB_POOL_SIZE": "10",
-    }
-    rig = Rig(
-        namespace=namespace,
-        postgres=postgres,
-        dsn=dsn,
-        kube=kube,
-        control_plane=control_plane,
-        replicas=[Replica("op-a", env, logs), Replica("op-b", env, logs)],
-        workers=Workers(namespace, scenario.seed, logs),
-        logs=logs,
-    )
-    db = Db(dsn)
-    try:
-        await asyncio.to_thread(rig.replicas[0].start)
-        await install_audit(db)
-        await asyncio.to_thread(rig.replicas[1].start)
-        await asyncio.to_thread(_define, kube, namespace)
-        for slot in range(scenario.workers):
-            rig.workers.start(slot, rig.replicas[slot % 2].url)
-        report.timings["setup"] = time.monotonic() - began
-        print(f"\nfault suite: seed {scenario.seed}, namespace {namespace}, logs in {logs}")
-        async with aiohttp.ClientSession() as session:
-            load = LoadDriver(rig, rng_load, session)
-            faults = FaultDriver(rig, rng_faults, db, load, session)
-            kinds = plan(rng_faults, scenario.faults)
-            loaded = time.monotonic()
-            await asyncio.gather(
-                load.run(scenario.runs, scenario.workflow_runs, scenario.load_seconds, scenario.terminate_share),
-                faults.run(kinds, scenario.fault_gap),
-            )
-            report.timings["load and faults"] = time.monotonic() - loaded
-            report.timings["settle"] = await _settle(rig, db, load.log.workflow_runs, scenario.settle_seconds)
-            journal = rig.workers.journal()
-            checked = time.monotonic()
-            report.violations, figures = await check_all(rig, db, GATES, load.log, faults.log, journal)
-            report.timings["checks"] = time.monotonic() - checked
-        report.faults = faults.log.counts()
-        report.not_injected = sorted(set(faults.log.unavailable))
-        report.figures.update(figures)
-        report.figures["raced terminates"] = len(faults.log.raced_runs)
-        report.figures["terminates"] = {str(k): v for k, v in _tally(load.log.terminates.values()).items()}
-        await _figures(db, rig, journal, report)
-    finally:
-        await db.close()
-        # While the replicas still run, so they clear their finalizers.
-        kube.run("delete", "sluiceway", "--all", "-n", namespace, "--wait=true", "--timeout=30s", check=False)
-        rig.stop()
-        postgres.stop()
-        kube.run("delete", "namespace", namespace, "--wait=false", check=False)
+    # synchronous_commit on: an acknowledged commit survives a crash of PostgreSQL, which the suite
+    # causes. fsync stays off: the suite crashes processes, never the machine.
+    with LocalPostgres(settings={"synchronous_commit": "on"}) as postgres:
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(kube.kubeconfig),
+            "SLUICEWAY_DATABASE_URL": postgres.dsn,
+            "SLUICEWAY_NAMESPACES": namespace,
+            "SLUICEWAY_LEADER_ELECTION_NAMESPACE": namespace,
+            "SLUICEWAY_LOG_LEVEL": "INFO",
+            "SLUICEWAY_DB_POOL_SIZE": "10",
+        }
+        rig = Rig(
+            namespace=namespace,
+            postgres=postgres,
+            dsn=postgres.dsn,
+            kube=kube,
+            control_plane=control_plane,
+            replicas=[Replica("op-a", env, logs), Replica("op-b", env, logs)],
+            workers=Workers(namespace, scenario.seed, logs),
+            logs=logs,
+        )
+        db = Db(postgres.dsn)
+        try:
+            report = await _run(scenario, rig, db)
+        finally:
+            await db.close()
+            # While the replicas still run, so they clear their finalizers.
+            kube.run("delete", "sluiceway", "--all", "-n", namespace, "--wait=true", "--timeout=30s", check=False)
+            rig.stop()
+            kube.run("delete", "namespace", namespace, "--wait=false", check=False)
     report.timings["total"] = time.monotonic() - began
+    return report
+
+
+async def _run(scenario: Scenario, rig: Rig, db: Db) -> Report:
+    report = Report(scenario)
+    rng_load, rng_faults = random.Random(f"{scenario.seed}:load"), random.Random(f"{scenario.seed}:faults")
+    began = time.monotonic()
+    await asyncio.to_thread(rig.replicas[0].start)
+    await install_audit(db)
+    await asyncio.to_thread(rig.replicas[1].start)
+    await asyncio.to_thread(_define, rig.kube, rig.namespace)
+    for slot in range(scenario.workers):
+        rig.workers.start(slot, rig.replicas[slot % 2].url)
+    report.timings["setup"] = time.monotonic() - began
+    print(f"\nfault suite: seed {scenario.seed}, namespace {rig.namespace}, logs in {rig.logs}")
+    async with aiohttp.ClientSession() as session:
+        load = LoadDriver(rig, rng_load, session)
+        faults = FaultDriver(rig, rng_faults, db, load, session)
+        kinds = plan(rng_faults, scenario.faults)
+        loaded = time.monotonic()
+        await asyncio.gather(
+            load.run(scenario.runs, scenario.workflow_runs, scenario.load_seconds, scenario.terminate_share),
+            faults.run(kinds, scenario.fault_gap),
+        )
+        report.timings["load and faults"] = time.monotonic() - loaded
+        report.timings["settle"] = await _settle(rig, db, load.log.workflow_runs, scenario.settle_seconds)
+        journal = rig.workers.journal()
+        checked = time.monotonic()
+        report.violations, figures = await check_all(rig, db, GATES, load.log, faults.log, journal)
+        report.timings["checks"] = time.monotonic() - checked
+    report.faults = faults.log.counts()
+    report.not_injected = sorted(set(faults.log.unavailable))
+    report.figures.update(figures)
+    report.figures["raced terminates"] = len(faults.log.raced_runs)
+    report.figures["terminates"] = {str(k): v for k, v in _tally(load.log.terminates.values()).items()}
+    await _figures(db, rig, journal, report)
     return report
 
 
