@@ -166,6 +166,13 @@ async def test_an_attempt_created_after_its_run_was_terminated_is_found(db: Db) 
 
 async def test_a_sdk_error_is_a_violation_and_a_warning_is_not(db: Db) -> None:
     warning = {"ev": "log", "level": "WARNING", "message": "poll failed; retrying", "worker": "w1"}
-    error = {"ev": "log", "level": "ERROR", "message": "the server refused 3 results", "worker": "w1"}
-    assert invariants.sdk_never_gave_up([warning]) == ([], 1)
-    assert invariants.sdk_never_gave_up([warning, error]) == (["w1: the server refused 3 results"], 1)
+    expired = {
+        "ev": "log",
+        "level": "ERROR",
+        "message": "task t: result could not be delivered before the lease ran out",
+    }
+    error = {"ev": "log", "level": "ERROR", "message": "t: even a bare FAILED was refused: x; dropped", "worker": "w1"}
+    violations, figures = invariants.sdk_never_gave_up([warning, {**expired, "worker": "w2"}])
+    assert violations == [] and figures == {"warnings (retries)": 1, "results given up after their lease ran out": 1}
+    violations, _ = invariants.sdk_never_gave_up([warning, error])
+    assert violations == ["w1: t: even a bare FAILED was refused: x; dropped"]
