@@ -22,7 +22,6 @@ from typing import Any
 import asyncpg
 
 from e2e.kube import Kube
-from sluiceway.api.errors import DATABASE_UNAVAILABLE
 from sluiceway.devenv.controlplane import REPO_ROOT, ControlPlane
 from sluiceway.devenv.postgres import LocalPostgres
 from sluiceway.devenv.processes import Child, free_port, wait_until
@@ -31,8 +30,15 @@ WORKERS_FILE = str(Path(__file__).parent / "workers.py")
 AUDIT_SQL = (Path(__file__).parent / "audit.sql").read_text()
 DRIVER = "fault-driver"  # application_name of the suite's own sessions: never terminated by a fault
 LEASE_NAME = "sluiceway-operator"
-# What a restart or a terminated session looks like from a client; anything else is an answer.
-UNAVAILABLE = (OSError, asyncpg.InterfaceError, *DATABASE_UNAVAILABLE)
+# What a restart or a terminated session looks like to the suite's own sessions (the
+# store's StoreUnavailable, for the same outage classes); anything else is an answer.
+UNAVAILABLE = (
+    OSError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.InsufficientResourcesError,
+)
 
 
 class Replica:

@@ -56,7 +56,9 @@ def create_app(services: Services) -> FastAPI:
         try:
             await ping(services.pool)
         except Exception as error:  # noqa: BLE001 - any failure means "not ready"
-            return JSONResponse({"status": "unavailable", "reason": type(error).__name__}, status_code=503)
+            # The cause's name: "ConnectionRefusedError" says more than "StoreUnavailable".
+            cause = error.__cause__ or error
+            return JSONResponse({"status": "unavailable", "reason": type(cause).__name__}, status_code=503)
         return JSONResponse({"status": "ok"})
 
     @app.get("/metrics", tags=["health"], summary="Prometheus metrics", response_class=PlainTextResponse)

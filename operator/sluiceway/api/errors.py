@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -20,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from sluiceway.model.execution import FieldError, dotted
+from sluiceway.store.errors import StoreUnavailable
 
 
 class ApiError(Exception):
@@ -50,18 +50,13 @@ INVALID: dict[int | str, dict[str, Any]] = {422: refusal("Invalid request: `fiel
 
 _CODES = {400: "INVALID_REQUEST", 401: "UNAUTHENTICATED", 403: "FORBIDDEN", 404: "NOT_FOUND"}
 
-# The database is restarting, cut this session, or has no room: the request may be retried as it is.
-DATABASE_UNAVAILABLE = (
-    asyncpg.PostgresConnectionError,
-    asyncpg.exceptions.OperatorInterventionError,
-    asyncpg.exceptions.InsufficientResourcesError,
-)
 RETRY_AFTER_SECONDS = 1
 
 
 def unavailable(what: str, error: Exception) -> JSONResponse:
+    cause = error.__cause__ or error  # "ConnectionRefusedError" says more than "StoreUnavailable"
     return JSONResponse(
-        {"error": "UNAVAILABLE", "message": f"{what} is unavailable ({type(error).__name__}); retry"},
+        {"error": "UNAVAILABLE", "message": f"{what} is unavailable ({type(cause).__name__}); retry"},
         status_code=503,
         headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
     )
@@ -85,11 +80,10 @@ def install(app: FastAPI) -> None:
     async def connection_failed(_: Request, error: OSError) -> JSONResponse:
         return unavailable("a backing service", error)
 
-    async def database_unavailable(_: Request, error: Exception) -> JSONResponse:
+    # The database is restarting, cut this session, or has no room: the request may be retried as it is.
+    @app.exception_handler(StoreUnavailable)
+    async def database_unavailable(_: Request, error: StoreUnavailable) -> JSONResponse:
         return unavailable("the database", error)
-
-    for database_error in DATABASE_UNAVAILABLE:
-        app.add_exception_handler(database_error, database_unavailable)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:

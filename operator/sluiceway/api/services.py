@@ -5,19 +5,19 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import asyncpg
 from fastapi import Request
 
 from sluiceway.api.authenticator import Authenticator
 from sluiceway.controls.policy import OperatorDefaults, TaskPolicy, resolve
 from sluiceway.kubeapi.client import KubeClient
+from sluiceway.store.database import Connection, Pool
 from sluiceway.store.definitions import DefinitionCache
 from sluiceway.store.notifications import Notifications
 
 
 @dataclass
 class Services:
-    pool: asyncpg.Pool
+    pool: Pool
     notifications: Notifications | None = None
     definitions: DefinitionCache = field(default_factory=DefinitionCache)
     defaults: OperatorDefaults = field(default_factory=OperatorDefaults)
@@ -33,7 +33,7 @@ class Services:
         if self.notifications is not None:
             self.notifications.caches.append(self.definitions)
 
-    async def policies(self, conn: asyncpg.Connection, namespace: str, task_types: list[str]) -> dict[str, TaskPolicy]:
+    async def policies(self, conn: Connection, namespace: str, task_types: list[str]) -> dict[str, TaskPolicy]:
         specs = await self.definitions.get_many(conn, namespace, task_types)
         return {t: resolve(specs.get(t), self.defaults) for t in task_types}
 

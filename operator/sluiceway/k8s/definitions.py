@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import asyncpg
 import kopf
 
 from sluiceway.k8s.reconciling import (
@@ -24,6 +23,7 @@ from sluiceway.model.resources import QUOTA, SEMAPHORE, TASK_DEFINITION
 from sluiceway.model.semaphore import SemaphoreSpec
 from sluiceway.model.taskdefinition import TaskDefinitionSpec
 from sluiceway.store import definitions
+from sluiceway.store.database import Connection
 
 
 async def reconcile_task_definition(
@@ -93,7 +93,7 @@ async def reconcile_quota(
 
 
 async def _forget(
-    memo: kopf.Memo, remove: Callable[[asyncpg.Connection, str, str], Awaitable[None]], namespace: str, name: str
+    memo: kopf.Memo, remove: Callable[[Connection, str, str], Awaitable[None]], namespace: str, name: str
 ) -> None:
     async def run() -> None:
         async with context_of(memo).pool.acquire() as conn:

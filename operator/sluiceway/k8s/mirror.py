@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import asyncpg
-
 from sluiceway.k8s.events import EventRecorder
 from sluiceway.k8s.runs import run_status
 from sluiceway.kubeapi.client import KubeClient, KubeError
@@ -16,6 +14,8 @@ from sluiceway.model.execution import RunStatus
 from sluiceway.model.resources import WORKFLOW_RUN
 from sluiceway.observability import metrics
 from sluiceway.store import mirroring
+from sluiceway.store.database import Pool
+from sluiceway.store.errors import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +28,7 @@ _ENDINGS = {
 }
 
 
-async def mirror_once(
-    pool: asyncpg.Pool, kube: KubeClient, batch: int = 100, recorder: EventRecorder | None = None
-) -> int:
+async def mirror_once(pool: Pool, kube: KubeClient, batch: int = 100, recorder: EventRecorder | None = None) -> int:
     async with pool.acquire() as conn:
         pending = await mirroring.pending(conn, batch)
     written: list[tuple[str, int]] = []
@@ -98,7 +96,7 @@ async def mirror_once(
 
 
 async def run_mirror(
-    pool: asyncpg.Pool,
+    pool: Pool,
     kube: KubeClient,
     stop: asyncio.Event,
     recorder: EventRecorder | None = None,
@@ -108,7 +106,7 @@ async def run_mirror(
     while not stop.is_set():
         try:
             busy = await mirror_once(pool, kube, recorder=recorder) >= 100
-        except (OSError, asyncpg.PostgresError) as error:
+        except (OSError, StoreError) as error:
             log.warning("status mirror pass failed: %s", error)
             busy = False
         if not busy:

@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import asyncpg
 import kopf
 from pydantic import ValidationError
 
@@ -26,6 +25,8 @@ from sluiceway.model import GROUP, VERSION
 from sluiceway.model.common import Spec
 from sluiceway.model.resources import ResourceKind
 from sluiceway.store import definitions
+from sluiceway.store.database import Pool
+from sluiceway.store.errors import StoreUnavailable
 
 S = TypeVar("S", bound=Spec)
 
@@ -38,7 +39,7 @@ Handler = Callable[..., Awaitable[None]]
 class Context:
     """What the handlers need, passed to kopf as the operator's memo (`memo.context`)."""
 
-    pool: asyncpg.Pool
+    pool: Pool
     clock: Callable[[], datetime.datetime]
     events: EventRecorder | None = None
 
@@ -99,7 +100,7 @@ async def retrying_outages(action: Awaitable[None]) -> None:
     """Turn a database outage into a retry instead of a failed handler."""
     try:
         await action
-    except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError) as error:
+    except (OSError, StoreUnavailable) as error:
         raise kopf.TemporaryError(f"PostgreSQL unavailable: {error}", delay=5) from error
 
 

@@ -10,12 +10,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-import asyncpg
-
 from sluiceway.engine.commands import Decision
 from sluiceway.observability import metrics
 from sluiceway.store import diagnostics
+from sluiceway.store.database import Pool
 from sluiceway.store.deciding import DeciderConfig, Quarantined, decide_batch
+from sluiceway.store.errors import StoreError
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.sweeping import SweepReport, admit_waiting_runs, housekeeping, seconds_until_due, sweep
 
@@ -45,7 +45,7 @@ async def _guarded(name: str, stop: asyncio.Event, step: Callable[[], Awaitable[
     while not stop.is_set():
         try:
             busy = await step()
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        except (OSError, StoreError) as error:
             log.warning("%s: database unavailable (%s); retrying", name, error)
             await _pause(stop, _OUTAGE_PAUSE)
             continue
@@ -72,7 +72,7 @@ def _observe(_: str, decision: Decision) -> None:
 
 
 async def run_decider(
-    pool: asyncpg.Pool, notifications: Notifications | None, config: DeciderConfig, stop: asyncio.Event
+    pool: Pool, notifications: Notifications | None, config: DeciderConfig, stop: asyncio.Event
 ) -> None:
     config.on_decision = config.on_decision or _observe
     config.on_quarantine = config.on_quarantine or _quarantined
@@ -115,7 +115,7 @@ def _report(report: SweepReport) -> None:
         log.warning("a run of workflow %s/%s passed its SLA", namespace, workflow)
 
 
-async def run_sweeper(pool: asyncpg.Pool, stop: asyncio.Event, batch: int = 500) -> None:
+async def run_sweeper(pool: Pool, stop: asyncio.Event, batch: int = 500) -> None:
     last_housekeeping = last_admission = 0.0
 
     async def step() -> bool:
@@ -137,7 +137,7 @@ async def run_sweeper(pool: asyncpg.Pool, stop: asyncio.Event, batch: int = 500)
     await _guarded("sweeper", stop, step)
 
 
-async def run_gauges(pool: asyncpg.Pool, stop: asyncio.Event, interval: float = 5.0) -> None:
+async def run_gauges(pool: Pool, stop: asyncio.Event, interval: float = 5.0) -> None:
     async def step() -> bool:
         async with pool.acquire() as conn:
             health = await diagnostics.health(conn)

@@ -1,13 +1,22 @@
-"""The connection pool and its start-up: connect, then migrate."""
+"""The connection pool and its start-up: connect, then migrate.
+
+Callers type with `Pool` and `Connection` from here and catch the errors of
+`sluiceway.store.errors`: nothing outside the store names the driver."""
 
 from __future__ import annotations
 
-from typing import Any
+from types import TracebackType
+from typing import Any, TypeAlias
 
 import asyncpg
 import orjson
 
+from sluiceway.store.errors import translated
 from sluiceway.store.migrating import migrate
+
+# One connection, in a transaction or not. Re-exported so that callers can name
+# the type a store function takes without importing the driver.
+Connection: TypeAlias = asyncpg.Connection
 
 
 def _encode_jsonb(value: Any) -> bytes:
@@ -18,7 +27,7 @@ def _decode_jsonb(data: bytes) -> Any:
     return orjson.loads(data[1:])
 
 
-async def init_connection(conn: asyncpg.Connection) -> None:
+async def init_connection(conn: Connection) -> None:
     """jsonb travels as Python objects, through orjson in jsonb's binary format."""
     await conn.set_type_codec(
         "jsonb", encoder=_encode_jsonb, decoder=_decode_jsonb, schema="pg_catalog", format="binary"
@@ -28,26 +37,87 @@ async def init_connection(conn: asyncpg.Connection) -> None:
     )
 
 
-async def _no_reset(conn: asyncpg.Connection) -> None:
+async def _no_reset(conn: Connection) -> None:
     """Connections keep no session state between uses (locks are
     transaction-scoped, LISTEN lives on its own connection), so the default
     reset query would be a wasted round trip on every release."""
 
 
-async def open_pool(dsn: str, *, min_size: int = 2, max_size: int = 10, **kwargs: Any) -> asyncpg.Pool:
-    """A pool against `dsn` with the schema migrated to the latest version."""
-    conn = await asyncpg.connect(dsn)
+class Pool:
+    """The pool of connections to PostgreSQL. A driver error leaving an
+    `acquire` block leaves it as the store's own: StoreUnavailable for an
+    outage, StoreError for anything else the database refused. Inside the
+    block (that is, inside the store) the driver's errors are seen as raised."""
+
+    __slots__ = ("_pool",)
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+
+    def acquire(self, *, timeout: float | None = None) -> _Acquired:
+        return _Acquired(self._pool.acquire(timeout=timeout))
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+
+class _Acquired:
+    """`async with pool.acquire() as conn`: one connection, back to the pool at the end."""
+
+    __slots__ = ("_context", "_conn")
+
+    def __init__(self, context: Any) -> None:
+        self._context = context
+        self._conn: Connection | None = None
+
+    async def __aenter__(self) -> Connection:
+        try:
+            self._conn = await self._context.__aenter__()
+        except Exception as error:
+            store_error = translated(error, connection_lost=True)
+            if store_error is None:
+                raise
+            raise store_error from error
+        return self._conn
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        lost = isinstance(error, OSError) and _lost(self._conn)
+        await self._context.__aexit__(kind, error, traceback)
+        if error is not None:
+            store_error = translated(error, connection_lost=lost)
+            if store_error is not None:
+                raise store_error from error
+
+
+def _lost(conn: Connection | None) -> bool:
     try:
-        await migrate(conn)
-    finally:
-        await conn.close()
-    pool: asyncpg.Pool = await asyncpg.create_pool(
-        dsn, min_size=min_size, max_size=max_size, init=init_connection, reset=_no_reset, **kwargs
-    )
-    return pool
+        return conn is None or bool(conn.is_closed())
+    except asyncpg.InterfaceError:  # already released: the pool let it go as lost
+        return True
 
 
-async def ping(pool: asyncpg.Pool, timeout: float = 2.0) -> None:
+async def open_pool(dsn: str, *, min_size: int = 2, max_size: int = 10, **kwargs: Any) -> Pool:
+    """A pool against `dsn` with the schema migrated to the latest version."""
+    try:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await migrate(conn)
+        finally:
+            await conn.close()
+        pool = await asyncpg.create_pool(
+            dsn, min_size=min_size, max_size=max_size, init=init_connection, reset=_no_reset, **kwargs
+        )
+    except Exception as error:
+        store_error = translated(error, connection_lost=True)
+        if store_error is None:
+            raise
+        raise store_error from error
+    return Pool(pool)
+
+
+async def ping(pool: Pool, timeout: float = 2.0) -> None:
     """Raise unless PostgreSQL answers within `timeout`."""
     async with pool.acquire(timeout=timeout) as conn:
         await conn.fetchval("SELECT 1", timeout=timeout)

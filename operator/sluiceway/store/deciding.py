@@ -49,6 +49,7 @@ from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.model.taskdefinition import TaskDefinitionSpec
 from sluiceway.model.workflow import TaskType, WorkflowSpec, WorkflowTask, iter_tasks
 from sluiceway.store import admission, executions
+from sluiceway.store.database import Pool
 from sluiceway.store.definitions import DefinitionCache
 
 SYSTEM_WAKE = ("@system", "@http")  # what the HTTP task runner waits on
@@ -130,7 +131,7 @@ INSERT INTO decide_queue (execution_id, event, due_at) VALUES ($1, 'retry_after_
 """
 
 
-async def decide_batch(pool: asyncpg.Pool, config: DeciderConfig) -> int:
+async def decide_batch(pool: Pool, config: DeciderConfig) -> int:
     """Decide one batch of due runs; return how many runs were decided."""
     async with pool.acquire() as conn:
         try:

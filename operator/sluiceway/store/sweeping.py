@@ -21,6 +21,7 @@ from sluiceway.controls.policy import Timeouts
 from sluiceway.controls.timeouts import Deadlines, Expiry, expiry
 from sluiceway.model.taskdefinition import TimeoutPolicy
 from sluiceway.store import admission, executions
+from sluiceway.store.database import Pool
 
 _DUE_TASKS = """
 SELECT id, execution_id, name, epoch, status, schedule_to_start_at, start_to_close_at, total_at, heartbeat_at,
@@ -115,9 +116,7 @@ def _timeouts(row: asyncpg.Record) -> Timeouts:
     )
 
 
-async def sweep(
-    pool: asyncpg.Pool, batch: int = 500, on_report: Callable[[SweepReport], None] | None = None
-) -> SweepReport:
+async def sweep(pool: Pool, batch: int = 500, on_report: Callable[[SweepReport], None] | None = None) -> SweepReport:
     report = SweepReport()
     async with pool.acquire() as conn, conn.transaction():
         now: datetime.datetime = await conn.fetchval("SELECT now()")
@@ -155,7 +154,7 @@ async def sweep(
     return report
 
 
-async def seconds_until_due(pool: asyncpg.Pool) -> float | None:
+async def seconds_until_due(pool: Pool) -> float | None:
     """Seconds until the earliest armed timer (database clock), so the sweeper
     can sleep until exactly then; None when nothing is armed."""
     async with pool.acquire() as conn:
@@ -171,14 +170,14 @@ async def seconds_until_due(pool: asyncpg.Pool) -> float | None:
         return None if value is None else float(value)
 
 
-async def housekeeping(pool: asyncpg.Pool) -> None:
+async def housekeeping(pool: Pool) -> None:
     async with pool.acquire() as conn:
         await conn.execute(_PRUNE_COUNTS)
         await conn.execute(_PRUNE_WINDOWS)
         await conn.execute(_PRUNE_ORPHAN_EVENTS)
 
 
-async def admit_waiting_runs(pool: asyncpg.Pool) -> int:
+async def admit_waiting_runs(pool: Pool) -> int:
     """Admit runs waiting on a per-key limit wherever there is room now."""
     async with pool.acquire() as conn, conn.transaction():
         admitted = await admission.rebalance(conn)

@@ -30,7 +30,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
-import asyncpg
 import orjson
 
 from sluiceway.controls.breaker import Breakers, BreakerState
@@ -39,8 +38,10 @@ from sluiceway.controls.policy import OperatorDefaults, resolve
 from sluiceway.model.execution import ResultStatus, TaskResult
 from sluiceway.observability import metrics
 from sluiceway.store import leasing, results
+from sluiceway.store.database import Pool
 from sluiceway.store.deciding import SYSTEM_WAKE
 from sluiceway.store.definitions import DefinitionCache
+from sluiceway.store.errors import StoreError
 from sluiceway.store.notifications import Notifications
 from sluiceway.worker.classifiers import parse_retry_after
 
@@ -118,7 +119,7 @@ def _body(data: bytes, content_type: str) -> Any:
 class HttpTaskRunner:
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        pool: Pool,
         breakers: Breakers,
         *,
         notifications: Notifications | None = None,
@@ -146,7 +147,7 @@ class HttpTaskRunner:
             while not stop.is_set():
                 try:
                     leased = await self._lease_batch()
-                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+                except (OSError, StoreError) as error:
                     log.warning("HTTP tasks: database unavailable (%s)", error)
                     leased = []
                     await asyncio.sleep(1.0)
