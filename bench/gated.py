@@ -131,7 +131,7 @@ async def prepare(server_dsn: str, plan: Plan) -> str:
     async with pool.acquire() as conn:
         queued = dict(
             await conn.fetch(
-                "SELECT name, count(*) FROM tasks WHERE status = 'SCHEDULED' AND type = 'SIMPLE' GROUP BY name"
+                "SELECT name, count(*) FROM tasks WHERE status = 'SCHEDULED' AND executor = 'worker' GROUP BY name"
             )
         )
         await conn.execute("VACUUM ANALYZE")
@@ -218,7 +218,7 @@ async def watch(dsn: str, total: int, timeout: float, every: float = 0.25) -> tu
     try:
         while time.monotonic() < deadline:
             left = await conn.fetchval(
-                "SELECT count(*) FROM tasks WHERE status IN ('SCHEDULED', 'IN_PROGRESS') AND type = 'SIMPLE'"
+                "SELECT count(*) FROM tasks WHERE status IN ('SCHEDULED', 'IN_PROGRESS') AND executor = 'worker'"
             )
             now = time.monotonic()
             if started is None and left < total:
@@ -328,7 +328,7 @@ async def analyse(dsn: str, plan: Plan, trace_dir: Path) -> list[Family]:
     conn = await asyncpg.connect(dsn)
     rows = await conn.fetch(
         "SELECT id::text AS id, name, status, extract(epoch FROM leased_at)::float8 AS leased,"
-        " extract(epoch FROM ended_at)::float8 AS ended FROM tasks WHERE type = 'SIMPLE'"
+        " extract(epoch FROM ended_at)::float8 AS ended FROM tasks WHERE executor = 'worker'"
     )
     await conn.close()
     trace: dict[str, tuple[float, float]] = {}

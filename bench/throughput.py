@@ -160,8 +160,8 @@ async def sluiceway(server_dsn: str, tasks: int, workers: int, batch: int, timeo
         watcher = asyncio.create_task(
             watch_drain(
                 dsn,
-                "SELECT (SELECT count(*) FROM tasks WHERE status = 'SCHEDULED' AND type = 'SIMPLE')"
-                " + (SELECT count(*) FROM tasks WHERE status = 'IN_PROGRESS' AND type = 'SIMPLE')",
+                "SELECT (SELECT count(*) FROM tasks WHERE status = 'SCHEDULED' AND executor = 'worker')"
+                " + (SELECT count(*) FROM tasks WHERE status = 'IN_PROGRESS' AND executor = 'worker')",
                 tasks,
                 timeout,
             )

@@ -147,12 +147,15 @@ async def test_runs_the_decider_cannot_evaluate_are_quarantined_alone_while_100_
         await conn.execute(_REFUSE_SECOND_TASK.format(run=refused, sqlstate="P0001"))
     others = await start_runs(pool, "steady", 100)
 
-    # 2. A task row nothing wrote this way, once the decider has scheduled it.
+    # 2. A task row nothing wrote this way, once the decider has scheduled it (and out of every
+    # executor's reach: the run must wait for the fix below, with its first task still to do).
     await eventually(
         lambda: fetchval(pool, "SELECT count(*) = 1 FROM tasks WHERE execution_id = $1", bad_row), "bad_row's task"
     )
     async with pool.acquire() as conn, conn.transaction():
-        await conn.execute("UPDATE tasks SET type = 'NO_SUCH_TYPE' WHERE execution_id = $1", bad_row)
+        await conn.execute(
+            "UPDATE tasks SET type = 'NO_SUCH_TYPE', executor = 'engine' WHERE execution_id = $1", bad_row
+        )
         await executions.enqueue_decide(conn, bad_row, "task_updated")
 
     # 3. Work: every task of the 100 (two each), and the first task of `refused`.
@@ -212,7 +215,7 @@ async def test_runs_the_decider_cannot_evaluate_are_quarantined_alone_while_100_
             assert r.status == 202
         # Forcing an evaluation releases a run once its cause is fixed.
         async with pool.acquire() as conn:
-            await conn.execute("UPDATE tasks SET type = 'SIMPLE' WHERE execution_id = $1", bad_row)
+            await conn.execute("UPDATE tasks SET type = 'SIMPLE', executor = 'worker' WHERE execution_id = $1", bad_row)
         async with http.post(f"{api}/{bad_row}/decide") as r:
             assert r.status == 202 and (await r.json())["released"] is True
         # ... and a run whose cause is still there is quarantined again, once.

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from sluiceway.controls.gates import SemaphoreState
 from sluiceway.controls.policy import Gates
+from sluiceway.model.workflow import Executor, TaskType
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,13 @@ class Reason:
     task_id: str | None = None
     ref: str | None = None
     blocking: bool = True  # False: informational (the task is running, or the run is over)
+
+
+def _executor(task: TaskFacts) -> Executor:
+    try:
+        return TaskType(task.type).executor()
+    except ValueError:  # a type this version does not know: nobody here polls for it
+        return Executor.ENGINE
 
 
 def _seconds(value: float) -> str:
@@ -119,7 +127,7 @@ def explain_task(task: TaskFacts) -> list[Reason]:
                     f"semaphore {semaphore.name}: {semaphore.held}/{semaphore.permits}{held_by}",
                 )
             )
-    if task.type == "SIMPLE" and task.recent_pollers == 0:
+    if _executor(task) is Executor.WORKER and task.recent_pollers == 0:
         last = (
             f"last poll {_seconds(task.seconds_since_last_poll)} ago"
             if task.seconds_since_last_poll is not None

@@ -102,7 +102,7 @@ class _Walker:
         workflow = snapshot.workflow
         self.cap = workflow.max_concurrent_tasks
         self.active_workers = sum(
-            1 for row in snapshot.tasks.values() if row.type.is_worker_task() and not row.status.is_terminal()
+            1 for row in snapshot.tasks.values() if row.type.executor().leases() and not row.status.is_terminal()
         )
 
     # -- the run ---------------------------------------------------------------
@@ -211,7 +211,7 @@ class _Walker:
     def _begin(self, task: WorkflowTask, previous: WorkflowTask | None) -> Progress:
         """Start one task: every expression it needs is evaluated here."""
         kind = task.type
-        if kind.is_worker_task():
+        if kind.executor().leases():
             return self._schedule_worker_task(task, task.task_reference_name, task.name, None, attempt=1)
         if kind is TaskType.FORK_JOIN:
             self._record(task, TaskStatus.COMPLETED)

@@ -20,6 +20,20 @@ TaskReference = Annotated[str, Field(pattern=REF_PATTERN)]
 ParameterName = Annotated[str, Field(min_length=1, max_length=256)]
 
 
+class Executor(StrEnum):
+    """Who runs a task. Stored on every task row when it is inserted, so that
+    SQL selects by it and no list of task types is written anywhere else."""
+
+    WORKER = "worker"  # leased by worker pods over the task protocol
+    SYSTEM = "system"  # leased and run by the operator's own system-task runner
+    ENGINE = "engine"  # decided by the engine itself (control flow, waits, child runs); never leased
+
+    def leases(self) -> bool:
+        """Worker and system tasks are leased, fenced by an epoch, and count
+        against maxConcurrentTasks; engine tasks are none of these."""
+        return self is not Executor.ENGINE
+
+
 class TaskType(StrEnum):
     SIMPLE = "SIMPLE"
     FORK_JOIN = "FORK_JOIN"
@@ -33,32 +47,31 @@ class TaskType(StrEnum):
     HTTP = "HTTP"
     HTTP_POLL = "HTTP_POLL"
 
-    def is_operator(self) -> bool:
-        """Control-flow tasks: they do no external work and are exempt from
-        maxConcurrentTasks."""
-        return self in _OPERATORS
+    def executor(self) -> Executor:
+        return _EXECUTORS.get(self, Executor.ENGINE)
 
-    def is_waiting(self) -> bool:
-        """Never dispatched: only timeoutSeconds applies to them."""
+    def waits_for_signal(self) -> bool:
+        """An engine task that a reported result may end (as a leased task's
+        result ends its attempt): a WAIT, which its timer or a signal ends."""
         return self is TaskType.WAIT
 
-    def is_worker_task(self) -> bool:
-        """Leased by workers (SIMPLE) or run by the operator's system-task
-        runner (HTTP); both count against maxConcurrentTasks."""
-        return self in (TaskType.SIMPLE, TaskType.HTTP, TaskType.HTTP_POLL)
+    def polls(self) -> bool:
+        """A system task that goes back to its queue between polls (a snooze,
+        as a worker may ask for with callbackAfterSeconds)."""
+        return self is TaskType.HTTP_POLL
+
+    def counts_in_retry_budget(self) -> bool:
+        """Its attempts count in its task type's retry-budget window: work
+        that runs somewhere else (a leased task, a child run)."""
+        return self.executor().leases() or self is TaskType.SUB_WORKFLOW
 
 
-_OPERATORS = frozenset(
-    {
-        TaskType.FORK_JOIN,
-        TaskType.FORK_JOIN_DYNAMIC,
-        TaskType.JOIN,
-        TaskType.SWITCH,
-        TaskType.INLINE,
-        TaskType.TERMINATE,
-        TaskType.SUB_WORKFLOW,
-    }
-)
+# Every type not listed is run by the engine.
+_EXECUTORS = {
+    TaskType.SIMPLE: Executor.WORKER,
+    TaskType.HTTP: Executor.SYSTEM,
+    TaskType.HTTP_POLL: Executor.SYSTEM,
+}
 
 
 class EvaluatorType(StrEnum):

@@ -47,10 +47,11 @@ from sluiceway.engine.decider import Event, decide
 from sluiceway.engine.snapshot import RunSnapshot, TaskRow
 from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.model.taskdefinition import TaskDefinitionSpec
-from sluiceway.model.workflow import TaskType, WorkflowSpec, WorkflowTask, iter_tasks
+from sluiceway.model.workflow import Executor, TaskType, WorkflowSpec, WorkflowTask, iter_tasks
 from sluiceway.store import admission, executions
 from sluiceway.store.database import Pool
 from sluiceway.store.definitions import DefinitionCache
+from sluiceway.store.sql import types_where
 
 SYSTEM_WAKE = ("@system", "@http")  # what the HTTP task runner waits on
 
@@ -445,25 +446,25 @@ async def _snapshots(
     return built
 
 
-_INSERT_TASKS = """
+_INSERT_TASKS = f"""
 WITH inserted AS (
 INSERT INTO tasks (id, execution_id, namespace, ref, type, name, attempt, status, input, output, reason,
                    first_scheduled_at, available_at, ended_at, close_deadline,
                    schedule_to_start_timeout, start_to_close_timeout, timeout_seconds, heartbeat_timeout,
                    response_timeout, timeout_policy,
-                   schedule_to_start_at, total_at, schedule_to_close_at, wait_until)
+                   schedule_to_start_at, total_at, schedule_to_close_at, wait_until, executor)
 SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[],
                      $8::text[], $9::jsonb[], $10::jsonb[], $11::text[], $12::timestamptz[], $13::timestamptz[],
                      $14::timestamptz[], $15::timestamptz[], $16::int[], $17::int[], $18::int[], $19::int[],
                      $20::int[], $21::text[], $22::timestamptz[], $23::timestamptz[], $24::timestamptz[],
-                     $25::timestamptz[])
+                     $25::timestamptz[], $26::text[])
 ON CONFLICT (execution_id, ref, attempt) DO NOTHING
 RETURNING namespace, name, attempt, type
 )
 -- The retry budget's window counts every attempt of a task type that runs work.
 INSERT INTO execution_counts AS c (namespace, name, bucket, shard, executions, retries)
-SELECT namespace, name, $26, $27, count(*), count(*) FILTER (WHERE attempt > 1)
-  FROM inserted WHERE type IN ('SIMPLE', 'HTTP', 'HTTP_POLL', 'SUB_WORKFLOW')
+SELECT namespace, name, $27, $28, count(*), count(*) FILTER (WHERE attempt > 1)
+  FROM inserted WHERE type IN {types_where(TaskType.counts_in_retry_budget)}
  GROUP BY namespace, name
 ON CONFLICT (namespace, name, bucket, shard) DO UPDATE
    SET executions = c.executions + EXCLUDED.executions, retries = c.retries + EXCLUDED.retries
@@ -543,6 +544,7 @@ class _Applier:
             snapshot.definitions.get(command.name), snapshot.defaults, self._tasks_by_ref(snapshot).get(command.ref)
         ).timeouts
         d = command.deadlines
+        executor = command.type.executor()
         self.tasks.append(
             (
                 task_id,
@@ -570,12 +572,13 @@ class _Applier:
                 d.total,
                 d.schedule_to_close,
                 d.wait_until,
+                executor.value,
             )
         )
-        if command.type is TaskType.SIMPLE:
+        if executor is Executor.WORKER:
             # Delayed tasks too: a waiting poll then knows exactly how long to sleep.
             self.ready.add((snapshot.namespace, command.name))
-        elif command.type in (TaskType.HTTP, TaskType.HTTP_POLL):
+        elif executor is Executor.SYSTEM:
             self.ready.add(SYSTEM_WAKE)
         return task_id
 
@@ -608,6 +611,7 @@ class _Applier:
                 None,
                 None,
                 None,
+                command.type.executor().value,
             )
         )
         return task_id

@@ -12,6 +12,7 @@ import asyncpg
 from sluiceway.controls.gates import SemaphoreState
 from sluiceway.controls.policy import Gates, OperatorDefaults, resolve
 from sluiceway.controls.why import RunFacts, TaskFacts
+from sluiceway.model.workflow import Executor
 from sluiceway.store.definitions import DefinitionCache
 
 _DECIDE_LAG = """
@@ -21,7 +22,7 @@ _QUEUE_DEPTHS = """
 SELECT namespace, name,
        count(*) FILTER (WHERE available_at <= now())::int AS ready,
        count(*) FILTER (WHERE available_at > now())::int AS delayed
-  FROM tasks WHERE status = 'SCHEDULED' AND type = 'SIMPLE'
+  FROM tasks WHERE executor = 'worker' AND status = 'SCHEDULED'
  GROUP BY namespace, name
 """
 _OVERDUE = """
@@ -68,7 +69,7 @@ WITH depth AS (
            count(*) FILTER (WHERE status = 'SCHEDULED' AND available_at <= now())::int AS ready,
            count(*) FILTER (WHERE status = 'SCHEDULED' AND available_at > now())::int AS delayed,
            count(*) FILTER (WHERE status = 'IN_PROGRESS')::int AS in_flight
-      FROM tasks WHERE namespace = $1 AND type = 'SIMPLE' AND status IN ('SCHEDULED', 'IN_PROGRESS')
+      FROM tasks WHERE executor = 'worker' AND namespace = $1 AND status IN ('SCHEDULED', 'IN_PROGRESS')
      GROUP BY name
 ), polled AS (
     SELECT name, count(*) FILTER (WHERE last_poll > now() - interval '{_POLLER_WINDOW_SECONDS} seconds')::int
@@ -194,7 +195,7 @@ SELECT e.id, e.workflow_name, e.status, e.reason, e.awaiting_admission, e.admiss
  WHERE e.id = $1 AND e.namespace = $2
 """
 _ACTIVE_TASKS = """
-SELECT id, ref, type, name, status, attempt, worker_id,
+SELECT id, ref, type, executor, name, status, attempt, worker_id,
        extract(epoch FROM available_at - now()) AS until_available,
        extract(epoch FROM now() - leased_at) AS leased_for,
        extract(epoch FROM now() - last_heartbeat_at) AS since_beat
@@ -210,7 +211,9 @@ SELECT coalesce((SELECT used FROM rate_windows WHERE namespace = $1 AND name = $
                   AND window_start = to_timestamp(floor(extract(epoch FROM now()) / $3) * $3)), 0) AS used,
        (floor(extract(epoch FROM now()) / $3) + 1) * $3 - extract(epoch FROM now()) AS remaining
 """
-_IN_FLIGHT = "SELECT count(*) FROM tasks WHERE namespace = $1 AND name = $2 AND status = 'IN_PROGRESS' AND type = $3"
+_IN_FLIGHT = """
+SELECT count(*) FROM tasks WHERE executor = $3 AND namespace = $1 AND name = $2 AND status = 'IN_PROGRESS'
+"""
 _TASK_RUN = "SELECT execution_id FROM tasks WHERE id = $1 AND namespace = $2"
 
 
@@ -235,7 +238,7 @@ async def run_facts(
     rows = await conn.fetch(_ACTIVE_TASKS, execution_id)
     specs = await definitions.get_many(conn, namespace, {r["name"] for r in rows})
     tasks = [await _task_facts(conn, namespace, row, resolve(specs.get(row["name"]), defaults).gates) for row in rows]
-    active_workers = sum(1 for r in rows if r["type"] in ("SIMPLE", "HTTP", "HTTP_POLL"))
+    active_workers = sum(1 for r in rows if Executor(r["executor"]).leases())
     return RunFacts(
         execution_id=str(run["id"]),
         workflow=run["workflow_name"],
@@ -265,7 +268,7 @@ async def _task_facts(conn: asyncpg.Connection, namespace: str, row: asyncpg.Rec
     name = row["name"]
     in_flight = 0
     if gates.concurrent_exec_limit:
-        in_flight = int(await conn.fetchval(_IN_FLIGHT, namespace, name, row["type"]))
+        in_flight = int(await conn.fetchval(_IN_FLIGHT, namespace, name, row["executor"]))
     used, remaining = 0, 0.0
     if gates.rate_limit_per_frequency:
         window = await conn.fetchrow(_WINDOW, namespace, name, gates.rate_limit_frequency_seconds)

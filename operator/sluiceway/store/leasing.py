@@ -15,6 +15,7 @@ import asyncpg
 
 from sluiceway.controls.gates import GateHold, SemaphoreState, Window, allowance
 from sluiceway.controls.policy import Gates
+from sluiceway.model.workflow import Executor
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ _LEASE = """
 WITH granted AS (SELECT coalesce($6::timestamptz, clock_timestamp()) AS at),
 picked AS (
     SELECT id FROM tasks
-     WHERE namespace = $1 AND name = $2 AND {kinds} AND status = 'SCHEDULED' AND available_at <= now()
+     WHERE executor = '{executor}' AND namespace = $1 AND name = $2 AND status = 'SCHEDULED' AND available_at <= now()
      ORDER BY available_at
      LIMIT $3
        FOR UPDATE SKIP LOCKED
@@ -57,9 +58,7 @@ UPDATE tasks t
 RETURNING t.id, t.epoch, t.name, t.type, t.execution_id, t.ref, t.attempt, t.input, t.response_timeout,
           t.heartbeat_timeout, t.start_to_close_timeout, t.namespace
 """
-# Two texts so each matches its partial index: worker tasks, and the system tasks the operator runs.
-_LEASE_WORKER = _LEASE.format(kinds="type = 'SIMPLE'")
-_LEASE_SYSTEM = _LEASE.format(kinds="type IN ('HTTP', 'HTTP_POLL')")
+_LEASES = {executor: _LEASE.format(executor=executor.value) for executor in Executor if executor.leases()}
 # The gated path is one call: see migration 0005 (it mirrors controls.gates.allowance).
 _GATED_LEASE = "SELECT sluiceway_gated_lease($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 
@@ -94,8 +93,7 @@ async def lease(
     worker_id: str,
     count: int,
     gates: Gates,
-    *,
-    system: bool = False,
+    executor: Executor = Executor.WORKER,
 ) -> LeaseOutcome:
     """Lease up to `count` tasks of one type, within its gates.
 
@@ -105,9 +103,8 @@ async def lease(
     never deadlock): ten dispatchers cannot all read zero in flight and all
     grant themselves the cap, and the locks are held only for as long as the
     database needs them."""
-    statement = _LEASE_SYSTEM if system else _LEASE_WORKER
     if not gates.any():
-        rows = await conn.fetch(statement, namespace, task_type, count, worker_id, None, None)
+        rows = await conn.fetch(_LEASES[executor], namespace, task_type, count, worker_id, None, None)
         return LeaseOutcome([_lease(r) for r in rows])
     result = await conn.fetchval(
         _GATED_LEASE,
@@ -115,7 +112,7 @@ async def lease(
         task_type,
         worker_id,
         count,
-        system,
+        executor is Executor.SYSTEM,
         gates.concurrent_exec_limit,
         gates.rate_limit_per_frequency,
         gates.rate_limit_frequency_seconds,
@@ -160,7 +157,7 @@ async def lease_ungated(
 
 _SECONDS_UNTIL_AVAILABLE = """
 SELECT extract(epoch FROM min(available_at) - clock_timestamp()) FROM tasks
- WHERE namespace = $1 AND name = ANY($2) AND type = 'SIMPLE' AND status = 'SCHEDULED'
+ WHERE executor = 'worker' AND namespace = $1 AND name = ANY($2) AND status = 'SCHEDULED'
 """
 
 
@@ -219,12 +216,12 @@ async def record_poll(conn: asyncpg.Connection, namespace: str, task_types: list
 
 _DUE_SYSTEM_QUEUES = """
 SELECT DISTINCT namespace, name FROM tasks
- WHERE status = 'SCHEDULED' AND type IN ('HTTP', 'HTTP_POLL') AND available_at <= now()
+ WHERE executor = 'system' AND status = 'SCHEDULED' AND available_at <= now()
  LIMIT 100
 """
 _SECONDS_UNTIL_SYSTEM = """
 SELECT extract(epoch FROM min(available_at) - clock_timestamp()) FROM tasks
- WHERE status = 'SCHEDULED' AND type IN ('HTTP', 'HTTP_POLL')
+ WHERE executor = 'system' AND status = 'SCHEDULED'
 """
 
 

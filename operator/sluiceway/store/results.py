@@ -15,7 +15,9 @@ from dataclasses import dataclass
 import asyncpg
 
 from sluiceway.model.execution import ResultStatus, TaskResult
+from sluiceway.model.workflow import TaskType
 from sluiceway.store import executions
+from sluiceway.store.sql import types_where
 
 _CLEAR_TIMERS = """
        schedule_to_start_at = NULL, start_to_close_at = NULL, total_at = NULL, heartbeat_at = NULL,
@@ -31,7 +33,7 @@ WITH done AS (
       FROM unnest($2::uuid[], $3::int[], $4::text[], $5::jsonb[], $6::text[], $7::float8[])
            AS r(id, epoch, status, output, reason, retry_after)
      WHERE t.id = r.id AND t.epoch = r.epoch AND t.status = 'IN_PROGRESS' AND t.namespace = $1
-       AND t.type IN ('SIMPLE', 'WAIT', 'HTTP', 'HTTP_POLL')
+       AND (t.executor <> 'engine' OR t.type IN {types_where(TaskType.waits_for_signal)})
     RETURNING t.id, t.execution_id, t.namespace, t.name, t.holds
 ), queued AS (
     INSERT INTO decide_queue (execution_id, event) SELECT DISTINCT execution_id, 'task_updated' FROM done
@@ -47,12 +49,13 @@ UPDATE tasks t
        heartbeat_at = CASE WHEN t.heartbeat_timeout > 0 THEN now() + make_interval(secs => t.heartbeat_timeout) END,
        lease_expires_at = now() + make_interval(secs => t.response_timeout)
   FROM unnest($2::uuid[], $3::int[], $4::jsonb[]) AS r(id, epoch, output)
- WHERE t.id = r.id AND t.epoch = r.epoch AND t.status = 'IN_PROGRESS' AND t.namespace = $1 AND t.type = 'SIMPLE'
+ WHERE t.id = r.id AND t.epoch = r.epoch AND t.status = 'IN_PROGRESS' AND t.namespace = $1 AND t.executor = 'worker'
 RETURNING t.id
 """
-_LOCK_FOR_SNOOZE = """
+_LOCK_FOR_SNOOZE = f"""
 SELECT close_deadline, now() + make_interval(secs => $4) AS due FROM tasks
- WHERE id = $2 AND epoch = $3 AND status = 'IN_PROGRESS' AND namespace = $1 AND type IN ('SIMPLE', 'HTTP_POLL')
+ WHERE id = $2 AND epoch = $3 AND status = 'IN_PROGRESS' AND namespace = $1
+   AND (executor = 'worker' OR type IN {types_where(TaskType.polls)})
    FOR UPDATE
 """
 _SNOOZE = f"""

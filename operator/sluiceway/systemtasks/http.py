@@ -36,6 +36,7 @@ from sluiceway.controls.breaker import Breakers, BreakerState
 from sluiceway.controls.expressions import ExpressionError, evaluate_cel
 from sluiceway.controls.policy import OperatorDefaults, resolve
 from sluiceway.model.execution import ResultStatus, TaskResult
+from sluiceway.model.workflow import Executor
 from sluiceway.observability import metrics
 from sluiceway.store import leasing, results
 from sluiceway.store.database import Pool
@@ -181,7 +182,7 @@ class HttpTaskRunner:
                 specs = await self.definitions.get_many(conn, namespace, [name])
                 gates = resolve(specs.get(name), self.defaults).gates
                 outcome = await leasing.lease(
-                    conn, namespace, name, self.worker_id, free - len(leased), gates, system=True
+                    conn, namespace, name, self.worker_id, free - len(leased), gates, Executor.SYSTEM
                 )
                 leased.extend(outcome.leases)
                 if len(leased) >= free:
