@@ -27,6 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sluiceway.controls.gates import in_flight_ceiling
 from sluiceway.controls.policy import Gates
 
 # How long a higher recommendation holds off a scale-down (the HPA's default).
@@ -60,13 +61,8 @@ def gate_ceiling(gates: Gates, concurrency: int, semaphore_permits: Mapping[str,
     `gates.semaphores`; an unconfigured semaphore gates nothing, as at dequeue."""
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
-    ceilings: list[int] = []
-    if gates.concurrent_exec_limit > 0:
-        ceilings.append(math.ceil(gates.concurrent_exec_limit / concurrency))
-    permits = [p for name, p in (semaphore_permits or {}).items() if name in gates.semaphores]
-    if permits:
-        ceilings.append(math.ceil(max(0, min(permits)) / concurrency))
-    return min(ceilings) if ceilings else None
+    tasks = in_flight_ceiling(gates, semaphore_permits or {})
+    return None if tasks is None else math.ceil(tasks / concurrency)
 
 
 def _clamp(value: int, low: int, high: int) -> int:

@@ -1,12 +1,13 @@
 """Why is my task not running? Facts about a run go in; ranked reasons come
 out, each naming its control and its numbers, like Kueue's pending reasons but
-in one answer. Pure: the store gathers the facts."""
+in one answer. Pure: the store gathers the facts, and controls.gates says
+which dequeue gates hold."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sluiceway.controls.gates import SemaphoreState
+from sluiceway.controls.gates import GateHold, GateState, SemaphoreState, closed
 from sluiceway.controls.policy import Gates
 from sluiceway.model.workflow import Executor, TaskType
 
@@ -32,6 +33,9 @@ class TaskFacts:
     recent_pollers: int = 0
     seconds_since_last_poll: float | None = None
     queue_ready: int = 0
+
+    def gate_state(self) -> GateState:
+        return GateState(self.in_flight, self.window_used, self.seconds_to_next_window, self.semaphores)
 
 
 @dataclass(frozen=True)
@@ -100,33 +104,7 @@ def explain_task(task: TaskFacts) -> list[Reason]:
         return [
             reason(control, f"{task.ref} ({task.name}): {what}; leasable in {_seconds(task.seconds_until_available)}")
         ]
-    found: list[Reason] = []
-    gates = task.gates
-    if gates.concurrent_exec_limit and task.in_flight >= gates.concurrent_exec_limit:
-        found.append(
-            reason(
-                "concurrentExecLimit",
-                f"concurrentExecLimit {task.name}: {task.in_flight}/{gates.concurrent_exec_limit} in flight",
-            )
-        )
-    if gates.rate_limit_per_frequency and task.window_used >= gates.rate_limit_per_frequency:
-        found.append(
-            reason(
-                "rateLimit",
-                f"rate limit {task.name}: {task.window_used}/{gates.rate_limit_per_frequency} this window, "
-                f"next window in {_seconds(task.seconds_to_next_window)}",
-            )
-        )
-    for semaphore in task.semaphores:
-        if semaphore.free == 0:
-            holders = task.semaphore_holders.get(semaphore.name, [])
-            held_by = f" held by {', '.join(holders[:5])}" + (" ..." if len(holders) > 5 else "") if holders else ""
-            found.append(
-                reason(
-                    f"semaphore:{semaphore.name}",
-                    f"semaphore {semaphore.name}: {semaphore.held}/{semaphore.permits}{held_by}",
-                )
-            )
+    found = [reason(hold.control, _gate_message(task, hold)) for hold in closed(task.gates, task.gate_state())]
     if _executor(task) is Executor.WORKER and task.recent_pollers == 0:
         last = (
             f"last poll {_seconds(task.seconds_since_last_poll)} ago"
@@ -149,6 +127,20 @@ def explain_task(task: TaskFacts) -> list[Reason]:
             )
         )
     return found
+
+
+def _gate_message(task: TaskFacts, hold: GateHold) -> str:
+    if hold.control == "concurrentExecLimit":
+        return f"concurrentExecLimit {task.name}: {hold.used}/{hold.limit} in flight"
+    if hold.control == "rateLimit":
+        return (
+            f"rate limit {task.name}: {hold.used}/{hold.limit} this window, "
+            f"next window in {_seconds(hold.retry_in or 0.0)}"
+        )
+    semaphore = hold.control.removeprefix("semaphore:")
+    holders = task.semaphore_holders.get(semaphore, [])
+    held_by = f" held by {', '.join(holders[:5])}" + (" ..." if len(holders) > 5 else "") if holders else ""
+    return f"semaphore {semaphore}: {hold.used}/{hold.limit}{held_by}"
 
 
 def explain(run: RunFacts) -> list[Reason]:

@@ -206,10 +206,12 @@ _ADMITTED = """
 SELECT id FROM executions WHERE namespace = $1 AND workflow_name = $2 AND admission_key = $3
    AND status = 'RUNNING' AND NOT awaiting_admission ORDER BY created_at LIMIT 20
 """
+# The window the lease would count in now, by the lease's own formula (migration 0009).
 _WINDOW = """
 SELECT coalesce((SELECT used FROM rate_windows WHERE namespace = $1 AND name = $2
-                  AND window_start = to_timestamp(floor(extract(epoch FROM now()) / $3) * $3)), 0) AS used,
-       (floor(extract(epoch FROM now()) / $3) + 1) * $3 - extract(epoch FROM now()) AS remaining
+                  AND window_start = w.start), 0) AS used,
+       extract(epoch FROM w.start - now()) + $3 AS remaining
+  FROM (SELECT sluiceway_window_start(now(), $3) AS start) w
 """
 _IN_FLIGHT = """
 SELECT count(*) FROM tasks WHERE executor = $3 AND namespace = $1 AND name = $2 AND status = 'IN_PROGRESS'

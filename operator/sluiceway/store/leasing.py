@@ -8,12 +8,13 @@ each state transition happens exactly once."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
 
-from sluiceway.controls.gates import GateHold, SemaphoreState, Window, allowance
+from sluiceway.controls.gates import GateHold, GateState, SemaphoreState, closed
 from sluiceway.controls.policy import Gates
 from sluiceway.model.workflow import Executor
 
@@ -34,33 +35,14 @@ class Lease:
     namespace: str = ""
 
 
-# leased_at is the instant the lease was granted: the gated path passes the one
-# it took under its locks (and chose the rate window by); otherwise the clock.
+# The one lease statement is an SQL function (migration 0009): called alone for
+# an ungated queue, and by sluiceway_lease_within_gates under the queue's locks.
 _LEASE = """
-WITH granted AS (SELECT coalesce($6::timestamptz, clock_timestamp()) AS at),
-picked AS (
-    SELECT id FROM tasks
-     WHERE executor = '{executor}' AND namespace = $1 AND name = $2 AND status = 'SCHEDULED' AND available_at <= now()
-     ORDER BY available_at
-     LIMIT $3
-       FOR UPDATE SKIP LOCKED
-)
-UPDATE tasks t
-   SET status = 'IN_PROGRESS', epoch = t.epoch + 1, worker_id = $4, leased_at = granted.at,
-       last_heartbeat_at = granted.at, holds = $5, schedule_to_start_at = NULL, schedule_to_close_at = NULL,
-       start_to_close_at = CASE WHEN t.start_to_close_timeout > 0
-                                THEN granted.at + make_interval(secs => t.start_to_close_timeout) END,
-       heartbeat_at = CASE WHEN t.heartbeat_timeout > 0
-                           THEN granted.at + make_interval(secs => t.heartbeat_timeout) END,
-       lease_expires_at = granted.at + make_interval(secs => t.response_timeout)
-  FROM picked, granted
- WHERE t.id = picked.id
-RETURNING t.id, t.epoch, t.name, t.type, t.execution_id, t.ref, t.attempt, t.input, t.response_timeout,
-          t.heartbeat_timeout, t.start_to_close_timeout, t.namespace
+SELECT id, epoch, name, type, execution_id, ref, attempt, input, response_timeout, heartbeat_timeout,
+       start_to_close_timeout, namespace
+  FROM sluiceway_lease($1, $2, $3, $4, $5, NULL, clock_timestamp())
 """
-_LEASES = {executor: _LEASE.format(executor=executor.value) for executor in Executor if executor.leases()}
-# The gated path is one call: see migration 0005 (it mirrors controls.gates.allowance).
-_GATED_LEASE = "SELECT sluiceway_gated_lease($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+_GATED_LEASE = "SELECT sluiceway_lease_within_gates($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 
 
 @dataclass(frozen=True)
@@ -69,7 +51,8 @@ class LeaseOutcome:
     holds: list[GateHold] = field(default_factory=list)
 
 
-def _lease(row: asyncpg.Record) -> Lease:
+def _lease(row: Mapping[str, Any]) -> Lease:
+    """A leased row, as the driver returns it or as the gated lease's JSON holds it."""
     return Lease(
         str(row["id"]),
         row["epoch"],
@@ -102,51 +85,34 @@ async def lease(
     one per semaphore, taken in name order so two queues sharing semaphores
     never deadlock): ten dispatchers cannot all read zero in flight and all
     grant themselves the cap, and the locks are held only for as long as the
-    database needs them."""
+    database needs them. When gates hold some back, controls.gates says which,
+    from the numbers the database decided by."""
     if not gates.any():
-        rows = await conn.fetch(_LEASES[executor], namespace, task_type, count, worker_id, None, None)
+        rows = await conn.fetch(_LEASE, namespace, task_type, executor.value, worker_id, count)
         return LeaseOutcome([_lease(r) for r in rows])
     result = await conn.fetchval(
         _GATED_LEASE,
         namespace,
         task_type,
+        executor.value,
         worker_id,
         count,
-        executor is Executor.SYSTEM,
         gates.concurrent_exec_limit,
         gates.rate_limit_per_frequency,
         gates.rate_limit_frequency_seconds,
         list(gates.semaphores),
     )
-    leases = [_lease_from_json(row) for row in result["leased"]]
+    leases = [_lease(row) for row in result["leased"]]
     if len(leases) >= count:
         return LeaseOutcome(leases)
-    # Say which gates held back the rest, from the same numbers the database used.
-    window = (
-        Window(float(result["windowStart"]), gates.rate_limit_frequency_seconds, int(result["windowUsed"]))
-        if gates.rate_limit_per_frequency
-        else None
+    # Say which gates held back the rest, from the same numbers the database decided by.
+    state = GateState(
+        in_flight=int(result["inFlight"]),
+        window_used=int(result["windowUsed"]),
+        seconds_to_next_window=float(result["windowStart"]) + gates.rate_limit_frequency_seconds - float(result["now"]),
+        semaphores=[SemaphoreState(s["name"], s["permits"], s["held"]) for s in result["semaphores"]],
     )
-    semaphores = [SemaphoreState(s["name"], s["permits"], s["held"]) for s in result["semaphores"]]
-    _, holds = allowance(count, gates, int(result["inFlight"]), window, semaphores, float(result["now"]))
-    return LeaseOutcome(leases, holds)
-
-
-def _lease_from_json(row: dict[str, Any]) -> Lease:
-    return Lease(
-        row["id"],
-        row["epoch"],
-        row["name"],
-        row["execution_id"],
-        row["ref"],
-        row["attempt"],
-        row["input"],
-        row["response_timeout"],
-        row["heartbeat_timeout"],
-        row["start_to_close_timeout"],
-        row["type"],
-        row["namespace"],
-    )
+    return LeaseOutcome(leases, closed(gates, state))
 
 
 async def lease_ungated(

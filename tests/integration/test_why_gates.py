@@ -1,0 +1,51 @@
+"""Why a task is not running, from the real store: the gates that hold a
+lease back and the reasons "why" gives are the same, with the same numbers,
+because both come from controls.gates."""
+
+from __future__ import annotations
+
+import uuid
+
+from sluiceway.controls.policy import OperatorDefaults
+from sluiceway.controls.why import explain_task
+from sluiceway.store import definitions, diagnostics, leasing
+from sluiceway.store.database import Pool
+from sluiceway.store.definitions import DefinitionCache
+from tests.integration.engine_helpers import NS, define_task, define_workflow, settle
+from tests.integration.test_gates import gates_of, start_runs
+
+
+async def test_why_names_the_gates_the_lease_was_held_by(pool: Pool) -> None:
+    await define_task(
+        pool,
+        "export",
+        concurrentExecLimit=1,
+        rateLimitPerFrequency=1,
+        rateLimitFrequencySeconds=3600,
+        semaphores=["erp"],
+    )
+    async with pool.acquire() as conn:
+        await definitions.upsert_semaphore(conn, NS, "erp", "erp", 1, 1)
+    await define_workflow(pool, "one_export", [{"name": "export", "taskReferenceName": "export"}])
+    runs = await start_runs(pool, "one_export", 2)
+    await settle(pool)
+    gates = await gates_of(pool, "export")
+    async with pool.acquire() as conn:
+        taken = await leasing.lease(conn, NS, "export", "w1", 1, gates)
+        held = await leasing.lease(conn, NS, "export", "w2", 1, gates)
+        await leasing.record_poll(conn, NS, ["export"], "w2")  # someone polls: the gates are what hold it
+        [first] = [lease.execution_id for lease in taken.leases]
+        [second] = set(runs) - {first}
+        facts = await diagnostics.run_facts(conn, NS, uuid.UUID(second), DefinitionCache(), OperatorDefaults())
+    assert held.leases == []
+    assert [h.control for h in held.holds] == ["concurrentExecLimit", "rateLimit", "semaphore:erp"]
+
+    assert facts is not None
+    [task] = facts.tasks
+    reasons = explain_task(task)
+    assert [r.control for r in reasons] == [h.control for h in held.holds]
+    cap, rate, semaphore = (r.message for r in reasons)
+    assert cap == "concurrentExecLimit export: 1/1 in flight"
+    assert rate.startswith("rate limit export: 1/1 this window, next window in ")
+    assert 0 < task.seconds_to_next_window <= 3600
+    assert semaphore == f"semaphore erp: 1/1 held by export {taken.leases[0].task_id} (run {first})"
