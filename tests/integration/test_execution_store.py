@@ -7,7 +7,7 @@ import asyncio
 import asyncpg
 
 from sluiceway.model.execution import ResultStatus, RunStatus, TaskStatus
-from sluiceway.store import executions
+from sluiceway.store import executions, results
 from sluiceway.store.sweeping import sweep
 from tests.integration.engine_helpers import (
     NS,
@@ -35,7 +35,7 @@ async def test_a_run_completes_through_leases_and_results(pool: asyncpg.Pool) ->
     [fetch] = await lease(pool, "fetch")
     assert fetch.input == {"id": 7} and fetch.epoch == 1 and fetch.attempt == 1
     assert await lease(pool, "fetch") == [], "a leased task is not handed out again"
-    assert (await report(pool, fetch, output={"total": 12})).code == 200
+    assert (await report(pool, fetch, output={"total": 12})).applied
     await settle(pool)
     [charge] = await lease(pool, "charge")
     assert charge.input == {"amount": 12}
@@ -52,9 +52,9 @@ async def test_a_result_for_a_finished_attempt_changes_nothing(pool: asyncpg.Poo
     await start(pool, "one")
     await settle(pool)
     [job] = await lease(pool, "job")
-    assert (await report(pool, job, output={"first": 1})).code == 200
+    assert (await report(pool, job, output={"first": 1})).applied
     second = await report(pool, job, ResultStatus.FAILED, reason="late duplicate")
-    assert second.code == 409 and "COMPLETED" in (second.error or "")
+    assert second.verdict is results.Verdict.NOT_LEASED and "COMPLETED" in (second.error or "")
     async with pool.acquire() as conn:
         row = await conn.fetchrow("SELECT status, output FROM tasks WHERE id = $1::uuid", job.task_id)
     assert (row["status"], row["output"]) == ("COMPLETED", {"first": 1})
@@ -65,14 +65,14 @@ async def test_a_stale_epoch_is_refused_after_a_snooze_and_release(pool: asyncpg
     await start(pool, "snoozy")
     await settle(pool)
     [first] = await lease(pool, "poller")
-    assert (await report(pool, first, ResultStatus.IN_PROGRESS, callback_after_seconds=0.2)).code == 200
+    assert (await report(pool, first, ResultStatus.IN_PROGRESS, callback_after_seconds=0.2)).applied
     await asyncio.sleep(0.3)
     [again] = await lease(pool, "poller", worker="w2")
     assert again.task_id == first.task_id and again.epoch == first.epoch + 1
     assert again.attempt == 1, "a snooze spends no attempt"
     stale = await report(pool, first, output={"from": "old worker"})
-    assert stale.code == 409 and "stale epoch" in (stale.error or "")
-    assert (await report(pool, again, output={"from": "new worker"})).code == 200
+    assert stale.verdict is results.Verdict.NOT_LEASED and "stale epoch" in (stale.error or "")
+    assert (await report(pool, again, output={"from": "new worker"})).applied
 
 
 async def test_unknown_and_foreign_tasks_are_404(pool: asyncpg.Pool) -> None:
@@ -103,8 +103,10 @@ async def test_unknown_and_foreign_tasks_are_404(pool: asyncpg.Pool) -> None:
                 )
             ],
         )
-    assert foreign[job.task_id].code == 404, "a worker of one namespace cannot complete another's task"
-    assert bogus["not-a-uuid"].code == 404
+    assert foreign[job.task_id].verdict is results.Verdict.NO_SUCH_TASK, (
+        "a worker of one namespace cannot complete another's task"
+    )
+    assert bogus["not-a-uuid"].verdict is results.Verdict.NO_SUCH_TASK
 
 
 async def test_a_dead_worker_is_reclaimed_after_heartbeat_timeout_and_retried(pool: asyncpg.Pool) -> None:
@@ -131,7 +133,7 @@ async def test_a_dead_worker_is_reclaimed_after_heartbeat_timeout_and_retried(po
     assert attempts[0]["reason"].startswith("WorkerLost")
     assert attempts[1]["after"].total_seconds() >= 0.5 - 0.05, "the reclaim follows the task's own backoff"
     late = await report(pool, dying, output={"too": "late"})
-    assert late.code == 409, "the dead worker's lease was fenced off"
+    assert late.verdict is results.Verdict.NOT_LEASED, "the dead worker's lease was fenced off"
     await asyncio.sleep(0.5)
     [retry] = await lease(pool, "batch", worker="healthy")
     assert retry.attempt == 2

@@ -15,7 +15,7 @@ import asyncpg
 from sluiceway.controls.policy import Gates, resolve
 from sluiceway.model.execution import ResultStatus, TaskResult
 from sluiceway.model.taskdefinition import TaskDefinitionSpec
-from sluiceway.store import definitions, executions, leasing, results
+from sluiceway.store import admission, definitions, executions, leasing, results
 from sluiceway.store.database import init_connection
 from sluiceway.store.sweeping import sweep
 from tests.integration.engine_helpers import NS, define_task, define_workflow, settle
@@ -81,7 +81,7 @@ async def hammer(
                         for lease in outcome.leases
                     ],
                 )
-            assert all(a.code == 200 for a in answers.values())
+            assert all(a.applied for a in answers.values())
             done.extend(outcome.leases)
 
     await asyncio.wait_for(asyncio.gather(*(poller(n) for n in range(pollers))), timeout)
@@ -235,9 +235,9 @@ async def test_two_starts_racing_for_the_last_quota_slot_admit_exactly_one(
     started = [o for o in outcomes if isinstance(o, executions.Started)]
     refused = [o for o in outcomes if isinstance(o, executions.Refused)]
     assert len(started) == 1 and len(refused) == 11
-    body = refused[0].body
-    assert (refused[0].http_status, refused[0].control) == (429, "quota:default")
-    assert (body["quota"], body["limit"], body["current"]) == ("default", 3, 3) and body["retryAfterSeconds"] >= 1
+    quota = refused[0]
+    assert isinstance(quota, admission.QuotaExceeded) and quota.control == "quota:default"
+    assert (quota.quota, quota.limit, quota.current) == ("default", 3, 3) and quota.retry_after_seconds >= 1
 
 
 async def test_max_concurrent_executions_refuses_with_limit_exceeded(pool: asyncpg.Pool, database_url: str) -> None:
@@ -255,8 +255,8 @@ async def test_max_concurrent_executions_refuses_with_limit_exceeded(pool: async
             await conn.close()
     refused = [o for o in outcomes if isinstance(o, executions.Refused)]
     assert len(refused) == 7
-    assert refused[0].control == "maxConcurrentExecutions" and refused[0].http_status == 409
-    assert refused[0].body["error"] == "LIMIT_EXCEEDED"
+    assert isinstance(refused[0], admission.LimitExceeded) and refused[0].control == "maxConcurrentExecutions"
+    assert refused[0].code == "LIMIT_EXCEEDED" and (refused[0].limit, refused[0].current) == (1, 1)
 
 
 async def test_per_key_admission_queues_in_order_and_keys_never_contend(pool: asyncpg.Pool) -> None:

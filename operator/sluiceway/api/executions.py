@@ -12,7 +12,7 @@ from sluiceway.api.guards import requires
 from sluiceway.api.params import EXECUTION_ID, NAMESPACE
 from sluiceway.api.services import Services, services
 from sluiceway.model.execution import ExecutionView, StartRequest, StartResponse, TaskView, TerminateRequest
-from sluiceway.store import executions
+from sluiceway.store import admission, executions
 
 router = APIRouter(prefix="/v1/ns/{namespace}/executions", tags=["executions"], responses=INVALID)
 
@@ -32,15 +32,15 @@ def _time(value: datetime.datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
+# A quota is a rate the caller may retry later (429); a workflow's own cap is a conflict (409).
+_REFUSED_STATUS = {admission.QuotaExceeded: 429, admission.LimitExceeded: 409}
+
+
 def start_error(outcome: executions.Refused | executions.WorkflowNotFound) -> ApiError:
     if isinstance(outcome, executions.WorkflowNotFound):
         return ApiError(404, "WORKFLOW_NOT_FOUND", outcome.message)
     return ApiError(
-        outcome.http_status,
-        outcome.body.get("error", "REFUSED"),
-        outcome.message,
-        control=outcome.control,
-        **{k: v for k, v in outcome.body.items() if k != "error"},
+        _REFUSED_STATUS[type(outcome)], outcome.code, outcome.message, control=outcome.control, **outcome.details()
     )
 
 

@@ -169,6 +169,11 @@ async def poll(
             await asyncio.sleep(min(wait, 0.2))
 
 
+# A result's verdict on the wire: its status code, and the error code of a refusal.
+_STATUS = {results.Verdict.APPLIED: 200, results.Verdict.NO_SUCH_TASK: 404, results.Verdict.NOT_LEASED: 409}
+_ERROR = {results.Verdict.NO_SUCH_TASK: "NOT_FOUND", results.Verdict.NOT_LEASED: "STALE_LEASE"}
+
+
 async def _apply(svc: Services, namespace: str, batch: list[TaskResult]) -> dict[str, results.Outcome]:
     started = time.perf_counter()
     async with svc.pool.acquire() as conn:
@@ -176,7 +181,8 @@ async def _apply(svc: Services, namespace: str, batch: list[TaskResult]) -> dict
     metrics.COMPLETE_LATENCY.observe(time.perf_counter() - started)
     for result in batch:
         outcome = outcomes[result.task_id]
-        metrics.RESULTS.labels(result.status.value if outcome.code == 200 else f"refused_{outcome.code}").inc()
+        label = result.status.value if outcome.applied else f"refused_{_STATUS[outcome.verdict]}"
+        metrics.RESULTS.labels(label).inc()
     return outcomes
 
 
@@ -211,7 +217,7 @@ def _outcome(raw: Any, item: TaskResult | ItemOutcome, outcomes: dict[str, resul
     if isinstance(item, ItemOutcome):
         return item.to_wire() | {"taskId": item.task_id}
     outcome = outcomes[item.task_id]
-    answer: dict[str, object] = {"taskId": sent_task_id(raw), "code": outcome.code}
+    answer: dict[str, object] = {"taskId": sent_task_id(raw), "code": _STATUS[outcome.verdict]}
     if outcome.error is not None:
         answer["error"] = outcome.error
     return answer
@@ -239,8 +245,8 @@ async def report_result(
         )
     await _authorize_tasks(authorize, svc, namespace, [result.task_id])
     outcome = (await _apply(svc, namespace, [result]))[result.task_id]
-    if outcome.code != 200:
-        raise ApiError(outcome.code, "STALE_LEASE" if outcome.code == 409 else "NOT_FOUND", outcome.error or "")
+    if not outcome.applied:
+        raise ApiError(_STATUS[outcome.verdict], _ERROR[outcome.verdict], outcome.error or "")
     return {"status": "accepted"}
 
 

@@ -120,7 +120,7 @@ async def start_workflow_run(
                     "phase": RunPhase.REFUSED.value,
                     "control": outcome.control,
                     "reasonForIncompletion": outcome.message,
-                    "refusal": outcome.body,
+                    "refusal": {"error": outcome.code, **outcome.details()},
                 }
             )
             if context.events is not None:

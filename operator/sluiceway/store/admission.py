@@ -1,7 +1,9 @@
 """The gates a run passes at start, in the reference's order: namespace
-quotas (refused with 429), `maxConcurrentExecutions` (refused with
-LIMIT_EXCEEDED), then per-key admission (`rateLimitConfig`: created RUNNING
-with awaitingAdmission, admitted in order when a holder finishes).
+quotas (QUOTA_EXCEEDED), `maxConcurrentExecutions` (LIMIT_EXCEEDED), then
+per-key admission (`rateLimitConfig`: created RUNNING with
+awaitingAdmission, admitted in order when a holder finishes). A refusal says
+what refused and with which numbers; the edges map it to an HTTP status or a
+WorkflowRun's status.
 
 Each count and the insert it guards happen in one transaction under an
 advisory lock on what is counted, so two concurrent starts can never both
@@ -12,11 +14,12 @@ from __future__ import annotations
 import math
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import asyncpg
 
 from sluiceway.controls.expressions import admission_key
+from sluiceway.model.workflow import WorkflowSpec
 
 # A concurrency refusal cannot know when a slot frees; this is a polite hint.
 CONCURRENCY_RETRY_AFTER_SECONDS = 5
@@ -43,11 +46,62 @@ SELECT count(*) FROM executions
 
 
 @dataclass(frozen=True)
-class Refusal:
-    control: str
-    http_status: int
-    message: str
-    body: dict[str, Any]
+class QuotaExceeded:
+    """A namespace Quota refused the start."""
+
+    quota: str  # the Quota object
+    field: str  # maxConcurrentExecutions or maxExecutionsPerMinute
+    limit: int
+    current: int
+    retry_after_seconds: int
+
+    code: ClassVar[str] = "QUOTA_EXCEEDED"
+
+    @property
+    def control(self) -> str:
+        return f"quota:{self.quota}"
+
+    @property
+    def message(self) -> str:
+        return (
+            f"quota {self.quota}: {self.field} {self.limit} reached ({self.current} now); "
+            f"retry in {self.retry_after_seconds} s"
+        )
+
+    def details(self) -> dict[str, Any]:
+        """The refusal's facts, named as the reference names them."""
+        return {
+            "quota": self.quota,
+            "field": self.field,
+            "limit": self.limit,
+            "current": self.current,
+            "retryAfterSeconds": self.retry_after_seconds,
+        }
+
+
+@dataclass(frozen=True)
+class LimitExceeded:
+    """The workflow's maxConcurrentExecutions refused the start."""
+
+    workflow: str
+    limit: int
+    current: int
+
+    code: ClassVar[str] = "LIMIT_EXCEEDED"
+    control: ClassVar[str] = "maxConcurrentExecutions"
+
+    @property
+    def message(self) -> str:
+        return (
+            f"LIMIT_EXCEEDED: workflow {self.workflow} already has {self.current} of maxConcurrentExecutions "
+            f"{self.limit} runs"
+        )
+
+    def details(self) -> dict[str, Any]:
+        return {"limit": self.limit, "current": self.current}
+
+
+Refusal = QuotaExceeded | LimitExceeded
 
 
 @dataclass(frozen=True)
@@ -56,7 +110,7 @@ class Admission:
     awaiting: bool
 
 
-async def check_quotas(conn: asyncpg.Connection, namespace: str) -> Refusal | None:
+async def check_quotas(conn: asyncpg.Connection, namespace: str) -> QuotaExceeded | None:
     quotas = await conn.fetch(_QUOTAS, namespace)
     if not quotas:
         return None  # an absent quota is unlimited
@@ -69,61 +123,38 @@ async def check_quotas(conn: asyncpg.Connection, namespace: str) -> Refusal | No
                 running = int(await conn.fetchval(_RUNNING_IN_NAMESPACE, namespace))
             limit = quota["max_concurrent_executions"]
             if running >= limit:
-                return _quota_refusal(name, "maxConcurrentExecutions", limit, running, CONCURRENCY_RETRY_AFTER_SECONDS)
+                return QuotaExceeded(name, "maxConcurrentExecutions", limit, running, CONCURRENCY_RETRY_AFTER_SECONDS)
         if quota["max_executions_per_minute"] is not None:
             started, until_next = await conn.fetchrow(_STARTED_THIS_MINUTE, namespace)
             limit = quota["max_executions_per_minute"]
             if started >= limit:
-                return _quota_refusal(
+                return QuotaExceeded(
                     name, "maxExecutionsPerMinute", limit, int(started), max(1, math.ceil(float(until_next)))
                 )
     return None
 
 
-def _quota_refusal(name: str, field: str, limit: int, current: int, retry_after: int) -> Refusal:
-    return Refusal(
-        control=f"quota:{name}",
-        http_status=429,
-        message=f"quota {name}: {field} {limit} reached ({current} now); retry in {retry_after} s",
-        body={
-            "error": "QUOTA_EXCEEDED",
-            "quota": name,
-            "field": field,
-            "limit": limit,
-            "current": current,
-            "retryAfterSeconds": retry_after,
-        },
-    )
-
-
 async def check_max_concurrent(
-    conn: asyncpg.Connection, namespace: str, workflow: str, spec: dict[str, Any]
-) -> Refusal | None:
-    cap = int(spec.get("maxConcurrentExecutions") or 0)
+    conn: asyncpg.Connection, namespace: str, workflow: str, spec: WorkflowSpec
+) -> LimitExceeded | None:
+    cap = spec.max_concurrent_executions
     if not cap:
         return None
     await conn.execute(_LOCK, f"workflow:{namespace}/{workflow}")
     running = int(await conn.fetchval(_RUNNING_OF_WORKFLOW, namespace, workflow))
-    if running < cap:
-        return None
-    return Refusal(
-        control="maxConcurrentExecutions",
-        http_status=409,
-        message=f"LIMIT_EXCEEDED: workflow {workflow} already has {running} of maxConcurrentExecutions {cap} runs",
-        body={"error": "LIMIT_EXCEEDED", "limit": cap, "current": running},
-    )
+    return LimitExceeded(workflow, cap, running) if running >= cap else None
 
 
 async def admit(
-    conn: asyncpg.Connection, namespace: str, workflow: str, spec: dict[str, Any], run_input: dict[str, Any]
+    conn: asyncpg.Connection, namespace: str, workflow: str, spec: WorkflowSpec, run_input: dict[str, Any]
 ) -> Admission:
-    config = spec.get("rateLimitConfig")
-    if not config:
+    config = spec.rate_limit_config
+    if config is None:
         return Admission(None, False)
-    key = admission_key(str(config["rateLimitKey"]), run_input)
+    key = admission_key(config.rate_limit_key, run_input)
     await conn.execute(_LOCK, f"admission:{namespace}/{workflow}/{key}")
     admitted = int(await conn.fetchval(_ADMITTED_FOR_KEY, namespace, workflow, key))
-    return Admission(key, admitted >= int(config["concurrentExecLimit"]))
+    return Admission(key, admitted >= config.concurrent_exec_limit)
 
 
 _ADMIT_NEXT = """

@@ -18,7 +18,6 @@ for the loop to wait out.
 from __future__ import annotations
 
 import datetime
-import functools
 import json
 import logging
 import random
@@ -48,7 +47,7 @@ from sluiceway.engine.snapshot import RunSnapshot, TaskRow
 from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.model.taskdefinition import TaskDefinitionSpec
 from sluiceway.model.workflow import Executor, TaskType, WorkflowSpec, WorkflowTask, iter_tasks
-from sluiceway.store import admission, executions
+from sluiceway.store import admission, executions, workflows
 from sluiceway.store.database import Pool
 from sluiceway.store.definitions import DefinitionCache
 from sluiceway.store.sql import types_where
@@ -81,13 +80,6 @@ class DeciderConfig:
     definitions: DefinitionCache = field(default_factory=DefinitionCache)
     on_decision: Callable[[str, Decision], None] | None = None  # metrics and tracing hooks
     on_quarantine: Callable[[Quarantined], None] | None = None
-
-
-@functools.lru_cache(maxsize=2048)
-def _workflow(namespace: str, name: str, version: int, raw: str) -> WorkflowSpec:
-    # Versions are immutable: parse each once. The raw JSON is part of the key
-    # only to keep the cache honest if a version row were ever rewritten.
-    return WorkflowSpec.model_validate(json.loads(raw))
 
 
 # Lock due runs and read their events in one round trip.
@@ -281,7 +273,12 @@ async def _decide(conn: asyncpg.Connection, runs: list[asyncpg.Record], config: 
         else:
             try:
                 live.append(
-                    (run, _workflow(run["namespace"], run["workflow_name"], run["workflow_version"], run["spec"]))
+                    (
+                        run,
+                        workflows.parsed_spec(
+                            run["namespace"], run["workflow_name"], run["workflow_version"], run["spec"]
+                        ),
+                    )
                 )
             except Exception as error:  # noqa: BLE001 - a version row missing or nothing can parse: that run alone
                 applier.quarantine(

@@ -13,6 +13,7 @@ from sluiceway.controls.gates import SemaphoreState
 from sluiceway.controls.policy import Gates, OperatorDefaults, resolve
 from sluiceway.controls.why import RunFacts, TaskFacts
 from sluiceway.model.workflow import Executor
+from sluiceway.store import workflows
 from sluiceway.store.definitions import DefinitionCache
 
 _DECIDE_LAG = """
@@ -187,8 +188,8 @@ async def usage(conn: asyncpg.Connection, namespace: str) -> Usage:
 
 
 _RUN = """
-SELECT e.id, e.workflow_name, e.status, e.reason, e.awaiting_admission, e.admission_key, e.quarantine_reason,
-       coalesce(v.spec, '{}') AS spec
+SELECT e.id, e.namespace, e.workflow_name, e.workflow_version, e.status, e.reason, e.awaiting_admission,
+       e.admission_key, e.quarantine_reason, v.spec::text AS spec
   FROM executions e
   LEFT JOIN workflow_versions v ON v.namespace = e.namespace AND v.name = e.workflow_name
                                AND v.version = e.workflow_version
@@ -229,9 +230,9 @@ async def run_facts(
     run = await conn.fetchrow(_RUN, execution_id, namespace)
     if run is None:
         return None
-    spec = run["spec"] if isinstance(run["spec"], dict) else {}  # a quarantined run's spec may be anything
-    config = spec.get("rateLimitConfig")
-    config = config if isinstance(config, dict) else {}
+    # None for a version that no longer parses: its run is quarantined, and why says so first.
+    spec = workflows.readable_spec(run["namespace"], run["workflow_name"], run["workflow_version"], run["spec"])
+    config = spec.rate_limit_config if spec else None
     admitted: list[str] = []
     if run["awaiting_admission"]:
         admitted = [
@@ -248,17 +249,13 @@ async def run_facts(
         reason=run["reason"],
         awaiting_admission=run["awaiting_admission"],
         admission_key=run["admission_key"],
-        admission_limit=_int(config.get("concurrentExecLimit")),
+        admission_limit=config.concurrent_exec_limit if config else 0,
         admission_holders=admitted,
-        max_concurrent_tasks=_int(spec.get("maxConcurrentTasks")),
+        max_concurrent_tasks=spec.max_concurrent_tasks if spec else 0,
         active_worker_tasks=active_workers,
         tasks=tasks,
         quarantine_reason=run["quarantine_reason"] if run["status"] == "RUNNING" else None,
     )
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 async def execution_of_task(conn: asyncpg.Connection, namespace: str, task_id: uuid.UUID) -> uuid.UUID | None:

@@ -42,7 +42,7 @@ class Started:
     created: bool = True  # False when the id already existed (an idempotent retry)
 
 
-# A start a gate refused; `body` is the API's error document.
+# A start a gate refused, saying which and with what numbers.
 Refused = admission.Refusal
 
 
@@ -113,13 +113,14 @@ async def start_run(
     existing = await conn.fetchrow(_EXISTING, execution_id)
     if existing is not None:
         return Started(str(execution_id), RunStatus(existing["status"]), existing["awaiting_admission"], False)
-    refusal = await admission.check_quotas(conn, namespace) or await admission.check_max_concurrent(
-        conn, namespace, name, found.spec
-    )
+    spec = found.spec  # None when it no longer parses: the run starts, and the decider quarantines it
+    refusal: Refused | None = await admission.check_quotas(conn, namespace)
+    if refusal is None and spec is not None:
+        refusal = await admission.check_max_concurrent(conn, namespace, name, spec)
     if refusal is not None:
         return refusal
-    admitted = await admission.admit(conn, namespace, name, found.spec, input)
-    sla = int(found.spec.get("slaSeconds") or 0)
+    admitted = await admission.admit(conn, namespace, name, spec, input) if spec else admission.Admission(None, False)
+    sla = spec.sla_seconds if spec else 0
     parent_run, parent_task = parent if parent else (None, None)
     inserted = await conn.fetchval(
         _INSERT_RUN,

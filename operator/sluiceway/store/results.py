@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from enum import Enum
 
 import asyncpg
 
@@ -83,15 +84,26 @@ WITH ended AS (
 SELECT execution_id, (SELECT count(*) FROM freed) FROM ended
 """
 
-OK = 200
-NOT_FOUND = 404
-CONFLICT = 409
+
+class Verdict(Enum):
+    """What became of one reported result."""
+
+    APPLIED = "applied"
+    NO_SUCH_TASK = "no such task"  # not a task id, or no such task in this namespace
+    NOT_LEASED = "not leased"  # a stale epoch, or the task is no longer leased: it changed nothing
 
 
 @dataclass(frozen=True)
 class Outcome:
-    code: int
-    error: str | None = None
+    verdict: Verdict
+    error: str | None = None  # why it was refused, for the worker
+
+    @property
+    def applied(self) -> bool:
+        return self.verdict is Verdict.APPLIED
+
+
+_APPLIED = Outcome(Verdict.APPLIED)
 
 
 async def apply_results(conn: asyncpg.Connection, namespace: str, results: list[TaskResult]) -> dict[str, Outcome]:
@@ -100,7 +112,7 @@ async def apply_results(conn: asyncpg.Connection, namespace: str, results: list[
     outcomes: dict[str, Outcome] = {}
     for result in results:
         if not _is_uuid(result.task_id):
-            outcomes[result.task_id] = Outcome(NOT_FOUND, "not a task id")
+            outcomes[result.task_id] = Outcome(Verdict.NO_SUCH_TASK, "not a task id")
     results = [r for r in results if r.task_id not in outcomes]
     finishing = [r for r in results if r.status is not ResultStatus.IN_PROGRESS]
     snoozing = [r for r in results if r.status is ResultStatus.IN_PROGRESS and r.callback_after_seconds is not None]
@@ -117,7 +129,7 @@ async def apply_results(conn: asyncpg.Connection, namespace: str, results: list[
             [r.reason for r in finishing],
             [r.retry_after_seconds if r.status is ResultStatus.FAILED else None for r in finishing],
         )
-        outcomes.update({str(row["id"]): Outcome(OK) for row in rows})
+        outcomes.update({str(row["id"]): _APPLIED for row in rows})
     if progress:
         rows = await conn.fetch(
             _PROGRESS,
@@ -126,12 +138,12 @@ async def apply_results(conn: asyncpg.Connection, namespace: str, results: list[
             [r.epoch for r in progress],
             [r.output for r in progress],
         )
-        outcomes.update({str(row["id"]): Outcome(OK) for row in rows})
+        outcomes.update({str(row["id"]): _APPLIED for row in rows})
     for result in snoozing:
         async with conn.transaction():
             execution = await _snooze(conn, namespace, result)
         if execution is not False:
-            outcomes[result.task_id] = Outcome(OK)
+            outcomes[result.task_id] = _APPLIED
             if isinstance(execution, uuid.UUID):
                 woken.add(execution)
     await executions.enqueue_decides(conn, sorted(woken), "task_updated")
@@ -174,7 +186,7 @@ async def explain(
         try:
             valid[task_id] = uuid.UUID(task_id)
         except ValueError:
-            outcomes[task_id] = Outcome(NOT_FOUND, "not a task id")
+            outcomes[task_id] = Outcome(Verdict.NO_SUCH_TASK, "not a task id")
     rows = {
         str(r["id"]): r
         for r in await conn.fetch(
@@ -184,11 +196,10 @@ async def explain(
     for task_id in valid:
         row = rows.get(task_id)
         if row is None or row["namespace"] != namespace:
-            outcomes[task_id] = Outcome(NOT_FOUND, "no such task in this namespace")
+            outcomes[task_id] = Outcome(Verdict.NO_SUCH_TASK, "no such task in this namespace")
         elif row["epoch"] != epochs.get(task_id):
-            outcomes[task_id] = Outcome(
-                CONFLICT, f"stale epoch {epochs.get(task_id)}: the task was leased again (epoch {row['epoch']})"
-            )
+            stale = f"stale epoch {epochs.get(task_id)}: the task was leased again (epoch {row['epoch']})"
+            outcomes[task_id] = Outcome(Verdict.NOT_LEASED, stale)
         else:
-            outcomes[task_id] = Outcome(CONFLICT, f"the task is {row['status']}, no longer leased")
+            outcomes[task_id] = Outcome(Verdict.NOT_LEASED, f"the task is {row['status']}, no longer leased")
     return outcomes

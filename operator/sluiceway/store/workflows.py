@@ -1,20 +1,48 @@
-"""Workflow definitions: versions that runs pin, and the live Workflow objects."""
+"""Workflow definitions: versions that runs pin, and the live Workflow objects.
+
+Versions are read as parsed WorkflowSpecs. A version is immutable, so each is
+parsed once per process."""
 
 from __future__ import annotations
 
+import functools
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+from pydantic import ValidationError
 
+from sluiceway.model.workflow import WorkflowSpec
 from sluiceway.store.definitions import Claim
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class WorkflowVersion:
     name: str
     version: int
-    spec: dict[str, Any]
+    spec: WorkflowSpec | None  # None: the stored spec no longer parses (the decider quarantines its runs)
+
+
+@functools.lru_cache(maxsize=2048)
+def parsed_spec(namespace: str, name: str, version: int, raw: str) -> WorkflowSpec:
+    """One stored version, parsed; raises what the model raises. The raw JSON
+    is part of the key only to keep the cache honest if a version row were
+    ever rewritten."""
+    return WorkflowSpec.model_validate_json(raw)
+
+
+def readable_spec(namespace: str, name: str, version: int, raw: str | None) -> WorkflowSpec | None:
+    """The parsed version, or None when it is missing or no longer parses."""
+    if raw is None:
+        return None
+    try:
+        return parsed_spec(namespace, name, version, raw)
+    except ValidationError as error:
+        log.warning("workflow %s/%s version %d cannot be read: %s", namespace, name, version, error)
+        return None
 
 
 _OWNER = "SELECT resource_name FROM workflows WHERE namespace = $1 AND name = $2"
@@ -33,9 +61,11 @@ ON CONFLICT (namespace, name) DO UPDATE
 RETURNING resource_name
 """
 _DELETE = "DELETE FROM workflows WHERE namespace = $1 AND resource_name = $2"
-_GET_VERSION = "SELECT version, spec FROM workflow_versions WHERE namespace = $1 AND name = $2 AND version = $3"
+_GET_VERSION = """
+SELECT version, spec::text AS spec FROM workflow_versions WHERE namespace = $1 AND name = $2 AND version = $3
+"""
 _GET_LIVE = """
-SELECT v.version, v.spec FROM workflows w
+SELECT v.version, v.spec::text AS spec FROM workflows w
   JOIN workflow_versions v ON v.namespace = w.namespace AND v.name = w.name AND v.version = w.latest_version
  WHERE w.namespace = $1 AND w.name = $2
 """
@@ -101,7 +131,10 @@ async def find_version(
         row = await conn.fetchrow(_GET_LIVE, namespace, name)
     else:
         row = await conn.fetchrow(_GET_VERSION, namespace, name, version)
-    return WorkflowVersion(name, int(row["version"]), row["spec"]) if row else None
+    if row is None:
+        return None
+    version = int(row["version"])
+    return WorkflowVersion(name, version, readable_spec(namespace, name, version, row["spec"]))
 
 
 async def count_workflows(conn: asyncpg.Connection, namespace: str) -> int:
