@@ -51,7 +51,7 @@ async def plane(pool: asyncpg.Pool, database_url: str) -> AsyncIterator[Plane]:
     )
     stop = asyncio.Event()
     config = DeciderConfig()
-    notifications.caches.append(config.definitions)
+    notifications.caches.append(config.policies)
     tasks = [
         asyncio.create_task(server.serve()),
         asyncio.create_task(loops.run_decider(pool, notifications, config, stop)),

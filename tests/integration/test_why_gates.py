@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import uuid
 
-from sluiceway.controls.policy import OperatorDefaults
 from sluiceway.controls.why import explain_task
 from sluiceway.store import definitions, diagnostics, leasing
 from sluiceway.store.database import Pool
-from sluiceway.store.definitions import DefinitionCache
+from sluiceway.store.policies import Policies
 from tests.integration.engine_helpers import NS, define_task, define_workflow, settle
 from tests.integration.test_gates import gates_of, start_runs
 
@@ -36,7 +35,7 @@ async def test_why_names_the_gates_the_lease_was_held_by(pool: Pool) -> None:
         await leasing.record_poll(conn, NS, ["export"], "w2")  # someone polls: the gates are what hold it
         [first] = [lease.execution_id for lease in taken.leases]
         [second] = set(runs) - {first}
-        facts = await diagnostics.run_facts(conn, NS, uuid.UUID(second), DefinitionCache(), OperatorDefaults())
+        facts = await diagnostics.run_facts(conn, NS, uuid.UUID(second), Policies())
     assert held.leases == []
     assert [h.control for h in held.holds] == ["concurrentExecLimit", "rateLimit", "semaphore:erp"]
 

@@ -10,7 +10,7 @@ from random import Random
 from typing import Any
 
 from sluiceway.controls.budget import BudgetWindow
-from sluiceway.controls.policy import OperatorDefaults
+from sluiceway.controls.policy import OperatorDefaults, resolve
 from sluiceway.engine.commands import (
     ArmRunTimeout,
     Decision,
@@ -72,7 +72,7 @@ class Simulation:
             timeout_at=self.timeout_at,
             terminate_requested=self.terminate_requested,
             awaiting_admission=self.awaiting_admission,
-            definitions=self.definitions,
+            policies={name: resolve(spec, self.defaults) for name, spec in self.definitions.items()},
             defaults=self.defaults,
             budgets=self.budgets,
         )

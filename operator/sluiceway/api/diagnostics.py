@@ -119,7 +119,7 @@ async def why_run(
     namespace: NAMESPACE, execution_id: EXECUTION_ID, svc: Services = Depends(services)
 ) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
-        facts = await diagnostics.run_facts(conn, namespace, execution_id, svc.definitions, svc.defaults)
+        facts = await diagnostics.run_facts(conn, namespace, execution_id, svc.policies)
     if facts is None:
         raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
     return {
@@ -142,7 +142,7 @@ async def why_run(
 async def why_task(namespace: NAMESPACE, task_id: TASK_ID, svc: Services = Depends(services)) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
         run_id = await diagnostics.execution_of_task(conn, namespace, task_id)
-        facts = await diagnostics.run_facts(conn, namespace, run_id, svc.definitions, svc.defaults) if run_id else None
+        facts = await diagnostics.run_facts(conn, namespace, run_id, svc.policies) if run_id else None
     if facts is None:
         raise ApiError(404, "NOT_FOUND", f"no task {task_id} in namespace {namespace}")
     task = next((t for t in facts.tasks if t.task_id == str(task_id)), None)

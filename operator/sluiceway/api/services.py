@@ -8,19 +8,17 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from sluiceway.api.authenticator import Authenticator
-from sluiceway.controls.policy import OperatorDefaults, TaskPolicy, resolve
 from sluiceway.kubeapi.client import KubeClient
-from sluiceway.store.database import Connection, Pool
-from sluiceway.store.definitions import DefinitionCache
+from sluiceway.store.database import Pool
 from sluiceway.store.notifications import Notifications
+from sluiceway.store.policies import Policies
 
 
 @dataclass
 class Services:
     pool: Pool
     notifications: Notifications | None = None
-    definitions: DefinitionCache = field(default_factory=DefinitionCache)
-    defaults: OperatorDefaults = field(default_factory=OperatorDefaults)
+    policies: Policies = field(default_factory=Policies)  # the process's one, shared with the decider
     kube: KubeClient | None = None  # the operator's own client; None without Kubernetes
     authenticate: bool = False  # False: local development, writes use the operator's identity
     authenticator: Authenticator | None = None  # identities and access decisions when authenticate is on
@@ -30,12 +28,8 @@ class Services:
     _last_recorded: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.notifications is not None:
-            self.notifications.caches.append(self.definitions)
-
-    async def policies(self, conn: Connection, namespace: str, task_types: list[str]) -> dict[str, TaskPolicy]:
-        specs = await self.definitions.get_many(conn, namespace, task_types)
-        return {t: resolve(specs.get(t), self.defaults) for t in task_types}
+        if self.notifications is not None and self.policies not in self.notifications.caches:
+            self.notifications.caches.append(self.policies)
 
     def should_record_poll(self, namespace: str, task_types: list[str], worker_id: str) -> list[str]:
         now = time.monotonic()

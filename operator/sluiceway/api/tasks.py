@@ -141,7 +141,7 @@ async def poll(
     answered as soon as a task becomes leasable or a gate opens."""
     await authorize(request.task_types)
     async with svc.pool.acquire() as conn:
-        policies = await svc.policies(conn, namespace, request.task_types)
+        policies = await svc.policies.of(conn, namespace, request.task_types)
     ceiling = max(p.timeouts.poll_timeout for p in policies.values())
     timeout = min(
         request.poll_timeout_seconds if request.poll_timeout_seconds is not None else DEFAULT_POLL_TIMEOUT, ceiling

@@ -7,7 +7,7 @@ TaskDefinition or its built-in default."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from sluiceway.model.taskdefinition import RetryLogic, TaskDefinitionSpec, TimeoutPolicy
@@ -79,6 +79,14 @@ class TaskPolicy:
     gates: Gates = field(default_factory=Gates)
     optional: bool = False
 
+    def for_task(self, task: WorkflowTask | None) -> TaskPolicy:
+        """This task type's policy as one workflow task runs it: only its
+        `retryCount` and `optional` override the TaskDefinition."""
+        if task is None:
+            return self
+        retry = self.retry if task.retry_count is None else replace(self.retry, retry_count=task.retry_count)
+        return replace(self, retry=retry, optional=task.optional)
+
 
 def _layered(*values: T | None, builtin: T) -> T:
     """The first value set, highest precedence first, else the built-in."""
@@ -94,13 +102,13 @@ def resolve(
     task: WorkflowTask | None = None,
 ) -> TaskPolicy:
     """The effective policy for one task; `definition` is None for a task type
-    nobody defined (it runs on the operator defaults and built-ins)."""
+    nobody defined (it runs on the operator defaults and built-ins). Resolved
+    once per task type and shared (store.policies); `task` applies one
+    workflow task's overrides on top, as TaskPolicy.for_task does."""
     spec = definition or TaskDefinitionSpec()
     builtin = RetryPolicy()
     retry = RetryPolicy(
-        retry_count=_layered(
-            task.retry_count if task else None, spec.retry_count, defaults.retry_count, builtin=builtin.retry_count
-        ),
+        retry_count=_layered(spec.retry_count, defaults.retry_count, builtin=builtin.retry_count),
         retry_logic=_layered(spec.retry_logic, defaults.retry_logic, builtin=builtin.retry_logic),
         retry_delay_seconds=_layered(
             spec.retry_delay_seconds, defaults.retry_delay_seconds, builtin=builtin.retry_delay_seconds
@@ -132,4 +140,4 @@ def resolve(
         rate_limit_frequency_seconds=spec.rate_limit_frequency_seconds,
         semaphores=tuple(spec.semaphores),
     )
-    return TaskPolicy(retry=retry, timeouts=timeouts, gates=gates, optional=bool(task and task.optional))
+    return TaskPolicy(retry=retry, timeouts=timeouts, gates=gates).for_task(task)

@@ -7,6 +7,7 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
+from sluiceway.controls.policy import Timeouts
 from sluiceway.controls.timeouts import Deadlines
 from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.model.workflow import TaskType
@@ -26,6 +27,7 @@ class ScheduleTask:
     available_at: datetime.datetime
     deadlines: Deadlines
     first_scheduled_at: datetime.datetime
+    timeouts: Timeouts = field(default_factory=Timeouts)  # the policy this attempt runs under, kept on its row
 
 
 @dataclass(frozen=True)

@@ -235,7 +235,8 @@ class _Walker:
         raise AssertionError(f"unhandled task type {kind}")  # pragma: no cover - the enum is exhaustive
 
     def _policy(self, task: WorkflowTask | None, name: str) -> TaskPolicy:
-        return resolve(self.snap.definitions.get(name), self.snap.defaults, task)
+        policy = self.snap.policies.get(name)
+        return (policy or resolve(None, self.snap.defaults)).for_task(task)
 
     def _schedule_worker_task(
         self,
@@ -269,6 +270,7 @@ class _Walker:
                 available_at=ready_at,
                 deadlines=timeouts.on_ready(policy.timeouts, ready_at, deadline),
                 first_scheduled_at=first,
+                timeouts=policy.timeouts,
             )
         )
         self.active_workers += 1
@@ -392,6 +394,7 @@ class _Walker:
                 available_at=self.now,
                 deadlines=deadlines,
                 first_scheduled_at=self.now,
+                timeouts=policy.timeouts,
             )
         )
         return Progress.BLOCKED
@@ -411,6 +414,7 @@ class _Walker:
                 available_at=self.now,
                 deadlines=timeouts.on_ready(policy.timeouts, self.now, None, waiting=True),
                 first_scheduled_at=self.now,
+                timeouts=policy.timeouts,
             )
         )
         self.commands.append(StartChild(task.task_reference_name, param.name, param.version, inputs))

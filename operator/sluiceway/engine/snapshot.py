@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sluiceway.controls.budget import BudgetWindow
-from sluiceway.controls.policy import OperatorDefaults
+from sluiceway.controls.policy import OperatorDefaults, TaskPolicy
 from sluiceway.model.execution import RunStatus, TaskStatus
-from sluiceway.model.taskdefinition import TaskDefinitionSpec
 from sluiceway.model.workflow import TaskType, WorkflowSpec
 
 
@@ -47,6 +46,6 @@ class RunSnapshot:
     timeout_at: datetime.datetime | None = None
     terminate_requested: str | None = None
     awaiting_admission: bool = False
-    definitions: Mapping[str, TaskDefinitionSpec] = field(default_factory=dict)  # by task type
-    defaults: OperatorDefaults = field(default_factory=OperatorDefaults)
+    policies: Mapping[str, TaskPolicy] = field(default_factory=dict)  # by task type, resolved once (store.policies)
+    defaults: OperatorDefaults = field(default_factory=OperatorDefaults)  # for a type not in `policies`
     budgets: Mapping[str, BudgetWindow] = field(default_factory=dict)  # by task type

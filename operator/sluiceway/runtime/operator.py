@@ -41,6 +41,7 @@ from sluiceway.runtime.settings import Settings
 from sluiceway.store.database import open_pool
 from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.notifications import Notifications
+from sluiceway.store.policies import Policies
 from sluiceway.systemtasks.http import HttpTaskRunner
 
 log = logging.getLogger(__name__)
@@ -158,10 +159,13 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         if kube is not None and settings.auth == "kubernetes"
         else None
     )
+    # One policy object for the process: every part reads task types' policies through it.
+    policies = Policies(settings.operator_defaults())
+    notifications.caches.append(policies)
     services = Services(
         pool,
         notifications,
-        defaults=settings.operator_defaults(),
+        policies=policies,
         kube=kube,
         authenticate=settings.auth == "kubernetes",
         authenticator=authenticator,
@@ -177,18 +181,16 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             timeout_graceful_shutdown=3,
         )
     )
-    config = DeciderConfig(defaults=settings.operator_defaults())
-    notifications.caches.append(config.definitions)
+    config = DeciderConfig(policies=policies)
     http_tasks = HttpTaskRunner(
         pool,
         Breakers(settings.circuit_breaker),
         notifications=notifications,
-        defaults=settings.operator_defaults(),
+        policies=policies,
         concurrency=settings.http_concurrency,
         allowed_hosts=settings.http_allowed_hosts,
         worker_id=f"{socket.gethostname()}/http",
     )
-    notifications.caches.append(http_tasks.definitions)
     parts: list[Part] = [
         ("HTTP task", http_tasks.run(stop)),
         *((f"decider {i + 1}", loops.run_decider(pool, notifications, config, stop)) for i in range(settings.deciders)),

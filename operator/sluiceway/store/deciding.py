@@ -31,7 +31,7 @@ import asyncpg
 from pydantic import ValidationError
 
 from sluiceway.controls.budget import WINDOW_SECONDS, BudgetWindow
-from sluiceway.controls.policy import OperatorDefaults, resolve
+from sluiceway.controls.policy import TaskPolicy
 from sluiceway.engine.commands import (
     ArmRunTimeout,
     Decision,
@@ -45,11 +45,10 @@ from sluiceway.engine.commands import (
 from sluiceway.engine.decider import Event, decide
 from sluiceway.engine.snapshot import RunSnapshot, TaskRow
 from sluiceway.model.execution import RunStatus, TaskStatus
-from sluiceway.model.taskdefinition import TaskDefinitionSpec
-from sluiceway.model.workflow import Executor, TaskType, WorkflowSpec, WorkflowTask, iter_tasks
+from sluiceway.model.workflow import Executor, TaskType, WorkflowSpec, iter_tasks
 from sluiceway.store import admission, executions, workflows
 from sluiceway.store.database import Pool
-from sluiceway.store.definitions import DefinitionCache
+from sluiceway.store.policies import Policies
 from sluiceway.store.sql import types_where
 
 SYSTEM_WAKE = ("@system", "@http")  # what the HTTP task runner waits on
@@ -75,9 +74,8 @@ class Quarantined:
 @dataclass
 class DeciderConfig:
     batch_size: int = 128
-    defaults: OperatorDefaults = field(default_factory=OperatorDefaults)
     rng: random.Random = field(default_factory=random.Random)
-    definitions: DefinitionCache = field(default_factory=DefinitionCache)
+    policies: Policies = field(default_factory=Policies)  # the process's one, with the operator defaults
     on_decision: Callable[[str, Decision], None] | None = None  # metrics and tracing hooks
     on_quarantine: Callable[[Quarantined], None] | None = None
 
@@ -365,12 +363,12 @@ class RunRef:
         return RunRef(snapshot.id, snapshot.namespace, snapshot.workflow_name, limit)
 
 
-async def _definitions(
+async def _policies(
     conn: asyncpg.Connection, config: DeciderConfig, namespace: str, names: set[str]
-) -> dict[str, TaskDefinitionSpec] | str:
-    """The namespace's definitions by task type, or why they cannot be read."""
+) -> dict[str, TaskPolicy] | str:
+    """The namespace's policies by task type, or why a definition cannot be read."""
     try:
-        return await config.definitions.get_many(conn, namespace, names)
+        return await config.policies.of(conn, namespace, names)
     except ValidationError as error:
         return f"a task definition of namespace {namespace} cannot be read: {_describe(error)}"
 
@@ -397,15 +395,15 @@ async def _snapshots(
         for row in rows_by_run[run["id"]].values():
             if row.status.is_failure():
                 failing_by_ns[run["namespace"]].add(row.name)
-    definitions: dict[uuid.UUID, dict[str, TaskDefinitionSpec] | str] = {}
+    policies: dict[uuid.UUID, dict[str, TaskPolicy] | str] = {}
     for namespace in {run["namespace"] for run, _ in live}:
         of_namespace = [run for run, _ in live if run["namespace"] == namespace]
-        found = await _definitions(conn, config, namespace, set().union(*(names_by_run[r["id"]] for r in of_namespace)))
+        found = await _policies(conn, config, namespace, set().union(*(names_by_run[r["id"]] for r in of_namespace)))
         for run in of_namespace:  # one unreadable definition costs only the runs that use it
-            definitions[run["id"]] = (
+            policies[run["id"]] = (
                 found
                 if not isinstance(found, str)
-                else await _definitions(conn, config, namespace, names_by_run[run["id"]])
+                else await _policies(conn, config, namespace, names_by_run[run["id"]])
             )
     budgets: dict[str, dict[str, BudgetWindow]] = defaultdict(dict)
     for namespace, names in failing_by_ns.items():
@@ -413,7 +411,7 @@ async def _snapshots(
             budgets[namespace][row["name"]] = BudgetWindow(row["executions"], row["retries"])
     built: list[tuple[asyncpg.Record, RunSnapshot]] = []
     for run, spec in live:
-        found = definitions[run["id"]]
+        found = policies[run["id"]]
         if isinstance(found, str):
             applier.quarantine(run["id"], found)
             continue
@@ -432,8 +430,8 @@ async def _snapshots(
                 timeout_at=run["timeout_at"],
                 terminate_requested=run["terminate_requested"],
                 awaiting_admission=run["awaiting_admission"],
-                definitions=found,
-                defaults=config.defaults,
+                policies=found,
+                defaults=config.policies.defaults,
                 budgets=budgets[run["namespace"]],
             )
         except Exception as error:  # noqa: BLE001 - a run row nothing wrote this way: that run alone
@@ -494,7 +492,6 @@ class _Applier:
         self.children: list[tuple[RunSnapshot, StartChild, uuid.UUID]] = []
         self.ready: set[tuple[str, str]] = set()
         self.shard = random.randrange(_SHARDS)
-        self._task_index: dict[tuple[str, str, int], dict[str, WorkflowTask]] = {}
 
     def add(self, snapshot: RunSnapshot, decision: Decision, mirrored: bool = False) -> None:
         run_id = uuid.UUID(snapshot.id)
@@ -528,18 +525,9 @@ class _Applier:
             ref = RunRef(str(run["id"]), run["namespace"], run["workflow_name"], _admission_limit(run["spec"]))
             self.finishes.append((ref, FinishRun(RunStatus.TERMINATED, run["terminate_requested"])))
 
-    def _tasks_by_ref(self, snapshot: RunSnapshot) -> dict[str, WorkflowTask]:
-        key = (snapshot.namespace, snapshot.workflow_name, snapshot.version)
-        found = self._task_index.get(key)
-        if found is None:
-            found = self._task_index[key] = {t.task_reference_name: t for t in iter_tasks(snapshot.workflow.tasks)}
-        return found
-
     def _schedule(self, snapshot: RunSnapshot, command: ScheduleTask) -> uuid.UUID:
         task_id = uuid.uuid4()
-        timeouts = resolve(
-            snapshot.definitions.get(command.name), snapshot.defaults, self._tasks_by_ref(snapshot).get(command.ref)
-        ).timeouts
+        timeouts = command.timeouts
         d = command.deadlines
         executor = command.type.executor()
         self.tasks.append(

@@ -8,14 +8,10 @@ is told who owns it, instead of silently overwriting the policy.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
-
-from sluiceway.model.taskdefinition import TaskDefinitionSpec
 
 # Written to on every definition change, so every replica drops its cache.
 DEFINITIONS_CHANNEL = "sluiceway_definitions"
@@ -174,49 +170,6 @@ async def upsert_quota(
 
 async def delete_quota(conn: asyncpg.Connection, namespace: str, resource_name: str) -> None:
     await conn.execute(_DELETE_QUOTA, namespace, resource_name)
-
-
-_SPECS = "SELECT name, spec FROM task_definitions WHERE namespace = $1 AND name = ANY($2)"
-
-
-class DefinitionCache:
-    """Task definition specs by namespace and name, for the hot paths (the
-    decider, leasing). Dropped for a namespace when its definitions change (a
-    NOTIFY every replica hears) and refreshed after `ttl` seconds in any case,
-    so a missed notification costs seconds of staleness, never forever."""
-
-    def __init__(self, ttl: float = 10.0) -> None:
-        self.ttl = ttl
-        self._entries: dict[tuple[str, str], tuple[float, TaskDefinitionSpec | None]] = {}
-
-    def invalidate(self, namespace: str | None = None) -> None:
-        if namespace is None:
-            self._entries.clear()
-        else:
-            for key in [k for k in self._entries if k[0] == namespace]:
-                del self._entries[key]
-
-    async def get_many(
-        self, conn: asyncpg.Connection, namespace: str, names: Iterable[str]
-    ) -> dict[str, TaskDefinitionSpec]:
-        now = time.monotonic()
-        wanted = set(names)
-        missing = [
-            n for n in wanted if (entry := self._entries.get((namespace, n))) is None or now - entry[0] > self.ttl
-        ]
-        if missing:
-            found = {
-                r["name"]: TaskDefinitionSpec.model_validate(r["spec"])
-                for r in await conn.fetch(_SPECS, namespace, missing)
-            }
-            for name in missing:
-                self._entries[(namespace, name)] = (now, found.get(name))
-        specs = {}
-        for name in wanted:
-            spec = self._entries[(namespace, name)][1]
-            if spec is not None:
-                specs[name] = spec
-        return specs
 
 
 _LIST_TASK_DEFINITIONS = (

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 import asyncpg
 
 from sluiceway.controls.gates import SemaphoreState
-from sluiceway.controls.policy import Gates, OperatorDefaults, resolve
+from sluiceway.controls.policy import Gates
 from sluiceway.controls.why import RunFacts, TaskFacts
 from sluiceway.model.workflow import Executor
 from sluiceway.store import workflows
-from sluiceway.store.definitions import DefinitionCache
+from sluiceway.store.policies import Policies
 
 _DECIDE_LAG = """
 SELECT coalesce(extract(epoch FROM now() - min(due_at)), 0) FROM decide_queue WHERE due_at <= now()
@@ -224,8 +224,7 @@ async def run_facts(
     conn: asyncpg.Connection,
     namespace: str,
     execution_id: uuid.UUID,
-    definitions: DefinitionCache,
-    defaults: OperatorDefaults,
+    policies: Policies,
 ) -> RunFacts | None:
     run = await conn.fetchrow(_RUN, execution_id, namespace)
     if run is None:
@@ -239,8 +238,8 @@ async def run_facts(
             str(r["id"]) for r in await conn.fetch(_ADMITTED, namespace, run["workflow_name"], run["admission_key"])
         ]
     rows = await conn.fetch(_ACTIVE_TASKS, execution_id)
-    specs = await definitions.get_many(conn, namespace, {r["name"] for r in rows})
-    tasks = [await _task_facts(conn, namespace, row, resolve(specs.get(row["name"]), defaults).gates) for row in rows]
+    found = await policies.of(conn, namespace, {r["name"] for r in rows})
+    tasks = [await _task_facts(conn, namespace, row, found[row["name"]].gates) for row in rows]
     active_workers = sum(1 for r in rows if Executor(r["executor"]).leases())
     return RunFacts(
         execution_id=str(run["id"]),

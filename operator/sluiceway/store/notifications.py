@@ -16,8 +16,9 @@ from collections.abc import Iterable
 
 import asyncpg
 
-from sluiceway.store.definitions import DEFINITIONS_CHANNEL, DefinitionCache
+from sluiceway.store.definitions import DEFINITIONS_CHANNEL
 from sluiceway.store.executions import DECIDE_CHANNEL, READY_CHANNEL, SLOT_FREED
+from sluiceway.store.policies import Policies
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ class Notifications:
         self.decide = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        self.caches: list[DefinitionCache] = []
+        self.caches: list[Policies] = []  # dropped for a namespace whose definitions change
 
     async def start(self) -> None:
         await self._connect()

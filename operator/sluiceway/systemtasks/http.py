@@ -34,16 +34,15 @@ import orjson
 
 from sluiceway.controls.breaker import Breakers, BreakerState
 from sluiceway.controls.expressions import ExpressionError, evaluate_cel
-from sluiceway.controls.policy import OperatorDefaults, resolve
 from sluiceway.model.execution import ResultStatus, TaskResult
 from sluiceway.model.workflow import Executor
 from sluiceway.observability import metrics
 from sluiceway.store import leasing, results
 from sluiceway.store.database import Pool
 from sluiceway.store.deciding import SYSTEM_WAKE
-from sluiceway.store.definitions import DefinitionCache
 from sluiceway.store.errors import StoreError
 from sluiceway.store.notifications import Notifications
+from sluiceway.store.policies import Policies
 from sluiceway.worker.classifiers import parse_retry_after
 
 log = logging.getLogger(__name__)
@@ -124,8 +123,7 @@ class HttpTaskRunner:
         breakers: Breakers,
         *,
         notifications: Notifications | None = None,
-        definitions: DefinitionCache | None = None,
-        defaults: OperatorDefaults = OperatorDefaults(),
+        policies: Policies | None = None,
         concurrency: int = 32,
         allowed_hosts: tuple[str, ...] = (),
         worker_id: str = "operator/http",
@@ -133,8 +131,7 @@ class HttpTaskRunner:
         self.pool = pool
         self.breakers = breakers
         self.notifications = notifications
-        self.definitions = definitions or DefinitionCache()
-        self.defaults = defaults
+        self.policies = policies or Policies()
         self.slots = asyncio.Semaphore(concurrency)
         self.concurrency = concurrency
         self.allowed_hosts = allowed_hosts
@@ -179,8 +176,7 @@ class HttpTaskRunner:
         leased: list[leasing.Lease] = []
         async with self.pool.acquire() as conn:
             for namespace, name in await leasing.due_system_queues(conn):
-                specs = await self.definitions.get_many(conn, namespace, [name])
-                gates = resolve(specs.get(name), self.defaults).gates
+                gates = (await self.policies.of(conn, namespace, [name]))[name].gates
                 outcome = await leasing.lease(
                     conn, namespace, name, self.worker_id, free - len(leased), gates, Executor.SYSTEM
                 )
