@@ -12,12 +12,16 @@ from typing import Any
 from sluiceway.controls.budget import BudgetWindow
 from sluiceway.controls.policy import OperatorDefaults, resolve
 from sluiceway.engine.commands import (
+    AdmitNext,
     ArmRunTimeout,
+    Consequence,
     Decision,
     FinishRun,
+    NotifyParent,
     RecordTask,
     ScheduleTask,
     StartChild,
+    StartFailureWorkflow,
     UpdateTask,
 )
 from sluiceway.engine.decider import Event, decide
@@ -49,6 +53,7 @@ class Simulation:
         self.scheduled: list[ScheduleTask] = []
         self.status = RunStatus.RUNNING
         self.finished: FinishRun | None = None
+        self.consequences: list[Consequence] = []  # what followed from the run's end
         self.children: list[StartChild] = []
         self.evaluated = False
         self.timeout_at: datetime.datetime | None = None
@@ -141,6 +146,12 @@ class Simulation:
             for _ref, row in list(self.rows.items()):
                 if not row.status.is_terminal():
                     self._put(TaskRow(**{**row.__dict__, "status": TaskStatus.CANCELED}))
+        elif isinstance(command, (NotifyParent, AdmitNext, StartFailureWorkflow)):
+            self.consequences.append(command)
+
+    def failure_workflow(self) -> str | None:
+        """The failure workflow the run's end started, if any."""
+        return next((c.workflow for c in self.consequences if isinstance(c, StartFailureWorkflow)), None)
 
     def _put(self, row: TaskRow) -> None:
         self.rows[row.ref] = row

@@ -438,7 +438,7 @@ def test_failure_workflow_is_named_on_failure_and_timeout() -> None:
     sim.step()
     sim.worker("t", TaskStatus.FAILED_WITH_TERMINAL_ERROR, reason="bad")
     sim.step()
-    assert sim.finished is not None and sim.finished.failure_workflow == "notify_oncall"
+    assert sim.finished is not None and sim.failure_workflow() == "notify_oncall"
     assert sim.finished.failed_task_id == sim.rows["t"].id
 
 

@@ -185,7 +185,7 @@ def test_an_evaluation_failure_fails_that_task_terminally_and_the_run(
     assert row.reason.startswith(reason), row.reason
     assert sim.status is RunStatus.FAILED and sim.finished is not None
     assert sim.finished.reason.startswith(f"task {ref} ") and reason in sim.finished.reason
-    assert sim.finished.failure_workflow == "cleanup"
+    assert sim.failure_workflow() == "cleanup"
     assert "after" not in sim.rows
 
 
@@ -254,7 +254,7 @@ def test_output_parameters_that_cannot_be_evaluated_fail_the_run_naming_the_fiel
     assert decision.quarantine() is None
     assert sim.status is RunStatus.FAILED and sim.finished is not None
     assert sim.finished.reason == f"the run's output cannot be evaluated: outputParameters.total: {BAD_AT}"
-    assert sim.finished.failure_workflow == "cleanup"
+    assert sim.failure_workflow() == "cleanup"
 
 
 def test_a_sub_workflow_retry_starts_on_its_first_input_without_evaluating_again() -> None:

@@ -68,14 +68,44 @@ class ArmRunTimeout:
 
 @dataclass(frozen=True)
 class FinishRun:
-    """End the run: cancel what is still active, terminate child runs, tell the
-    parent, and start the failure workflow when one is configured."""
+    """End the run: cancel what is still active and terminate its child runs.
+    What else follows from its end comes as the commands below, applied only
+    if the run did end."""
 
     status: RunStatus
     reason: str = ""
     output: dict[str, Any] = field(default_factory=dict)
     failed_task_id: str | None = None
-    failure_workflow: str | None = None
+
+
+@dataclass(frozen=True)
+class NotifyParent:
+    """The run was a SUB_WORKFLOW's child: end that task in the parent run
+    with this outcome, and wake the parent."""
+
+    parent_run_id: str
+    parent_task_id: str
+    status: TaskStatus
+    output: dict[str, Any]
+    reason: str
+
+
+@dataclass(frozen=True)
+class AdmitNext:
+    """The run held a slot of its key under `rateLimitConfig`: admit the
+    oldest runs waiting on that key while the limit leaves room."""
+
+    workflow: str
+    key: str
+    limit: int
+
+
+@dataclass(frozen=True)
+class StartFailureWorkflow:
+    """The run failed or timed out and names a `failureWorkflow`: start it on this input."""
+
+    workflow: str
+    input: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -96,7 +126,9 @@ class Hold:
     detail: str
 
 
-Command = ScheduleTask | RecordTask | UpdateTask | StartChild | ArmRunTimeout | FinishRun | Quarantine
+# What follows from a run's end, beyond ending it.
+Consequence = NotifyParent | AdmitNext | StartFailureWorkflow
+Command = ScheduleTask | RecordTask | UpdateTask | StartChild | ArmRunTimeout | FinishRun | Consequence | Quarantine
 
 
 @dataclass(frozen=True)

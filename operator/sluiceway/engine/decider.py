@@ -31,18 +31,22 @@ from sluiceway.controls.durations import parse_duration, parse_instant
 from sluiceway.controls.expressions import ExpressionError
 from sluiceway.controls.policy import TaskPolicy, resolve
 from sluiceway.engine.commands import (
+    AdmitNext,
     ArmRunTimeout,
     Command,
+    Consequence,
     Decision,
     FinishRun,
     Hold,
+    NotifyParent,
     Quarantine,
     RecordTask,
     ScheduleTask,
     StartChild,
+    StartFailureWorkflow,
     UpdateTask,
 )
-from sluiceway.engine.snapshot import RunSnapshot, TaskRow
+from sluiceway.engine.snapshot import RunLinks, RunSnapshot, TaskRow
 from sluiceway.model.common import ENGINE_NAME_PATTERN
 from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.model.workflow import EvaluatorType, TaskType, WorkflowTask
@@ -76,6 +80,36 @@ def decide(snapshot: RunSnapshot, event: Event, now: datetime.datetime, rng: Ran
         return _Walker(snapshot, now, rng).run()
     except Exception as error:  # noqa: BLE001 - totality: whatever a stored row holds, the loop goes on
         return Decision([Quarantine(f"the decider cannot evaluate this run: {type(error).__name__}: {error}")])
+
+
+def consequences(run: RunLinks, finish: FinishRun) -> list[Consequence]:
+    """What follows from a run's end, beyond ending it: its parent learns how
+    it ended, the next run waiting on its admission key goes, and a failure
+    starts its failure workflow."""
+    found: list[Consequence] = []
+    if run.parent_run_id is not None and run.parent_task_id is not None:
+        ok = finish.status is RunStatus.COMPLETED
+        found.append(
+            NotifyParent(
+                run.parent_run_id,
+                run.parent_task_id,
+                TaskStatus.COMPLETED if ok else TaskStatus.FAILED,
+                finish.output,
+                "" if ok else f"sub-workflow {run.id} {finish.status.value}: {finish.reason}",
+            )
+        )
+    if run.admission_key is not None and not run.awaiting_admission and run.admission_limit is not None:
+        found.append(AdmitNext(run.workflow_name, run.admission_key, run.admission_limit))
+    if run.failure_workflow and finish.status in (RunStatus.FAILED, RunStatus.TIMED_OUT):
+        failure = {
+            "workflowId": run.id,
+            "workflowName": run.workflow_name,
+            "reason": finish.reason,
+            "failureStatus": finish.status.value,
+            "failureTaskId": finish.failed_task_id,
+        }
+        found.append(StartFailureWorkflow(run.failure_workflow, failure))
+    return found
 
 
 _MAX_HOLDS = 10
@@ -124,15 +158,14 @@ class _Walker:
                 self._complete()
         if self.finish is not None:
             self.commands.append(self.finish)
+            self.commands.extend(consequences(snap.links(), self.finish))
         return Decision(self.commands, self.holds)
 
     def _finish(
         self, status: RunStatus, reason: str, output: dict[str, Any] | None = None, failed_task_id: str | None = None
     ) -> None:
-        if self.finish is not None:
-            return
-        failure = self.snap.workflow.failure_workflow if status in (RunStatus.FAILED, RunStatus.TIMED_OUT) else None
-        self.finish = FinishRun(status, reason, output or {}, failed_task_id, failure)
+        if self.finish is None:
+            self.finish = FinishRun(status, reason, output or {}, failed_task_id)
 
     def _complete(self) -> None:
         try:

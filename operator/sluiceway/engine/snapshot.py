@@ -32,6 +32,20 @@ class TaskRow:
 
 
 @dataclass(frozen=True)
+class RunLinks:
+    """What ties a run to others, which its end must tell or release."""
+
+    id: str
+    workflow_name: str
+    parent_run_id: str | None = None  # set with parent_task_id for a SUB_WORKFLOW's child
+    parent_task_id: str | None = None
+    admission_key: str | None = None  # its key under rateLimitConfig, if any
+    awaiting_admission: bool = False
+    admission_limit: int | None = None  # rateLimitConfig.concurrentExecLimit; None when unknown
+    failure_workflow: str | None = None
+
+
+@dataclass(frozen=True)
 class RunSnapshot:
     id: str
     namespace: str
@@ -49,3 +63,19 @@ class RunSnapshot:
     policies: Mapping[str, TaskPolicy] = field(default_factory=dict)  # by task type, resolved once (store.policies)
     defaults: OperatorDefaults = field(default_factory=OperatorDefaults)  # for a type not in `policies`
     budgets: Mapping[str, BudgetWindow] = field(default_factory=dict)  # by task type
+    parent_run_id: str | None = None
+    parent_task_id: str | None = None
+    admission_key: str | None = None
+
+    def links(self) -> RunLinks:
+        config = self.workflow.rate_limit_config
+        return RunLinks(
+            id=self.id,
+            workflow_name=self.workflow_name,
+            parent_run_id=self.parent_run_id,
+            parent_task_id=self.parent_task_id,
+            admission_key=self.admission_key,
+            awaiting_admission=self.awaiting_admission,
+            admission_limit=config.concurrent_exec_limit if config else None,
+            failure_workflow=self.workflow.failure_workflow,
+        )

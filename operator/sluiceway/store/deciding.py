@@ -33,17 +33,21 @@ from pydantic import ValidationError
 from sluiceway.controls.budget import WINDOW_SECONDS, BudgetWindow
 from sluiceway.controls.policy import TaskPolicy
 from sluiceway.engine.commands import (
+    AdmitNext,
     ArmRunTimeout,
+    Consequence,
     Decision,
     FinishRun,
+    NotifyParent,
     Quarantine,
     RecordTask,
     ScheduleTask,
     StartChild,
+    StartFailureWorkflow,
     UpdateTask,
 )
-from sluiceway.engine.decider import Event, decide
-from sluiceway.engine.snapshot import RunSnapshot, TaskRow
+from sluiceway.engine.decider import Event, consequences, decide
+from sluiceway.engine.snapshot import RunLinks, RunSnapshot, TaskRow
 from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.model.workflow import Executor, TaskType, WorkflowSpec, iter_tasks
 from sluiceway.store import admission, executions, workflows
@@ -51,7 +55,7 @@ from sluiceway.store.database import Pool
 from sluiceway.store.policies import Policies
 from sluiceway.store.sql import types_where
 
-SYSTEM_WAKE = ("@system", "@http")  # what the HTTP task runner waits on
+SYSTEM_WAKE = ("@system", "@http")  # what the system-task runner waits on
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +88,7 @@ class DeciderConfig:
 _LOCK_DUE = """
 SELECT now() AS now, e.id, e.namespace, e.workflow_name, e.workflow_version, e.status, e.input,
        e.correlation_id, e.evaluated, e.timeout_at, e.terminate_requested, e.awaiting_admission,
+       e.admission_key, e.parent_execution_id, e.parent_task_id,
        e.resource_name IS NOT NULL AS mirrored, e.quarantined_at IS NOT NULL AS quarantined, v.spec::text AS spec,
        ARRAY(SELECT q.id FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now()) AS event_ids,
        ARRAY(SELECT DISTINCT q.event FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now())
@@ -348,19 +353,13 @@ async def _task_rows(
 
 
 @dataclass(frozen=True)
-class RunRef:
-    """What ending a run needs to know of it."""
+class Finishing:
+    """A run the decision ends, and what follows from its end: applied only if it does end."""
 
-    id: str
+    run_id: str
     namespace: str
-    workflow_name: str
-    admission_limit: int | None = None  # rateLimitConfig.concurrentExecLimit
-
-    @staticmethod
-    def of(snapshot: RunSnapshot) -> RunRef:
-        config = snapshot.workflow.rate_limit_config
-        limit = config.concurrent_exec_limit if config is not None else None
-        return RunRef(snapshot.id, snapshot.namespace, snapshot.workflow_name, limit)
+    finish: FinishRun
+    consequences: list[Consequence] = field(default_factory=list)
 
 
 async def _policies(
@@ -430,6 +429,9 @@ async def _snapshots(
                 timeout_at=run["timeout_at"],
                 terminate_requested=run["terminate_requested"],
                 awaiting_admission=run["awaiting_admission"],
+                admission_key=run["admission_key"],
+                parent_run_id=_str_or_none(run["parent_execution_id"]),
+                parent_task_id=_str_or_none(run["parent_task_id"]),
                 policies=found,
                 defaults=config.policies.defaults,
                 budgets=budgets[run["namespace"]],
@@ -487,7 +489,7 @@ class _Applier:
         self.tasks: list[tuple[Any, ...]] = []
         self.updates: list[tuple[Any, ...]] = []
         self.decided: list[tuple[uuid.UUID, datetime.datetime | None]] = []
-        self.finishes: list[tuple[RunRef, FinishRun]] = []
+        self.finishes: list[Finishing] = []
         self.quarantines: list[tuple[uuid.UUID, str]] = []
         self.children: list[tuple[RunSnapshot, StartChild, uuid.UUID]] = []
         self.ready: set[tuple[str, str]] = set()
@@ -497,6 +499,7 @@ class _Applier:
         run_id = uuid.UUID(snapshot.id)
         timeout_at: datetime.datetime | None = None
         ids_by_ref: dict[str, uuid.UUID] = {}
+        ending: Finishing | None = None
         for command in decision.commands:
             if isinstance(command, ScheduleTask):
                 ids_by_ref[command.ref] = self._schedule(snapshot, command)
@@ -509,10 +512,12 @@ class _Applier:
             elif isinstance(command, StartChild):
                 self.children.append((snapshot, command, ids_by_ref[command.parent_ref]))
             elif isinstance(command, FinishRun):
-                self.finishes.append((RunRef.of(snapshot), command))
-        finishing = bool(self.finishes) and self.finishes[-1][0].id == snapshot.id
+                ending = Finishing(snapshot.id, snapshot.namespace, command)
+                self.finishes.append(ending)
+            elif isinstance(command, (NotifyParent, AdmitNext, StartFailureWorkflow)) and ending is not None:
+                ending.consequences.append(command)  # the decider emits them after its FinishRun
         # Write the run's row only when something about it changed: each write is a new row version.
-        if not finishing and (not snapshot.evaluated or timeout_at is not None or (mirrored and decision.commands)):
+        if ending is None and (not snapshot.evaluated or timeout_at is not None or (mirrored and decision.commands)):
             self.decided.append((run_id, timeout_at))
 
     def quarantine(self, run_id: uuid.UUID, reason: str) -> None:
@@ -522,8 +527,17 @@ class _Applier:
         """A quarantined run is not decided: its events are consumed, and only
         a terminate request acts on it, without reading its spec or tasks."""
         if run["terminate_requested"] is not None:
-            ref = RunRef(str(run["id"]), run["namespace"], run["workflow_name"], _admission_limit(run["spec"]))
-            self.finishes.append((ref, FinishRun(RunStatus.TERMINATED, run["terminate_requested"])))
+            links = RunLinks(
+                id=str(run["id"]),
+                workflow_name=run["workflow_name"],
+                parent_run_id=_str_or_none(run["parent_execution_id"]),
+                parent_task_id=_str_or_none(run["parent_task_id"]),
+                admission_key=run["admission_key"],
+                awaiting_admission=run["awaiting_admission"],
+                admission_limit=_admission_limit(run["spec"]),
+            )
+            finish = FinishRun(RunStatus.TERMINATED, run["terminate_requested"])
+            self.finishes.append(Finishing(links.id, run["namespace"], finish, consequences(links, finish)))
 
     def _schedule(self, snapshot: RunSnapshot, command: ScheduleTask) -> uuid.UUID:
         task_id = uuid.uuid4()
@@ -611,7 +625,7 @@ class _Applier:
             await _start_child(conn, snapshot, child, parent_task)
         if self.finishes:
             ended = set(await finish_runs(conn, self.finishes))
-            outcome.ended = [(ref.id, finish) for ref, finish in self.finishes if ref.id in ended]
+            outcome.ended = [(f.run_id, f.finish) for f in self.finishes if f.run_id in ended]
         await conn.execute(
             _MARK_DECIDED,
             [d[0] for d in self.decided],
@@ -622,9 +636,15 @@ class _Applier:
         return outcome
 
 
-def _admission_limit(raw_spec: str) -> int | None:
+def _str_or_none(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _admission_limit(raw_spec: str | None) -> int | None:
     """rateLimitConfig.concurrentExecLimit from a spec that may not parse; None
     leaves the admission of waiting runs to the sweeper's rebalance."""
+    if raw_spec is None:  # the version row is missing
+        return None
     try:
         limit = json.loads(raw_spec)["rateLimitConfig"]["concurrentExecLimit"]
     except (ValueError, TypeError, KeyError):
@@ -667,7 +687,7 @@ UPDATE executions e
   FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::uuid[])
        AS f(id, status, reason, output, failed_task_id)
  WHERE e.id = f.id AND e.status = 'RUNNING'
-RETURNING e.id, e.parent_execution_id, e.parent_task_id, e.admission_key, e.awaiting_admission
+RETURNING e.id
 """
 _CANCEL_ACTIVE = f"""
 WITH cancelled AS (
@@ -691,64 +711,52 @@ UPDATE tasks SET status = $2, output = $3, reason = $4, ended_at = now(), total_
 """
 
 
-async def finish_runs(conn: asyncpg.Connection, finishes: list[tuple[RunRef, FinishRun]]) -> list[str]:
+async def finish_runs(conn: asyncpg.Connection, finishes: list[Finishing]) -> list[str]:
     """End runs and everything hanging off them, in the decider's transaction:
-    cancel their active tasks, terminate their child runs, tell their parents,
-    start failure workflows. The common case (no parent, no children, no
-    failure workflow) costs two statements for the whole batch. Returns the ids
-    of the runs that ended (a run that had already ended is left alone)."""
+    cancel their active tasks, terminate their child runs, then apply what the
+    decider said follows from each end (tell the parent, admit the next run of
+    the key, start the failure workflow). The common case (no parent, no
+    children, no consequence) costs two statements for the whole batch.
+    Returns the ids of the runs that ended (a run that had already ended is
+    left alone, and so are its consequences)."""
     ended = {
-        row["id"]: row
+        str(row["id"])
         for row in await conn.fetch(
             _FINISH,
-            [uuid.UUID(r.id) for r, _ in finishes],
-            [f.status.value for _, f in finishes],
-            [f.reason for _, f in finishes],
-            [f.output for _, f in finishes],
-            [uuid.UUID(f.failed_task_id) if f.failed_task_id else None for _, f in finishes],
+            [uuid.UUID(f.run_id) for f in finishes],
+            [f.finish.status.value for f in finishes],
+            [f.finish.reason for f in finishes],
+            [f.finish.output for f in finishes],
+            [uuid.UUID(f.finish.failed_task_id) if f.finish.failed_task_id else None for f in finishes],
         )
     }
     if not ended:
         return []
-    cancelled = await conn.fetch(_CANCEL_ACTIVE, list(ended))
+    cancelled = await conn.fetch(_CANCEL_ACTIVE, [uuid.UUID(run_id) for run_id in ended])
     children = [r["child_execution_id"] for r in cancelled if r["child_execution_id"] is not None]
     if children:
         stopped = await conn.fetch(_TERMINATE_CHILDREN, children, "the parent run ended")
         await executions.enqueue_decides(conn, [r["id"] for r in stopped], "terminate")
     admitted: list[uuid.UUID] = []
-    for run, finish in finishes:
-        row = ended.get(uuid.UUID(run.id))
-        if row is None:
-            continue
-        limit = run.admission_limit
-        if row["admission_key"] is not None and not row["awaiting_admission"] and limit is not None:
-            # A holder finished: the oldest run waiting on its key goes next.
-            admitted += await admission.admit_waiting(
-                conn, run.namespace, run.workflow_name, row["admission_key"], limit
-            )
-        if row["parent_task_id"] is not None:
-            ok = finish.status is RunStatus.COMPLETED
-            status = TaskStatus.COMPLETED if ok else TaskStatus.FAILED
-            reason = "" if ok else f"sub-workflow {run.id} {finish.status.value}: {finish.reason}"
-            await conn.execute(_NOTIFY_PARENT_TASK, row["parent_task_id"], status.value, finish.output, reason)
-            await executions.enqueue_decide(conn, row["parent_execution_id"], "child_finished")
-        if finish.failure_workflow:
-            started = await executions.start_run(
-                conn,
-                run.namespace,
-                finish.failure_workflow,
-                None,
-                {
-                    "workflowId": run.id,
-                    "workflowName": run.workflow_name,
-                    "reason": finish.reason,
-                    "failureStatus": finish.status.value,
-                    "failureTaskId": finish.failed_task_id,
-                },
-            )
-            if not isinstance(started, executions.Started):
-                log.warning(
-                    "run %s: failureWorkflow %s not started: %s", run.id, finish.failure_workflow, started.message
-                )
+    for finishing in finishes:
+        if finishing.run_id in ended:
+            for command in finishing.consequences:
+                admitted += await _follow(conn, finishing, command)
     await executions.enqueue_decides(conn, admitted, "admitted")
-    return [str(run_id) for run_id in ended]
+    return sorted(ended)
+
+
+async def _follow(conn: asyncpg.Connection, finishing: Finishing, command: Consequence) -> list[uuid.UUID]:
+    """Apply one consequence of a run's end; return the runs it admitted."""
+    if isinstance(command, AdmitNext):
+        return await admission.admit_waiting(conn, finishing.namespace, command.workflow, command.key, command.limit)
+    if isinstance(command, NotifyParent):
+        await conn.execute(
+            _NOTIFY_PARENT_TASK, uuid.UUID(command.parent_task_id), command.status.value, command.output, command.reason
+        )
+        await executions.enqueue_decide(conn, command.parent_run_id, "child_finished")
+        return []
+    started = await executions.start_run(conn, finishing.namespace, command.workflow, None, command.input)
+    if not isinstance(started, executions.Started):
+        log.warning("run %s: failureWorkflow %s not started: %s", finishing.run_id, command.workflow, started.message)
+    return []
