@@ -42,7 +42,8 @@ from sluiceway.store.database import open_pool
 from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.policies import Policies
-from sluiceway.systemtasks.http import HttpTaskRunner
+from sluiceway.systemtasks.http import HttpTasks
+from sluiceway.systemtasks.runner import SystemTaskRunner
 
 log = logging.getLogger(__name__)
 
@@ -182,17 +183,17 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         )
     )
     config = DeciderConfig(policies=policies)
-    http_tasks = HttpTaskRunner(
+    system_tasks = SystemTaskRunner(
         pool,
-        Breakers(settings.circuit_breaker),
+        # Every kind of system task this operator runs: a new system task type adds its own.
+        [HttpTasks(Breakers(settings.circuit_breaker), settings.http_allowed_hosts)],
         notifications=notifications,
         policies=policies,
         concurrency=settings.http_concurrency,
-        allowed_hosts=settings.http_allowed_hosts,
         worker_id=f"{socket.gethostname()}/http",
     )
     parts: list[Part] = [
-        ("HTTP task", http_tasks.run(stop)),
+        ("system task", system_tasks.run(stop)),
         *((f"decider {i + 1}", loops.run_decider(pool, notifications, config, stop)) for i in range(settings.deciders)),
         ("sweeper", loops.run_sweeper(pool, stop)),
         ("gauges", loops.run_gauges(pool, stop)),

@@ -1,2 +1,3 @@
-"""System tasks the operator runs itself: HTTP and HTTP_POLL, behind
-per-host circuit breakers."""
+"""System tasks the operator runs itself: one runner leases them all and hands
+each to the kind of system task its type names (today HTTP and HTTP_POLL,
+behind per-host circuit breakers)."""

@@ -35,14 +35,13 @@ import orjson
 from sluiceway.controls.breaker import Breakers, BreakerState
 from sluiceway.controls.expressions import ExpressionError, evaluate_cel
 from sluiceway.model.execution import ResultStatus, TaskResult
-from sluiceway.model.workflow import Executor
+from sluiceway.model.workflow import TaskType
 from sluiceway.observability import metrics
-from sluiceway.store import leasing, results
+from sluiceway.store import leasing
 from sluiceway.store.database import Pool
-from sluiceway.store.deciding import SYSTEM_WAKE
-from sluiceway.store.errors import StoreError
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.policies import Policies
+from sluiceway.systemtasks.runner import SystemTaskRunner
 from sluiceway.worker.classifiers import parse_retry_after
 
 log = logging.getLogger(__name__)
@@ -116,80 +115,23 @@ def _body(data: bytes, content_type: str) -> Any:
     return data[:_MAX_BODY_BYTES].decode(errors="replace")
 
 
-class HttpTaskRunner:
-    def __init__(
-        self,
-        pool: Pool,
-        breakers: Breakers,
-        *,
-        notifications: Notifications | None = None,
-        policies: Policies | None = None,
-        concurrency: int = 32,
-        allowed_hosts: tuple[str, ...] = (),
-        worker_id: str = "operator/http",
-    ) -> None:
-        self.pool = pool
+class HttpTasks:
+    """The HTTP and HTTP_POLL system tasks: one call per leased task, through
+    the target's circuit breaker."""
+
+    types = frozenset({TaskType.HTTP, TaskType.HTTP_POLL})
+
+    def __init__(self, breakers: Breakers, allowed_hosts: tuple[str, ...] = ()) -> None:
         self.breakers = breakers
-        self.notifications = notifications
-        self.policies = policies or Policies()
-        self.slots = asyncio.Semaphore(concurrency)
-        self.concurrency = concurrency
         self.allowed_hosts = allowed_hosts
-        self.worker_id = worker_id
-        self.in_flight: set[asyncio.Task[None]] = set()
         self._session: aiohttp.ClientSession | None = None
 
-    async def run(self, stop: asyncio.Event) -> None:
+    async def start(self) -> None:
         self._session = aiohttp.ClientSession(auto_decompress=True)
-        try:
-            while not stop.is_set():
-                try:
-                    leased = await self._lease_batch()
-                except (OSError, StoreError) as error:
-                    log.warning("HTTP tasks: database unavailable (%s)", error)
-                    leased = []
-                    await asyncio.sleep(1.0)
-                for lease in leased:
-                    task = asyncio.create_task(self._execute(lease))
-                    self.in_flight.add(task)
-                    task.add_done_callback(self.in_flight.discard)
-                if not leased:
-                    await self._idle(stop)
-        finally:
-            if self.in_flight:
-                await asyncio.wait(self.in_flight, timeout=10)
+
+    async def stop(self) -> None:
+        if self._session is not None:
             await self._session.close()
-
-    async def _idle(self, stop: asyncio.Event) -> None:
-        async with self.pool.acquire() as conn:
-            until = await leasing.seconds_until_system_available(conn)
-        wait = 1.0 if until is None else min(max(until, 0.01), 1.0)
-        if self.notifications is not None:
-            await self.notifications.wait_ready(SYSTEM_WAKE[0], [SYSTEM_WAKE[1]], wait)
-        else:
-            await asyncio.sleep(wait)
-
-    async def _lease_batch(self) -> list[leasing.Lease]:
-        free = self.concurrency - len(self.in_flight)
-        if free <= 0:
-            return []
-        leased: list[leasing.Lease] = []
-        async with self.pool.acquire() as conn:
-            for namespace, name in await leasing.due_system_queues(conn):
-                gates = (await self.policies.of(conn, namespace, [name]))[name].gates
-                outcome = await leasing.lease(
-                    conn, namespace, name, self.worker_id, free - len(leased), gates, Executor.SYSTEM
-                )
-                leased.extend(outcome.leases)
-                if len(leased) >= free:
-                    break
-        return leased
-
-    async def _execute(self, lease: leasing.Lease) -> None:
-        async with self.slots:
-            result = await self.call(lease)
-        async with self.pool.acquire() as conn:
-            await results.apply_results(conn, lease.namespace, [result])
 
     def _result(self, lease: leasing.Lease, status: ResultStatus, **fields: Any) -> TaskResult:
         return TaskResult(task_id=lease.task_id, epoch=lease.epoch, status=status, **fields)
@@ -264,7 +206,7 @@ class HttpTaskRunner:
         reason = f"HTTP {status} from {request.method} {request.target}"
         if 200 <= status < 400:
             metrics.HTTP_TASK_CALLS.labels("ok").inc()
-            if lease.kind == "HTTP_POLL" and not self._done(lease, answer):
+            if TaskType(lease.kind).polls() and not self._done(lease, answer):
                 interval = float(lease.input.get("pollingIntervalSeconds", 5))
                 return self._result(
                     lease,
@@ -292,3 +234,32 @@ class HttpTaskRunner:
         except ExpressionError as error:
             log.warning("HTTP_POLL task %s: %s", lease.task_id, error)
             return False
+
+
+class HttpTaskRunner(SystemTaskRunner):
+    """The system-task runner with the HTTP tasks: what the operator runs today."""
+
+    def __init__(
+        self,
+        pool: Pool,
+        breakers: Breakers,
+        *,
+        notifications: Notifications | None = None,
+        policies: Policies | None = None,
+        concurrency: int = 32,
+        allowed_hosts: tuple[str, ...] = (),
+        worker_id: str = "operator/http",
+    ) -> None:
+        self.http = HttpTasks(breakers, allowed_hosts)
+        super().__init__(
+            pool,
+            [self.http],
+            notifications=notifications,
+            policies=policies,
+            concurrency=concurrency,
+            worker_id=worker_id,
+        )
+
+    @property
+    def breakers(self) -> Breakers:
+        return self.http.breakers

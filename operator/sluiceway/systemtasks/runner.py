@@ -1,0 +1,133 @@
+"""The system-task runner: leases the tasks whose executor is the operator
+itself and runs each with the kind of system task its type names.
+
+One loop for every system task type: it finds the queues with a system task
+leasable now, leases within each type's gates, and hands every lease to the
+`SystemTask` registered for its type. A new system task type brings its model
+entry (model.workflow), its SystemTask, and one line of wiring
+(runtime.operator); nothing here changes. A type this operator has no
+SystemTask for (a newer release's, say) fails terminally, naming it, rather
+than being run as something else."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+from sluiceway.model.execution import ResultStatus, TaskResult
+from sluiceway.model.workflow import Executor, TaskType
+from sluiceway.store import leasing, results
+from sluiceway.store.database import Pool
+from sluiceway.store.deciding import SYSTEM_WAKE
+from sluiceway.store.errors import StoreError
+from sluiceway.store.notifications import Notifications
+from sluiceway.store.policies import Policies
+
+log = logging.getLogger(__name__)
+
+
+class SystemTask(Protocol):
+    """One kind of system task: what the operator does for a leased task of its types."""
+
+    types: frozenset[TaskType]
+
+    async def start(self) -> None:
+        """Before the first call (open clients)."""
+
+    async def stop(self) -> None:
+        """After the last call (close them)."""
+
+    async def call(self, lease: leasing.Lease) -> TaskResult:
+        """Run one leased task; the outcome, classified. Never raises for the
+        task's own failures: they are results."""
+        ...
+
+
+class SystemTaskRunner:
+    def __init__(
+        self,
+        pool: Pool,
+        kinds: Sequence[SystemTask],
+        *,
+        notifications: Notifications | None = None,
+        policies: Policies | None = None,
+        concurrency: int = 32,
+        worker_id: str = "operator/system",
+    ) -> None:
+        self.pool = pool
+        self.kinds = {task_type: kind for kind in kinds for task_type in kind.types}
+        self.notifications = notifications
+        self.policies = policies or Policies()
+        self.slots = asyncio.Semaphore(concurrency)
+        self.concurrency = concurrency
+        self.worker_id = worker_id
+        self.in_flight: set[asyncio.Task[None]] = set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        kinds = list(dict.fromkeys(self.kinds.values()))
+        for kind in kinds:
+            await kind.start()
+        try:
+            while not stop.is_set():
+                try:
+                    leased = await self._lease_batch()
+                except (OSError, StoreError) as error:
+                    log.warning("system tasks: database unavailable (%s)", error)
+                    leased = []
+                    await asyncio.sleep(1.0)
+                for lease in leased:
+                    task = asyncio.create_task(self._execute(lease))
+                    self.in_flight.add(task)
+                    task.add_done_callback(self.in_flight.discard)
+                if not leased:
+                    await self._idle(stop)
+        finally:
+            if self.in_flight:
+                await asyncio.wait(self.in_flight, timeout=10)
+            for kind in kinds:
+                await kind.stop()
+
+    async def _idle(self, stop: asyncio.Event) -> None:
+        async with self.pool.acquire() as conn:
+            until = await leasing.seconds_until_system_available(conn)
+        wait = 1.0 if until is None else min(max(until, 0.01), 1.0)
+        if self.notifications is not None:
+            await self.notifications.wait_ready(SYSTEM_WAKE[0], [SYSTEM_WAKE[1]], wait)
+        else:
+            await asyncio.sleep(wait)
+
+    async def _lease_batch(self) -> list[leasing.Lease]:
+        free = self.concurrency - len(self.in_flight)
+        if free <= 0:
+            return []
+        leased: list[leasing.Lease] = []
+        async with self.pool.acquire() as conn:
+            for namespace, name in await leasing.due_system_queues(conn):
+                gates = (await self.policies.of(conn, namespace, [name]))[name].gates
+                outcome = await leasing.lease(
+                    conn, namespace, name, self.worker_id, free - len(leased), gates, Executor.SYSTEM
+                )
+                leased.extend(outcome.leases)
+                if len(leased) >= free:
+                    break
+        return leased
+
+    async def _execute(self, lease: leasing.Lease) -> None:
+        async with self.slots:
+            result = await self.call(lease)
+        async with self.pool.acquire() as conn:
+            await results.apply_results(conn, lease.namespace, [result])
+
+    async def call(self, lease: leasing.Lease) -> TaskResult:
+        try:
+            kind = self.kinds[TaskType(lease.kind)]
+        except (ValueError, KeyError):
+            return TaskResult(
+                task_id=lease.task_id,
+                epoch=lease.epoch,
+                status=ResultStatus.FAILED_WITH_TERMINAL_ERROR,
+                reason=f"no system task of type {lease.kind} runs in this operator",
+            )
+        return await kind.call(lease)
