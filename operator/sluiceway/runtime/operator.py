@@ -16,6 +16,7 @@ import datetime
 import logging
 import signal
 import socket
+import threading
 from collections.abc import Coroutine, Iterator
 from typing import Any
 
@@ -80,6 +81,23 @@ async def _first_of(*events: asyncio.Event, then: asyncio.Event) -> None:
         for wait in waits:
             wait.cancel()
         then.set()
+
+
+def _own_signals(stop: asyncio.Event) -> None:
+    """SIGTERM and SIGINT stop the whole operator. kopf installs handlers of its
+    own (in the main thread) that would stop only the reconcilers and keep the
+    process, its API and its Lease alive until the kubelet's SIGKILL: every start
+    of kopf is followed by this, so a terminating leader releases its Lease at once."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # neither we nor kopf can handle signals there
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+
+async def _own_signals_when(ready: asyncio.Event, stop: asyncio.Event) -> None:
+    await ready.wait()
+    _own_signals(stop)
 
 
 class _Memo(kopf.Memo):
@@ -153,9 +171,12 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             """The one-replica-at-a-time parts: kopf's reconcilers and the status mirror."""
             leader_stop = asyncio.Event()
             relay = asyncio.create_task(_first_of(stop, stepped_down, then=leader_stop))
-            try:
-                await asyncio.gather(
-                    kopf.operator(
+
+            async def reconcilers() -> None:
+                kopf_ready = asyncio.Event()
+                reclaim = asyncio.create_task(_own_signals_when(kopf_ready, stop))
+                try:
+                    await kopf.operator(
                         registry=registry,
                         settings=kopf_settings(),
                         clusterwide=not settings.namespaces,
@@ -163,9 +184,19 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                         standalone=True,
                         memo=memo,
                         stop_flag=leader_stop,
-                    ),
-                    run_mirror(pool, kube, leader_stop, recorder),
-                )
+                        ready_flag=kopf_ready,
+                    )
+                finally:
+                    reclaim.cancel()
+                    _own_signals(stop)  # kopf leaves its handlers behind, bound to its finished run
+                if not leader_stop.is_set():
+                    # kopf returns on its own only for a SIGTERM or SIGINT it caught before
+                    # its handlers were replaced: the signal was meant for the whole operator.
+                    log.info("the reconcilers caught a termination signal: stopping")
+                    stop.set()
+
+            try:
+                await asyncio.gather(reconcilers(), run_mirror(pool, kube, leader_stop, recorder))
             finally:
                 relay.cancel()
 
@@ -204,9 +235,7 @@ def main(settings: Settings) -> None:
 
     async def supervise() -> None:
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+        _own_signals(stop)
         await run(settings, stop)
         if not stop.is_set():
             raise SystemExit("the operator stopped on its own; see the log above")
