@@ -120,7 +120,7 @@ build_postgres() {
 
 # What the Dockerfile copies (see .dockerignore): its inputs name the image.
 context_key() {
-  { cat Dockerfile .dockerignore pyproject.toml README.md requirements/constraints.txt examples/workers.py
+  { cat hack/build-image.sh Dockerfile .dockerignore pyproject.toml README.md requirements/constraints.txt examples/workers.py
     find operator -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -path '*.egg-info/*' | LC_ALL=C sort \
       | xargs sha256sum; echo "$1"; } | key
 }
@@ -144,8 +144,11 @@ build_sluiceway() {
       for f in /etc/pip.conf /etc/ssl/certs/ca-certificates.crt; do
         [ -f "$f" ] && mounts+=(--volume "$f:$f:ro")
       done
+      # No --layers: buildah 1.28 would reuse the runtime stage's install step
+      # even when the builder's wheels changed (a bind mount is not in its cache
+      # key). The inputs' key above already skips unchanged builds entirely.
       log "buildah build -t $IMAGE --build-arg PYTHON_IMAGE=$base ."
-      buildah build --quiet --layers --network host "${mounts[@]}" --build-arg "PYTHON_IMAGE=$base" \
+      buildah build --quiet --network host "${mounts[@]}" --build-arg "PYTHON_IMAGE=$base" \
         -t "$IMAGE" . >&2
       export_archive "$IMAGE" "$archive"
     fi
