@@ -49,6 +49,7 @@ from sluiceway.devenv.controlplane import REPO_ROOT, ControlPlane
 from sluiceway.devenv.processes import Child, wait_until
 
 NODE_BUILD_SCRIPT = REPO_ROOT / "hack" / "build-node.sh"
+IMAGE_BUILD_SCRIPT = REPO_ROOT / "hack" / "build-image.sh"
 NODE_NAME = "sluiceway-node"
 SLOTS = 32
 LOCKS = Path("/run/sluiceway")
@@ -71,6 +72,16 @@ def node_binaries() -> Path:
         return Path(configured)
     out = subprocess.run(["bash", str(NODE_BUILD_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True)
     return Path(out.stdout.strip().splitlines()[-1])
+
+
+def build_images() -> dict[str, tuple[Path, str]]:
+    """pause, postgres and sluiceway: name -> (OCI archive, image reference), from the cached builds."""
+    out = subprocess.run(["bash", str(IMAGE_BUILD_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True).stdout
+    images = {}
+    for line in out.splitlines():
+        name, archive, reference = line.split()
+        images[name] = (Path(archive), reference)
+    return images
 
 
 def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
