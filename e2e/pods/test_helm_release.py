@@ -188,6 +188,8 @@ def test_the_release_becomes_ready_through_the_charts_probes(release: PodCluster
     assert container["image"] == release.image
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz", "ready means: PostgreSQL answers"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    [status] = operator["status"]["containerStatuses"]
+    assert status["restartCount"] == 0, "the operator waited for its PostgreSQL pod instead of crash-looping"
     # /readyz pings PostgreSQL, which the operator found through its Service's name (cluster DNS).
     dsn = json.loads(kube.run("get", "secret", f"{RELEASE}-dev-postgres", "-n", NAMESPACE, "-o", "json").stdout)
     assert dsn["data"]["dsn"], "the chart's generated DSN"

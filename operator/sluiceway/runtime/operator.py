@@ -20,6 +20,7 @@ import threading
 from collections.abc import Coroutine, Iterator
 from typing import Any
 
+import asyncpg
 import kopf
 import uvicorn
 
@@ -104,9 +105,31 @@ class _Memo(kopf.Memo):
     context: Context
 
 
+# PostgreSQL not there yet (a database pod starting beside the operator's, a
+# failover): worth waiting for. Anything else (a wrong password, say) is not.
+_UNREACHABLE = (OSError, asyncio.TimeoutError, asyncpg.CannotConnectNowError, asyncpg.TooManyConnectionsError)
+
+
+async def _open_pool_when_reachable(settings: Settings, stop: asyncio.Event) -> asyncpg.Pool | None:
+    """The pool, once PostgreSQL answers; None if stopped first. Waiting (not
+    ready, not serving) beats crash-looping while a database comes up."""
+    delay = 0.5
+    while True:
+        try:
+            return await open_pool(settings.database_url, min_size=2, max_size=settings.pool_size)
+        except _UNREACHABLE as error:
+            log.warning("waiting for PostgreSQL: %s: %s", type(error).__name__, error)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+            return None
+        delay = min(delay * 2, 5.0)
+
+
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
-    pool = await open_pool(settings.database_url, min_size=2, max_size=settings.pool_size)
+    pool = await _open_pool_when_reachable(settings, stop)
+    if pool is None:
+        return  # stopped while waiting
     notifications = Notifications(settings.database_url)
     await notifications.start()
     kube: KubeClient | None = KubeClient.from_environment() if settings.kubernetes else None
