@@ -52,10 +52,16 @@ need() {  # the distribution's tools, installed once (hack/install-node-packages
   command -v buildah >/dev/null && command -v mmdebstrap >/dev/null || bash hack/install-node-packages.sh >&2
 }
 
+image_id() { buildah images --quiet --no-trunc "$1" 2>/dev/null | head -1 || true; }  # empty: no such image
+
 # Export a buildah image as an OCI archive whose reference is the image name,
-# and drop older archives of the same image.
-export_archive() {  # export_archive REF ARCHIVE
-  local ref=$1 archive=$2
+# and drop the older archives of the same image, and the older image the new
+# one took its name from (buildah would keep it, untagged, for ever).
+export_archive() {  # export_archive REF ARCHIVE [PREVIOUS_ID]
+  local ref=$1 archive=$2 previous=${3:-}
+  if [ -n "$previous" ] && [ "$previous" != "$(image_id "$ref")" ]; then
+    buildah rmi "$previous" >/dev/null 2>&1 || true
+  fi
   rm -f "$archive.tmp"
   buildah push --quiet "$ref" "oci-archive:$archive.tmp:$ref" >/dev/null
   mv "$archive.tmp" "$archive"
@@ -79,16 +85,17 @@ rootfs_image() {  # rootfs_image REF PACKAGES [mmdebstrap options...]
 }
 
 build_pause() {
-  local bin archive container
+  local bin archive container previous
   bin=$(bash hack/build-node.sh)
   archive="$IMAGES/pause-$(key < "$bin/pause").tar"
   if [ ! -f "$archive" ]; then
     need
+    previous=$(image_id "$PAUSE_REF")
     container=$(buildah from scratch)
     buildah copy --quiet "$container" "$bin/pause" /pause >/dev/null
     buildah config --entrypoint '["/pause"]' --user 65535:65535 "$container"
     buildah commit --quiet --rm "$container" "$PAUSE_REF" >/dev/null
-    export_archive "$PAUSE_REF" "$archive"
+    export_archive "$PAUSE_REF" "$archive" "$previous"
   fi
   echo "pause $archive $PAUSE_REF"
 }
@@ -106,11 +113,12 @@ base_ref() {  # the base image, built once per package list
 }
 
 build_postgres() {
-  local archive container entrypoint
+  local archive container entrypoint previous
   entrypoint=hack/images/postgres-entrypoint.sh
   archive="$IMAGES/postgres-$(cat "$entrypoint" <(printf '%s\n' "$SUITE" "$POSTGRES_PACKAGES" "$POSTGRES_TRIM") | key).tar"
   if [ ! -f "$archive" ]; then
     need
+    previous=$(image_id "$POSTGRES_REF")
     # The official image's postgres user is uid 70 (the chart runs as 70); the
     # cluster the package creates is dropped, initdb runs at the first start.
     container=$(rootfs_image "$POSTGRES_REF" "$POSTGRES_PACKAGES" \
@@ -121,7 +129,7 @@ build_postgres() {
       --env PATH=/usr/lib/postgresql/15/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       --env PGDATA=/var/lib/postgresql/data --port 5432 "$container"
     buildah commit --quiet --rm "$container" "$POSTGRES_REF" >/dev/null
-    export_archive "$POSTGRES_REF" "$archive"
+    export_archive "$POSTGRES_REF" "$archive" "$previous"
   fi
   echo "postgres $archive $POSTGRES_REF"
 }
@@ -134,7 +142,7 @@ context_key() {
 }
 
 build_sluiceway() {
-  local archive base mounts=()
+  local archive base previous mounts=()
   if docker_engine; then
     archive="$IMAGES/sluiceway-docker-$(context_key docker).tar"
     if [ ! -f "$archive" ]; then
@@ -156,12 +164,19 @@ build_sluiceway() {
       # even when the builder's wheels changed (a bind mount is not in its cache
       # key). The inputs' key above already skips unchanged builds entirely.
       log "buildah build -t $IMAGE --build-arg PYTHON_IMAGE=$base ."
+      previous=$(image_id "$IMAGE")
       buildah build --quiet --network host "${mounts[@]}" --build-arg "PYTHON_IMAGE=$base" \
         -t "$IMAGE" . >&2
-      export_archive "$IMAGE" "$archive"
+      export_archive "$IMAGE" "$archive" "$previous"
     fi
   fi
-  log "$IMAGE: $(du -m "$archive" | cut -f1) MB as an archive ($archive)"
+  local size
+  if docker_engine; then
+    size="$(( $(docker image inspect --format '{{.Size}}' "$IMAGE") / 1000000 )) MB"
+  else
+    size=$(buildah images --format '{{.Size}}' "$IMAGE" | head -1)
+  fi
+  log "$IMAGE: $size, $(du -m "$archive" | cut -f1) MB as an archive ($archive)"
   echo "sluiceway $archive $IMAGE"
 }
 
