@@ -86,7 +86,10 @@ def build_images() -> dict[str, tuple[Path, str]]:
 
 
 def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), check=check, capture_output=True, text=True)
+    result = subprocess.run(list(argv), capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr.strip()}")
+    return result
 
 
 @dataclass(frozen=True)
@@ -529,7 +532,7 @@ class Node:
         )
         wait_until(ready.exists, timeout=10, what="the node's namespaces", child=self.anchor)
 
-    def _spawn(self, name: str, argv: list[str], *, enter: bool = True, env: dict[str, str] | None = None) -> Child:
+    def _spawn(self, name: str, argv: list[str], *, enter: bool = True) -> Child:
         """A node process in the node's cgroup (so a stop finds it and its children) and namespaces."""
         cgroup = f"{self.slot.cgroup}/system"
         if enter:
@@ -540,7 +543,7 @@ class Node:
             argv,
             self.workdir,
             preexec_fn=lambda: join_cgroup(cgroup),
-            env={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", **(env or {})},
+            env={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
         )
         self.children.append(child)
         return child
