@@ -231,11 +231,11 @@ def test_the_examples_complete_on_worker_pods(release: PodCluster) -> None:
 
 
 def test_an_image_upgrade_rolls_out_without_losing_a_task(release: PodCluster) -> None:
-    """120 resize tasks, two at a time: the run spans the rollout of the operator
+    """200 resize tasks, two at a time (at least 50 s of work): the run spans the rollout of the operator
     and of the worker pods (whose image follows the operator's)."""
     kube = release.kube
     kube.run("apply", "-f", str(EXAMPLES), "-n", EXAMPLES_NAMESPACE)
-    images = [{"url": f"https://example.com/{n}.jpg", "width": 64} for n in range(120)]
+    images = [{"url": f"https://example.com/{n}.jpg", "width": 64} for n in range(200)]
     kube.apply(workflow_run("album-upgrade", "thumbnails", images=images), EXAMPLES_NAMESPACE)
     eventually(lambda: run_phase(kube, "album-upgrade", EXAMPLES_NAMESPACE) == "Running", what="the run to start")
     before = {p["metadata"]["name"] for p in pods(release, "sluiceway.dev/task-type=resize_image", EXAMPLES_NAMESPACE)}
@@ -259,7 +259,7 @@ def test_an_image_upgrade_rolls_out_without_losing_a_task(release: PodCluster) -
     wait_completed(kube, "album-upgrade", EXAMPLES_NAMESPACE, timeout=300)
 
     done = tasks_of(kube, "album-upgrade", EXAMPLES_NAMESPACE, "resize_image")
-    assert len(done) == 120, f"{len(done)} resize tasks"
+    assert len(done) == 200, f"{len(done)} resize tasks"
     assert {t["status"] for t in done} == {"COMPLETED"}
     assert {t["attempt"] for t in done} == {1}, "no task failed, timed out or was retried"
     by = {t["worker_id"] for t in done}
