@@ -16,7 +16,7 @@ SOURCES := operator tests e2e bench conftest.py
 
 IMAGE ?= ghcr.io/sluiceway/sluiceway:$(shell $(PYTHON) -c "import re;print(re.search(r'^version = \"(.+)\"', open('pyproject.toml').read(), re.M).group(1))")
 
-.PHONY: up test lint format typecheck unit integration e2e bench crds controlplane node venv clean image
+.PHONY: up test lint format typecheck unit integration e2e chaos bench crds controlplane node venv clean image
 
 up: venv controlplane $(if $(NODE),node)
 	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m sluiceway up $(if $(NODE),--node)
@@ -60,6 +60,11 @@ integration: venv
 
 e2e: venv controlplane $(if $(ROOT),node)
 	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m pytest e2e
+
+# The long fault soak (about 100 faults over some 10,000 tasks; several minutes).
+# SLUICEWAY_FAULT_SEED replays a seed's plan.
+chaos: venv controlplane
+	SLUICEWAY_BIN_DIR=$(BIN_DIR) SLUICEWAY_CHAOS=1 $(PY) -m pytest -p no:cacheprovider -s e2e/faults/test_chaos.py
 
 crds: venv
 	$(PY) -m sluiceway crds --write

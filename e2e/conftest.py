@@ -26,6 +26,11 @@ from sluiceway.devenv.processes import Child, free_port, wait_until
 
 pytestmark = pytest.mark.e2e
 
+# The shared operator's timers (seconds): short, so tests that wait on a status
+# report or an autoscaling decision wait a second, not five.
+STATUS_INTERVAL = 1.0
+AUTOSCALING_INTERVAL = 1.0
+
 
 @dataclass
 class Cluster:
@@ -100,6 +105,8 @@ def operator(
         # Small numbers so a test can open a breaker and wait out its open time.
         "SLUICEWAY_CIRCUIT_BREAKER": '{"enabled": true, "minimumRequests": 3, "failureRatio": 0.5, '
         '"openMs": 1500, "maxOpenMs": 10000}',
+        "SLUICEWAY_STATUS_INTERVAL": str(STATUS_INTERVAL),
+        "SLUICEWAY_AUTOSCALING_INTERVAL": str(AUTOSCALING_INTERVAL),
     }
     child = Child("operator", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env)
     process = OperatorProcess(child, operator_database, f"http://127.0.0.1:{port}")

@@ -265,7 +265,7 @@ def test_a_worker_of_namespace_a_works_in_a_and_never_on_b(secured: Secured) -> 
         status, body = call("POST", f"{s.url}/v1/ns/{a}/tasks/{path}", body_, worker_a)
         assert status != 200 or path == "heartbeats", (path, body)
         if path == "heartbeats":
-            assert body == {"alive": [], "gone": [task_b["taskId"]]}
+            assert body == {"alive": [], "gone": [task_b["taskId"]], "errors": []}
         if path == "results":
             assert body["results"][0]["code"] == 404
     # b's lease is untouched: b's worker still holds it and completes it.

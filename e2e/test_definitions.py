@@ -108,6 +108,7 @@ INVALID = [
     ("cap below base", {"retryDelaySeconds": 10, "maxRetryDelaySeconds": 5}, "spec.maxRetryDelaySeconds"),
     ("startToClose over total", {"startToCloseTimeout": 60, "timeoutSeconds": 30}, "spec.startToCloseTimeout"),
     ("duplicate semaphore", {"semaphores": ["erp", "erp"]}, "spec.semaphores"),
+    ("duplicate non-retryable", {"nonRetryableErrors": ["card_declined", "card_declined"]}, "spec.nonRetryableErrors"),
     ("bad task type name", {"name": "no spaces allowed"}, "spec.name"),
     ("empty non-retryable", {"nonRetryableErrors": [""]}, "spec.nonRetryableErrors"),
     ("wrong type", {"retryCount": "three"}, "spec.retryCount"),
@@ -122,6 +123,28 @@ def test_the_api_server_refuses_invalid_definitions_naming_the_field(
     assert result.returncode != 0, f"{case} was admitted"
     assert field in result.stderr, result.stderr
     assert kube.get("taskdefinition", "bad", namespace) is None
+
+
+@pytest.mark.parametrize("server_side", [False, True], ids=["client-side", "server-side"])
+def test_duplicates_in_a_set_list_are_refused_at_kubectl_apply(kube: Kube, namespace: str, server_side: bool) -> None:
+    workflow = {
+        "apiVersion": API,
+        "kind": "Workflow",
+        "metadata": {"name": "joined"},
+        "spec": {
+            "inputParameters": ["amount", "amount"],
+            "tasks": [
+                {"name": "a", "taskReferenceName": "a"},
+                {"name": "join", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["a", "a"]},
+            ],
+        },
+    }
+    result = kube.apply(workflow, namespace, check=False, server_side=server_side)
+    assert result.returncode != 0, "duplicates were admitted"
+    assert "spec.inputParameters" in result.stderr and "spec.tasks[1].joinOn" in result.stderr, result.stderr
+    result = kube.apply(task_definition("twice", semaphores=["erp", "erp"]), namespace, check=False, server_side=True)
+    assert result.returncode != 0 and "spec.semaphores" in result.stderr, result.stderr
+    assert kube.get("workflow", "joined", namespace) is None and kube.get("taskdefinition", "twice", namespace) is None
 
 
 def test_deleting_removes_it_from_the_store(kube: Kube, namespace: str, db: str) -> None:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from e2e.conftest import STATUS_INTERVAL
 from e2e.kube import Kube, condition, eventually
 
 EXAMPLES = str(Path(__file__).resolve().parents[1] / "examples")
@@ -43,9 +44,13 @@ def versions(found: dict[str, dict[str, Any]]) -> dict[str, str]:
     return {key: obj["metadata"]["resourceVersion"] for key, obj in found.items() if not key.startswith("Quota/")}
 
 
-def quiet(kube: Kube, namespace: str, window: float = 12.0) -> dict[str, dict[str, Any]]:
+# Longer than two status-report intervals: any report that would write has had two chances.
+QUIET_WINDOW = 3 * STATUS_INTERVAL
+
+
+def quiet(kube: Kube, namespace: str, window: float = QUIET_WINDOW) -> dict[str, dict[str, Any]]:
     """The objects once nothing has written them for a window longer than two
-    status-report intervals: the first reports land a few seconds after the
+    status-report intervals: the first reports land a moment after the
     objects are reconciled."""
     deadline = time.monotonic() + 90
     previous = objects(kube, namespace)
@@ -65,7 +70,7 @@ def test_applying_the_examples_twice_changes_nothing(kube: Kube, namespace: str)
     before = quiet(kube, namespace)
     again = kube.run("apply", "-n", namespace, "-f", EXAMPLES).stdout
     assert all(line.endswith("unchanged") for line in again.strip().splitlines()), again
-    time.sleep(12)
+    time.sleep(QUIET_WINDOW)
     after = objects(kube, namespace)
     assert before.keys() == after.keys() and len(before) >= 10
     for key, obj in before.items():

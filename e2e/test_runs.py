@@ -190,7 +190,7 @@ def test_an_invalid_workflow_graph_is_not_ready_and_says_why(kube: Kube, namespa
         lambda: (o := kube.get("workflow", "broken", namespace)) and o.get("status", {}).get("conditions") and o
     )
     ready = obj["status"]["conditions"][0]
-    assert (ready["status"], ready["reason"]) == ("False", "InvalidGraph")
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
     assert "unknown task 'nowhere'" in ready["message"] and "JOIN without joinOn" in ready["message"]
 
 

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from e2e.api import call
-from e2e.conftest import OperatorProcess
+from e2e.conftest import AUTOSCALING_INTERVAL, OperatorProcess
 from e2e.kube import Kube, condition, eventually
 
 API = "sluiceway.dev/v1alpha1"
@@ -235,7 +235,7 @@ def test_autoscaling_never_runs_more_workers_than_the_gates_admit(
         timeout=30,
         what="status.workers.desiredReplicas 2",
     )
-    time.sleep(12)  # two more evaluations: still 2, never 10
+    time.sleep(3 * AUTOSCALING_INTERVAL)  # three more evaluations: still 2, never 10
     assert (kube.get("deployment", "capped-workers", namespace) or {})["spec"]["replicas"] == 2
     assert workers_status(kube, "capped", namespace)["desiredReplicas"] == 2
 

@@ -17,8 +17,8 @@ async def charge(task: Task) -> dict[str, Any]:
     amount = task.input.get("amount", 0)
     if amount <= 0:
         raise TerminalError("INVALID_ARGUMENT: amount must be positive")
-    # A real worker passes task.task_id to the provider as the idempotency key.
-    return {"charged": amount, "idempotencyKey": task.task_id}
+    # A real worker passes task.idempotency_key to the provider: the same for every attempt.
+    return {"charged": amount, "idempotencyKey": task.idempotency_key}
 
 
 @worker.task("resize_image", concurrency=8)

@@ -481,7 +481,7 @@ def gone(kube: Kube, pod: str, namespace: str) -> float:
     return time.monotonic() - start
 
 
-GRACE_PERIOD = 45  # the worker pods' terminationGracePeriodSeconds (k8s/workers.py)
+GRACE_PERIOD = 45  # the worker pods' terminationGracePeriodSeconds (k8s/worker_pods.py)
 
 
 def test_a_terminated_worker_pod_finishes_its_task_within_the_grace_period(

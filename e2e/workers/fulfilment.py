@@ -16,8 +16,8 @@ async def reserve_stock(task: Task) -> dict[str, Any]:
 
 @worker.task("charge_card")
 def charge_card(task: Task) -> dict[str, Any]:
-    # The payment provider receives the task id as idempotency key: a task may be delivered twice.
-    return {"charged": task.input["amount"], "idempotencyKey": task.task_id}
+    # The payment provider receives the idempotency key: a task may be delivered twice.
+    return {"charged": task.input["amount"], "idempotencyKey": task.idempotency_key}
 
 
 @worker.task("send_email")

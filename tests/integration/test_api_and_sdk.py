@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from sluiceway.worker import RetryAfter, Task, TerminalError, Worker
 from tests.integration.conftest import Plane
@@ -212,13 +215,90 @@ async def test_stale_results_get_409_over_http(plane: Plane) -> None:
     status, body = await post(
         plane, f"/v1/ns/{NS}/tasks/heartbeats", {"heartbeats": [{"taskId": task["taskId"], "epoch": task["epoch"] + 7}]}
     )
-    assert status == 200 and body == {"alive": [], "gone": [task["taskId"]]}
+    assert status == 200 and body == {"alive": [], "gone": [task["taskId"]], "errors": []}
     good = {"taskId": other["taskId"], "epoch": other["epoch"], "status": "COMPLETED"}
     status, body = await post(plane, f"/v1/ns/{NS}/tasks/results", {"results": [good, stale]})
     assert status == 207
     assert [r["code"] for r in body["results"]] == [200, 409]
-    status, body = await post(plane, f"/v1/ns/{NS}/tasks/results", {"results": [good, good]})
-    assert status == 422 and "more than once" in body["message"]
+
+
+async def lease_tasks(plane: Plane, task_type: str, count: int) -> list[dict[str, Any]]:
+    leased: list[dict[str, Any]] = []
+    while len(leased) < count:
+        status, body = await post(
+            plane,
+            f"/v1/ns/{NS}/tasks/poll",
+            {"taskTypes": [task_type], "workerId": "w", "count": count - len(leased), "pollTimeoutSeconds": 5},
+        )
+        assert status == 200
+        leased += body["tasks"]
+    return leased
+
+
+async def test_a_result_batch_applies_the_good_items_and_refuses_each_bad_one(plane: Plane) -> None:
+    await define_workflow(plane.pool, "one", [{"name": "job", "taskReferenceName": "j"}])
+    runs = [(await post(plane, f"/v1/ns/{NS}/executions", {"name": "one"}))[1]["id"] for _ in range(3)]
+    first, second, third = await lease_tasks(plane, "job", 3)
+    batch = [
+        {"taskId": first["taskId"], "epoch": first["epoch"], "status": "COMPLETED", "output": {"n": 1}},
+        # The issue's case: a Retry-After of 999999999 s turned into a snooze beyond the bound.
+        {"taskId": second["taskId"], "epoch": second["epoch"], "status": "IN_PROGRESS", "callbackAfterSeconds": 1e9},
+        {"taskId": "not-a-task", "epoch": 1, "status": "COMPLETED"},
+        {"taskId": third["taskId"], "epoch": 2**40, "status": "COMPLETED"},
+        {"taskId": third["taskId"], "epoch": third["epoch"], "status": "DONE"},
+        "not even an object",
+        {"taskId": first["taskId"], "epoch": first["epoch"], "status": "FAILED"},
+    ]
+    status, body = await post(plane, f"/v1/ns/{NS}/tasks/results", {"results": batch})
+    assert status == 207, body
+    outcomes = body["results"]
+    assert [o["code"] for o in outcomes] == [200, 422, 422, 422, 422, 422, 422]
+    assert [o["taskId"] for o in outcomes] == [*(item.get("taskId") for item in batch[:5]), None, first["taskId"]]
+    named = [o["fields"][0]["field"] for o in outcomes[1:]]
+    assert named == ["callbackAfterSeconds", "taskId", "epoch", "status", "item", "taskId"]
+    assert "callbackAfterSeconds" in outcomes[1]["error"] and "more than once" in outcomes[6]["error"]
+    # The good item was applied; the refused ones changed nothing and can still be reported.
+    assert (await finished(plane, runs[0]))["status"] == "COMPLETED"
+    fixed = [
+        {"taskId": second["taskId"], "epoch": second["epoch"], "status": "COMPLETED"},
+        {"taskId": third["taskId"], "epoch": third["epoch"], "status": "COMPLETED"},
+    ]
+    status, body = await post(plane, f"/v1/ns/{NS}/tasks/results", {"results": fixed})
+    assert status == 200 and [o["code"] for o in body["results"]] == [200, 200]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"results": "a list it is not"}, "results"),
+        ({"results": []}, "results"),
+        ({"results": [{}] * 1001}, "results"),
+        ({"outcomes": [{}]}, "results"),
+        (["a", "list"], "body"),
+    ],
+)
+async def test_an_invalid_result_envelope_is_refused_whole(plane: Plane, body: Any, field: str) -> None:
+    status, answer = await post(plane, f"/v1/ns/{NS}/tasks/results", body)
+    assert status == 422 and answer["error"] == "INVALID_REQUEST"
+    assert field in [f["field"] for f in answer["fields"]], answer
+
+
+async def test_a_heartbeat_batch_renews_the_good_items_and_lists_the_bad_ones(plane: Plane) -> None:
+    await define_workflow(plane.pool, "one", [{"name": "job", "taskReferenceName": "j"}])
+    await post(plane, f"/v1/ns/{NS}/executions", {"name": "one"})
+    (task,) = await lease_tasks(plane, "job", 1)
+    beats = [
+        {"taskId": task["taskId"], "epoch": task["epoch"]},
+        {"taskId": task["taskId"].upper().replace("-", ""), "epoch": -1},
+        {"epoch": 1},
+    ]
+    status, body = await post(plane, f"/v1/ns/{NS}/tasks/heartbeats", {"heartbeats": beats})
+    assert status == 207, body
+    assert body["alive"] == [task["taskId"]] and body["gone"] == []
+    assert [(e["taskId"], e["code"], e["fields"][0]["field"]) for e in body["errors"]] == [
+        (beats[1]["taskId"], 422, "epoch"),
+        (None, 422, "taskId"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -227,9 +307,16 @@ async def test_stale_results_get_409_over_http(plane: Plane) -> None:
         ("executions", {"input": {}}, "name"),
         ("executions", {"name": "x", "version": 0}, "version"),
         ("tasks/poll", {"taskTypes": [], "workerId": "w"}, "taskTypes"),
+        ("executions", {"name": "x", "version": 2**31}, "version"),
+        ("executions", {"name": "x", "correlationId": "nul\u0000"}, "correlationId"),
+        ("executions", {"name": "x", "input": {"deep": 2**64}}, "input"),
         ("tasks/poll", {"taskTypes": ["a"], "workerId": "w", "count": 5000}, "count"),
-        ("tasks/results", {"results": [{"taskId": "nope", "epoch": 1, "status": "COMPLETED"}]}, "results.0.taskId"),
-        ("tasks/results", {"results": [{"taskId": "0" * 32, "epoch": 1, "status": "DONE"}]}, "results.0.status"),
+        ("tasks/poll", {"taskTypes": ["a", "a"], "workerId": "w"}, "taskTypes"),
+        ("tasks/poll", {"taskTypes": ["a"], "workerId": "w\u0000"}, "workerId"),
+        (f"tasks/{'0' * 32}/result", {"taskId": "0" * 32, "epoch": 2**31, "status": "COMPLETED"}, "epoch"),
+        (f"tasks/{'0' * 32}/result", {"taskId": "1" * 32, "epoch": 1, "status": "COMPLETED"}, "taskId"),
+        ("tasks/not-a-uuid/heartbeat", {"taskId": "0" * 32, "epoch": 1}, "path.task_id"),
+        ("executions/not-a-uuid/terminate", {}, "path.execution_id"),
     ],
 )
 async def test_invalid_requests_are_422_naming_the_field(
@@ -314,6 +401,15 @@ async def test_the_worker_protocol_is_in_the_served_openapi_document(plane: Plan
     schemas = document["components"]["schemas"]
     assert "epoch" in schemas["LeasedTask"]["properties"]
     assert "callbackAfterSeconds" in schemas["TaskResult"]["properties"]
+    # The bounds the store holds, and the per-item batch answers, are documented.
+    assert schemas["TaskResult"]["properties"]["epoch"]["maximum"] == 2**31 - 1
+    assert schemas["TaskResult"]["properties"]["callbackAfterSeconds"]["anyOf"][0]["maximum"] == 31_536_000
+    assert schemas["PollRequest"]["properties"]["taskTypes"]["uniqueItems"] is True
+    for batch in ("results", "heartbeats"):
+        answers = paths[f"/v1/ns/{{namespace}}/tasks/{batch}"]["post"]["responses"]
+        assert {"200", "207", "422"} <= set(answers), batch
+        assert answers["422"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
+    assert "422" in schemas["ItemOutcome"]["properties"]["code"]["description"]
 
 
 async def test_the_metrics_that_move_first_are_exported(plane: Plane) -> None:
@@ -331,3 +427,136 @@ async def test_the_metrics_that_move_first_are_exported(plane: Plane) -> None:
         assert name in text, name
     for labelled in ("sluiceway_tasks_ready", "sluiceway_tasks_delayed", "sluiceway_circuit_breaker_state"):
         assert f"# TYPE {labelled} gauge" in text, labelled
+
+
+# --- The SDK never drops a result ---------------------------------------------
+
+
+class FlakyProxy:
+    """A real HTTP hop between a worker and the API that fails the first
+    `failures` result reports (a 503, then a dropped connection, alternately),
+    as a restarting API server or a broken load balancer would."""
+
+    def __init__(self, upstream: str, failures: int) -> None:
+        self.upstream = upstream
+        self.failures = failures
+        self.reports = 0
+        self.runner: web.AppRunner | None = None
+        self.url = ""
+
+    async def __aenter__(self) -> FlakyProxy:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.forward)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.runner is not None
+        await self.runner.cleanup()
+
+    async def forward(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        if request.path.endswith("/tasks/results"):
+            self.reports += 1
+            if self.reports <= self.failures:
+                if self.reports % 2:
+                    return web.json_response({"error": "UNAVAILABLE", "message": "restarting"}, status=503)
+                assert request.transport is not None
+                request.transport.close()  # the connection drops mid-request
+                return web.Response()
+        async with (
+            aiohttp.ClientSession() as http,
+            http.request(request.method, f"{self.upstream}{request.path_qs}", data=body, headers=request.headers) as up,
+        ):
+            return web.Response(body=await up.read(), status=up.status, content_type=up.content_type)
+
+
+async def test_the_sdk_retries_results_through_transport_errors_and_5xx(
+    plane: Plane, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="sluiceway.worker")
+    await define_workflow(plane.pool, "steady", [{"name": "steady", "taskReferenceName": "s"}])
+    async with FlakyProxy(plane.url, failures=4) as proxy:
+        worker = Worker(proxy.url, NS, poll_timeout=2)
+
+        @worker.task("steady")
+        async def steady(task: Task) -> dict[str, Any]:
+            return {"secret": "hunter2"}
+
+        async with Running(worker):
+            _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "steady"})
+            run = await finished(plane, started["id"])
+    assert run["status"] == "COMPLETED" and run["output"] == {"secret": "hunter2"}
+    assert proxy.reports == 5, "four failed reports, then the one that was applied"
+    task = run["tasks"][0]
+    retries = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
+    assert len(retries) == 4
+    assert all(f"run {run['id']} task {task['taskId']} epoch 1" in message for message in retries), retries
+    assert not any("hunter2" in r.getMessage() for r in caplog.records), "a payload was logged"
+
+
+async def test_a_result_the_server_refuses_is_reported_failed_with_the_reason(
+    plane: Plane, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="sluiceway.worker")
+    await define_workflow(plane.pool, "refused", [{"name": "nul", "taskReferenceName": "n", "retryCount": 0}])
+    worker = Worker(plane.url, NS, poll_timeout=2)
+
+    @worker.task("nul")
+    async def nul(task: Task) -> dict[str, Any]:
+        return {"text": "PostgreSQL cannot store \x00"}
+
+    async with Running(worker):
+        _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "refused"})
+        run = await finished(plane, started["id"])
+    (task,) = run["tasks"]
+    assert run["status"] == "FAILED" and task["status"] == "FAILED"
+    assert task["reason"].startswith("the server refused the worker's result")
+    assert "output" in task["reason"] and "NUL" in task["reason"], task["reason"]
+    refusals = [r.getMessage() for r in caplog.records if "refused as invalid" in r.getMessage()]
+    assert refusals == [
+        f"run {run['id']} task {task['taskId']} epoch 1: COMPLETED result refused as invalid "
+        f"(output: Value error, text must not contain NUL characters); reporting it FAILED with the reason"
+    ]
+
+
+async def test_the_sdk_clamps_what_it_sends_to_the_api_bounds(plane: Plane) -> None:
+    from sluiceway.worker import rate_limit_aware_classifier
+
+    class Http429(Exception):
+        status = 429
+        headers = {"Retry-After": "999999999"}
+
+    await define_workflow(plane.pool, "clamped", [{"name": "partner", "taskReferenceName": "p"}])
+    await define_workflow(plane.pool, "wordy", [{"name": "wordy", "taskReferenceName": "w", "retryCount": 0}])
+    worker = Worker(plane.url, NS, poll_timeout=2, classifier=rate_limit_aware_classifier)
+
+    @worker.task("partner")
+    async def partner(task: Task) -> None:
+        raise Http429()
+
+    @worker.task("wordy")
+    async def wordy(task: Task) -> None:
+        raise RuntimeError("x" * 20_000)
+
+    async with Running(worker):
+        _, snoozing = await post(plane, f"/v1/ns/{NS}/executions", {"name": "clamped"})
+        _, failing = await post(plane, f"/v1/ns/{NS}/executions", {"name": "wordy"})
+
+        async def snoozed() -> dict[str, Any] | None:
+            _, run = await get(plane, f"/v1/ns/{NS}/executions/{snoozing['id']}")
+            later = [t for t in run["tasks"] if t["status"] == "SCHEDULED" and t["availableAt"] > t["scheduledAt"]]
+            return later[0] if later else None
+
+        # The issue's case: a Retry-After of 999999999 s is a snooze of at most a year, not a refused batch.
+        snoozed_task = await eventually(snoozed)
+        failed = await finished(plane, failing["id"])
+    year_later = datetime.datetime.fromisoformat(snoozed_task["availableAt"]) - datetime.datetime.now(datetime.UTC)
+    assert 364 <= year_later.days <= 365, snoozed_task["availableAt"]
+    reason = failed["tasks"][0]["reason"]
+    assert len(reason) == 8192 and reason.endswith("x [truncated]") and reason.startswith("RuntimeError: xxx")

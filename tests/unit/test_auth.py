@@ -10,10 +10,11 @@ import json
 from typing import Any
 
 import pytest
-from fastapi.routing import APIRoute
 
-from sluiceway.api import auth
+from sluiceway.api import guards, identities
+from sluiceway.api.access import Check, Names, Rule
 from sluiceway.api.app import create_app
+from sluiceway.api.authenticator import MISSING, REJECTED_TOKEN_TTL, Authenticator, TtlCache
 from sluiceway.api.errors import ApiError
 from sluiceway.api.services import Services
 from sluiceway.kubeapi.auth import KeySecret, ReviewedToken
@@ -82,8 +83,8 @@ class FakeKube:
         return list(self.secrets)
 
 
-def authenticator(fake: FakeKube, clock: Clock, *, wall: float = 1_700_000_000.0, **kwargs: Any) -> auth.Authenticator:
-    return auth.Authenticator(
+def authenticator(fake: FakeKube, clock: Clock, *, wall: float = 1_700_000_000.0, **kwargs: Any) -> Authenticator:
+    return Authenticator(
         object(),
         keys_namespace=kwargs.pop("keys_namespace", "ops"),
         clock=clock,  # type: ignore[arg-type]
@@ -104,96 +105,119 @@ def jwt(claims: dict[str, Any]) -> str:
 
 # -- rules ---------------------------------------------------------------------
 
+PREFIX = "/v1/ns/{namespace}"
+POLL = Rule("poll", "taskdefinitions", Names.REQUEST)
+REPORT = Rule("update", "taskdefinitions", Names.REQUEST)
+
+EXPECTED_GUARDS: dict[tuple[str, str], Rule | str] = {
+    ("POST", "/tasks/poll"): POLL,
+    ("POST", "/tasks/results"): REPORT,
+    ("POST", "/tasks/{task_id}/result"): REPORT,
+    ("POST", "/tasks/heartbeats"): REPORT,
+    ("POST", "/tasks/{task_id}/heartbeat"): REPORT,
+    ("POST", "/executions"): Rule("create", "workflowruns"),
+    ("GET", "/executions/{execution_id}"): Rule("get", "workflowruns"),
+    ("POST", "/executions/{execution_id}/decide"): Rule("update", "workflowruns"),
+    ("POST", "/executions/{execution_id}/terminate"): Rule("update", "workflowruns"),
+    ("GET", "/executions/{execution_id}/why"): Rule("get", "workflowruns"),
+    ("GET", "/tasks/{task_id}/why"): Rule("get", "workflowruns"),
+    ("GET", "/queues"): Rule("list", "taskdefinitions"),
+    ("GET", "/queues/workers"): Rule("list", "taskdefinitions"),
+    ("GET", "/queues/{name}/depth"): Rule("list", "taskdefinitions"),
+    ("GET", "/semaphores"): Rule("get", "semaphores"),
+    ("GET", "/semaphores/{name}"): Rule("get", "semaphores", Names.PATH),
+    ("GET", "/quotas"): Rule("get", "quotas"),
+    ("GET", "/metadata/task-definitions"): Rule("get", "taskdefinitions"),
+    ("GET", "/metadata/task-definitions/{name}"): Rule("get", "taskdefinitions", Names.PATH),
+    ("POST", "/metadata/task-definitions"): guards.WRITES_AS_CALLER,
+    ("PUT", "/semaphores/{name}"): guards.WRITES_AS_CALLER,
+    ("PUT", "/quotas"): guards.WRITES_AS_CALLER,
+}
+
+
+def declared_guards() -> dict[tuple[str, str], Rule | str | None]:
+    """What guards each /v1 route of the real application, as its declaration says."""
+    app = create_app(Services(pool=None))  # type: ignore[arg-type]
+    routes = [r for r in guards.api_routes(app.routes) if r.path.startswith("/v1/")]
+    return {(m, r.path.removeprefix(PREFIX)): guards.guard_of(r) for r in routes for m in r.methods}
+
+
+def rule_of(method: str, path: str) -> Rule:
+    found = declared_guards()[(method, path)]
+    assert isinstance(found, Rule)
+    return found
+
 
 def test_a_poll_checks_poll_on_each_distinct_task_type() -> None:
-    assert auth.checks("poll", "a", ["ship", "echo", "ship"]) == [
-        auth.Check("poll", "taskdefinitions", "a", "echo"),
-        auth.Check("poll", "taskdefinitions", "a", "ship"),
+    poll = rule_of("POST", "/tasks/poll")
+    assert poll.checks("a", ["ship", "echo", "ship"]) == [
+        Check("poll", "taskdefinitions", "a", "echo"),
+        Check("poll", "taskdefinitions", "a", "ship"),
     ]
-    assert all(c.group == "sluiceway.dev" for c in auth.checks("poll", "a", ["echo"]))
+    assert all(c.group == "sluiceway.dev" for c in poll.checks("a", ["echo"]))
 
 
 def test_results_and_heartbeats_check_update_on_the_task_types_and_nothing_for_unknown_tasks() -> None:
-    for route in ("results", "result", "heartbeats", "heartbeat"):
-        assert auth.checks(route, "a", ["echo"]) == [auth.Check("update", "taskdefinitions", "a", "echo")]
-        assert auth.checks(route, "a", []) == []
+    for path in ("/tasks/results", "/tasks/{task_id}/result", "/tasks/heartbeats", "/tasks/{task_id}/heartbeat"):
+        rule = rule_of("POST", path)
+        assert rule.checks("a", ["echo"]) == [Check("update", "taskdefinitions", "a", "echo")]
+        assert rule.checks("a", []) == []
 
 
 @pytest.mark.parametrize(
-    ("route", "verb", "resource"),
+    ("method", "path", "verb", "resource"),
     [
-        ("start", "create", "workflowruns"),
-        ("get_run", "get", "workflowruns"),
-        ("why_run", "get", "workflowruns"),
-        ("why_task", "get", "workflowruns"),
-        ("decide", "update", "workflowruns"),
-        ("terminate", "update", "workflowruns"),
-        ("queues", "list", "taskdefinitions"),
-        ("queue_workers", "list", "taskdefinitions"),
-        ("queue_depth", "list", "taskdefinitions"),
-        ("semaphores", "get", "semaphores"),
-        ("quotas", "get", "quotas"),
-        ("task_definitions", "get", "taskdefinitions"),
+        ("POST", "/executions", "create", "workflowruns"),
+        ("GET", "/executions/{execution_id}", "get", "workflowruns"),
+        ("GET", "/executions/{execution_id}/why", "get", "workflowruns"),
+        ("GET", "/tasks/{task_id}/why", "get", "workflowruns"),
+        ("POST", "/executions/{execution_id}/decide", "update", "workflowruns"),
+        ("POST", "/executions/{execution_id}/terminate", "update", "workflowruns"),
+        ("GET", "/queues", "list", "taskdefinitions"),
+        ("GET", "/queues/workers", "list", "taskdefinitions"),
+        ("GET", "/queues/{name}/depth", "list", "taskdefinitions"),
+        ("GET", "/semaphores", "get", "semaphores"),
+        ("GET", "/quotas", "get", "quotas"),
+        ("GET", "/metadata/task-definitions", "get", "taskdefinitions"),
     ],
 )
-def test_namespace_wide_routes_ask_one_unnamed_check(route: str, verb: str, resource: str) -> None:
-    assert auth.checks(route, "ns", ["ignored"]) == [auth.Check(verb, resource, "ns")]
+def test_namespace_wide_routes_ask_one_unnamed_check(method: str, path: str, verb: str, resource: str) -> None:
+    assert rule_of(method, path).checks("ns", ["ignored"]) == [Check(verb, resource, "ns")]
 
 
 def test_routes_naming_one_object_ask_about_that_name() -> None:
-    assert auth.checks("semaphore", "a", ["db"]) == [auth.Check("get", "semaphores", "a", "db")]
-    assert auth.checks("task_definition", "a", ["echo"]) == [auth.Check("get", "taskdefinitions", "a", "echo")]
+    assert rule_of("GET", "/semaphores/{name}").checks("a", ["db"]) == [Check("get", "semaphores", "a", "db")]
+    assert rule_of("GET", "/metadata/task-definitions/{name}").checks("a", ["echo"]) == [
+        Check("get", "taskdefinitions", "a", "echo")
+    ]
 
 
 def test_a_refusal_names_user_verb_resource_and_namespace() -> None:
-    check = auth.Check("poll", "taskdefinitions", "b", "echo")
+    check = Check("poll", "taskdefinitions", "b", "echo")
     assert (
         check.refusal("system:serviceaccount:a:worker")
         == "system:serviceaccount:a:worker may not poll taskdefinitions/echo in namespace b"
     )
-    assert auth.Check("list", "taskdefinitions", "b").refusal("u") == "u may not list taskdefinitions in namespace b"
-
-
-EXPECTED_GUARDS = {
-    ("POST", "/v1/ns/{namespace}/tasks/poll"): "poll",
-    ("POST", "/v1/ns/{namespace}/tasks/results"): "results",
-    ("POST", "/v1/ns/{namespace}/tasks/{task_id}/result"): "result",
-    ("POST", "/v1/ns/{namespace}/tasks/heartbeats"): "heartbeats",
-    ("POST", "/v1/ns/{namespace}/tasks/{task_id}/heartbeat"): "heartbeat",
-    ("POST", "/v1/ns/{namespace}/executions"): "start",
-    ("GET", "/v1/ns/{namespace}/executions/{execution_id}"): "get_run",
-    ("POST", "/v1/ns/{namespace}/executions/{execution_id}/decide"): "decide",
-    ("POST", "/v1/ns/{namespace}/executions/{execution_id}/terminate"): "terminate",
-    ("GET", "/v1/ns/{namespace}/executions/{execution_id}/why"): "why_run",
-    ("GET", "/v1/ns/{namespace}/tasks/{task_id}/why"): "why_task",
-    ("GET", "/v1/ns/{namespace}/queues"): "queues",
-    ("GET", "/v1/ns/{namespace}/queues/workers"): "queue_workers",
-    ("GET", "/v1/ns/{namespace}/queues/{name}/depth"): "queue_depth",
-    ("GET", "/v1/ns/{namespace}/semaphores"): "semaphores",
-    ("GET", "/v1/ns/{namespace}/semaphores/{name}"): "semaphore",
-    ("GET", "/v1/ns/{namespace}/quotas"): "quotas",
-    ("GET", "/v1/ns/{namespace}/metadata/task-definitions"): "task_definitions",
-    ("GET", "/v1/ns/{namespace}/metadata/task-definitions/{name}"): "task_definition",
-    ("POST", "/v1/ns/{namespace}/metadata/task-definitions"): "definition_write",
-    ("PUT", "/v1/ns/{namespace}/semaphores/{name}"): "definition_write",
-    ("PUT", "/v1/ns/{namespace}/quotas"): "definition_write",
-}
-
-
-def _guard(route: APIRoute) -> str | None:
-    found = getattr(route.endpoint, "sluiceway_guard", None)
-    for dependency in route.dependencies:
-        found = found or getattr(dependency.dependency, "sluiceway_guard", None)
-    return found
+    assert Check("list", "taskdefinitions", "b").refusal("u") == "u may not list taskdefinitions in namespace b"
 
 
 def test_every_v1_route_of_the_application_has_its_rule() -> None:
-    app = create_app(Services(pool=None))  # type: ignore[arg-type]
-    routes = [r for r in auth.api_routes(app.routes) if r.path.startswith("/v1/")]
-    assert all(auth.guarded(r) for r in routes), [r.path for r in routes if not auth.guarded(r)]
-    found = {(m, r.path): _guard(r) for r in routes for m in r.methods}
+    found = declared_guards()
+    assert all(rule is not None for rule in found.values()), [key for key, rule in found.items() if rule is None]
     for key, rule in EXPECTED_GUARDS.items():
         assert found.get(key) == rule, key
+
+
+def test_a_rule_that_checks_a_name_the_path_lacks_fails_at_start() -> None:
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    @app.get("/v1/ns/{namespace}/things", dependencies=[guards.requires("get", "things", Names.PATH)])
+    async def things(namespace: str) -> None: ...
+
+    with pytest.raises(ValueError, match="checks its {name}"):
+        guards.install(app, Services(pool=None))  # type: ignore[arg-type]
 
 
 # -- caches --------------------------------------------------------------------
@@ -201,55 +225,55 @@ def test_every_v1_route_of_the_application_has_its_rule() -> None:
 
 def test_a_cache_entry_expires_on_the_injected_clock() -> None:
     clock = Clock()
-    cache: auth.TtlCache[str, bool] = auth.TtlCache(30, clock=clock)
+    cache: TtlCache[str, bool] = TtlCache(30, clock=clock)
     cache.put("k", False)
     clock.now += 29.9
     assert cache.get("k") is False  # a refusal is an answer like any other
     clock.now += 0.1
-    assert cache.get("k") is auth.MISSING
+    assert cache.get("k") is MISSING
 
 
 def test_a_shorter_ttl_is_kept_and_a_longer_one_is_capped() -> None:
     clock = Clock()
-    cache: auth.TtlCache[str, int] = auth.TtlCache(60, clock=clock)
+    cache: TtlCache[str, int] = TtlCache(60, clock=clock)
     cache.put("short", 1, ttl=5)
     cache.put("long", 2, ttl=600)
     cache.put("expired", 3, ttl=0)
     clock.now += 5
-    assert cache.get("short") is auth.MISSING and cache.get("expired") is auth.MISSING
+    assert cache.get("short") is MISSING and cache.get("expired") is MISSING
     assert cache.get("long") == 2
     clock.now += 55
-    assert cache.get("long") is auth.MISSING
+    assert cache.get("long") is MISSING
 
 
 def test_a_cache_holds_at_most_its_bound_dropping_the_least_recently_used() -> None:
-    cache: auth.TtlCache[int, int] = auth.TtlCache(60, max_entries=3, clock=Clock())
+    cache: TtlCache[int, int] = TtlCache(60, max_entries=3, clock=Clock())
     for i in range(3):
         cache.put(i, i)
     assert cache.get(0) == 0  # 0 is now the most recently used
     cache.put(3, 3)
     assert len(cache) == 3
-    assert cache.get(1) is auth.MISSING
+    assert cache.get(1) is MISSING
     assert [cache.get(i) for i in (0, 2, 3)] == [0, 2, 3]
 
 
 def test_a_token_is_trusted_until_its_expiry_at_the_latest() -> None:
-    assert auth.token_ttl(jwt({"exp": 1000 + 20}), now=1000) == 20
-    assert auth.token_ttl(jwt({"exp": 1000 + 3600}), now=1000) == 60
-    assert auth.token_ttl(jwt({"exp": 900}), now=1000) == 0
-    assert auth.token_ttl("opaque-token", now=1000) == 60
-    assert auth.token_ttl("a.!!!.c", now=1000) == 60
-    assert auth.token_ttl(jwt({"exp": True}), now=1000) == 60
+    assert identities.token_ttl(jwt({"exp": 1000 + 20}), now=1000) == 20
+    assert identities.token_ttl(jwt({"exp": 1000 + 3600}), now=1000) == 60
+    assert identities.token_ttl(jwt({"exp": 900}), now=1000) == 0
+    assert identities.token_ttl("opaque-token", now=1000) == 60
+    assert identities.token_ttl("a.!!!.c", now=1000) == 60
+    assert identities.token_ttl(jwt({"exp": True}), now=1000) == 60
 
 
 # -- API keys ------------------------------------------------------------------
 
 
 def test_a_key_secret_is_parsed_or_refused_with_a_reason_naming_no_key() -> None:
-    key = auth.parse_key_secret(KeySecret("key-a", (A_KEY + "\n").encode(), "a/worker"))
-    assert isinstance(key, auth.ApiKey)
-    assert key.digest == auth.digest(A_KEY)  # a trailing newline (from a file) does not count
-    assert key.principal == auth.Principal(
+    key = identities.parse_key_secret(KeySecret("key-a", (A_KEY + "\n").encode(), "a/worker"))
+    assert isinstance(key, identities.ApiKey)
+    assert key.digest == identities.digest(A_KEY)  # a trailing newline (from a file) does not count
+    assert key.principal == identities.Principal(
         "system:serviceaccount:a:worker", ("system:serviceaccounts", "system:serviceaccounts:a", "system:authenticated")
     )
     for bad, reason in [
@@ -259,13 +283,13 @@ def test_a_key_secret_is_parsed_or_refused_with_a_reason_naming_no_key() -> None
         (KeySecret("s", A_KEY.encode(), "worker"), "annotation"),
         (KeySecret("s", A_KEY.encode(), "A/worker"), "annotation"),
     ]:
-        refused = auth.parse_key_secret(bad)
+        refused = identities.parse_key_secret(bad)
         assert isinstance(refused, str) and reason in refused
         assert A_KEY not in refused
 
 
 def test_keys_match_exactly_on_their_digests() -> None:
-    keys = auth.ApiKeys(Clock())
+    keys = identities.ApiKeys(Clock())
     keys.replace(
         [
             KeySecret("key-a", A_KEY.encode(), "a/worker"),
@@ -285,7 +309,7 @@ def test_keys_match_exactly_on_their_digests() -> None:
 
 def test_keys_go_stale_without_a_successful_relist() -> None:
     clock = Clock()
-    keys = auth.ApiKeys(clock, stale_after=60)
+    keys = identities.ApiKeys(clock, stale_after=60)
     assert not keys.loaded and not keys.fresh
     keys.replace([])
     assert keys.fresh
@@ -354,7 +378,7 @@ async def test_a_rejected_token_is_remembered_briefly() -> None:
         with pytest.raises(ApiError):
             await authn.identify({"authorization": "Bearer wrong"})
     assert fake.token_reviews == 1
-    clock.now += auth.REJECTED_TOKEN_TTL
+    clock.now += REJECTED_TOKEN_TTL
     with pytest.raises(ApiError):
         await authn.identify({"authorization": "Bearer wrong"})
     assert fake.token_reviews == 2
@@ -376,9 +400,9 @@ async def test_access_is_reviewed_once_per_question_and_a_refusal_is_cached_too(
     authn = authenticator(fake, clock)
     identity = await authn.identify({"authorization": "Bearer token-a"})
     for _ in range(3):
-        await authn.authorize(identity, auth.checks("poll", "a", ["echo"]))
+        await authn.authorize(identity, POLL.checks("a", ["echo"]))
         with pytest.raises(ApiError) as refused:
-            await authn.authorize(identity, auth.checks("poll", "b", ["echo"]))
+            await authn.authorize(identity, POLL.checks("b", ["echo"]))
     assert refused.value.status == 403
     assert refused.value.body == {
         "error": "FORBIDDEN",
@@ -386,7 +410,7 @@ async def test_access_is_reviewed_once_per_question_and_a_refusal_is_cached_too(
     }
     assert fake.access_reviews == 2
     clock.now += 30
-    await authn.authorize(identity, auth.checks("poll", "a", ["echo"]))
+    await authn.authorize(identity, POLL.checks("a", ["echo"]))
     assert fake.access_reviews == 3
 
 
@@ -395,7 +419,7 @@ async def test_one_refused_task_type_refuses_the_whole_poll() -> None:
     authn = authenticator(fake, Clock())
     identity = await authn.identify({"authorization": "Bearer token-a"})
     with pytest.raises(ApiError) as refused:
-        await authn.authorize(identity, auth.checks("poll", "a", ["echo", "secret_stuff"]))
+        await authn.authorize(identity, POLL.checks("a", ["echo", "secret_stuff"]))
     assert "taskdefinitions/secret_stuff" in refused.value.body["message"]
 
 
@@ -405,8 +429,8 @@ async def test_an_api_key_acts_as_its_service_account_until_its_secret_goes() ->
     identity = await authn.identify({"x-api-key": A_KEY})
     assert identity.via == "api-key" and identity.key == "key-a" and identity.token is None
     assert identity.impersonate is None  # keys may not write unless allowed
-    assert identity.principal == auth.service_account_principal("a", "worker")
-    await authn.authorize(identity, auth.checks("poll", "a", ["echo"]))
+    assert identity.principal == identities.service_account_principal("a", "worker")
+    await authn.authorize(identity, POLL.checks("a", ["echo"]))
     fake.secrets = []
     await authn.refresh_keys()
     with pytest.raises(ApiError) as refused:

@@ -104,3 +104,22 @@ def test_blocking_reasons_come_first_and_max_concurrent_tasks_is_named() -> None
 def test_a_finished_run_blocks_nothing() -> None:
     [reason] = explain(RunFacts("r", "wf", "FAILED", reason="task x failed"))
     assert reason.control == "finished" and not reason.blocking and "FAILED: task x failed" in reason.message
+
+
+def test_a_quarantined_run_says_so_and_how_to_clear_it_before_anything_else() -> None:
+    facts = RunFacts(
+        "r",
+        "wf",
+        "RUNNING",
+        quarantine_reason="workflow wf version 2 cannot be read: ValidationError: tasks: Input should be a valid list",
+        tasks=[TaskFacts("t", "a", "SIMPLE", "a", "SCHEDULED", 1, 0.0)],
+    )
+    [reason] = explain(facts)
+    assert reason.control == "quarantine" and reason.blocking
+    assert reason.message.startswith("run r is quarantined: the decider cannot evaluate it (workflow wf version 2")
+    assert "POST .../terminate" in reason.message and "POST .../executions/r/decide" in reason.message
+
+
+def test_a_quarantined_run_that_ended_is_only_finished() -> None:
+    [reason] = explain(RunFacts("r", "wf", "TERMINATED", reason="cleaning up", quarantine_reason="x"))
+    assert reason.control == "finished"

@@ -323,3 +323,19 @@ def test_not_found_exits_2_naming_the_url(
         f"sluiceway why: no run {OTHER} in namespace team "
         f"(HTTP 404 from GET http://api:1/v1/ns/team/executions/{OTHER}/why)\n"
     )
+
+
+def test_a_quarantined_run_says_so_in_its_first_line_and_exits_1() -> None:
+    body = {
+        "executionId": RUN,
+        "workflow": "one_export",
+        "status": "RUNNING",
+        "quarantined": True,
+        "reasons": [{"control": "quarantine", "message": f"run {RUN} is quarantined: ...", "blocking": True}],
+    }
+    answer = why.run_answer(body)
+    assert answer.code == 1
+    assert answer.lines == [
+        f"run {RUN} (one_export) is RUNNING, quarantined",
+        f"✗ quarantine  run {RUN} is quarantined: ...",
+    ]

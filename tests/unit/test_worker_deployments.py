@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from sluiceway.k8s import crds
-from sluiceway.k8s.workers import (
+from sluiceway.k8s.worker_pods import (
     MissingImage,
     Ownership,
     build_worker_deployment,

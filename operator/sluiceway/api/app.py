@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from fastapi import Depends, FastAPI, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sluiceway import __version__
-from sluiceway.api import auth, definitions, diagnostics, errors, executions, workers
+from sluiceway.api import definitions, diagnostics, errors, executions, guards, tasks
 from sluiceway.api.services import Services
 from sluiceway.store.database import ping
 
@@ -19,7 +19,8 @@ held open up to `pollTimeoutSeconds` until a task is ready), renew leases with
 heartbeats, and report results, several per request. Every lease carries an
 `epoch`; a result or heartbeat with a stale epoch is refused with 409 and
 changes nothing. Every task may be delivered more than once: give side effects
-an idempotency key (the task id is a good one).
+an idempotency key made of `executionId` and `referenceName` (the same for every
+attempt), not the task id (which names one attempt).
 
 **Authentication** (when the operator runs with `SLUICEWAY_AUTH=kubernetes`):
 every `/v1` request carries a Kubernetes token (`Authorization: Bearer ...`,
@@ -31,11 +32,13 @@ named by task type).
 
 
 def create_app(services: Services) -> FastAPI:
-    app = FastAPI(title="Sluiceway", version=__version__, description=DESCRIPTION, dependencies=[Depends(auth.enforce)])
+    app = FastAPI(
+        title="Sluiceway", version=__version__, description=DESCRIPTION, dependencies=[Depends(guards.enforce)]
+    )
     app.state.services = services
     errors.install(app)
     app.include_router(executions.router)
-    app.include_router(workers.router)
+    app.include_router(tasks.router)
     app.include_router(diagnostics.router)
     app.include_router(definitions.router)
 
@@ -43,7 +46,12 @@ def create_app(services: Services) -> FastAPI:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["health"], summary="Readiness: PostgreSQL answers")
+    @app.get(
+        "/readyz",
+        tags=["health"],
+        summary="Readiness: PostgreSQL answers",
+        responses={503: {"description": "PostgreSQL does not answer: `{status, reason}`"}},
+    )
     async def readyz() -> JSONResponse:
         try:
             await ping(services.pool)
@@ -51,9 +59,9 @@ def create_app(services: Services) -> FastAPI:
             return JSONResponse({"status": "unavailable", "reason": type(error).__name__}, status_code=503)
         return JSONResponse({"status": "ok"})
 
-    @app.get("/metrics", tags=["health"], summary="Prometheus metrics")
+    @app.get("/metrics", tags=["health"], summary="Prometheus metrics", response_class=PlainTextResponse)
     async def metrics() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
-    auth.install(app, services)  # last: it checks every /v1 route has an authorization rule
+    guards.install(app, services)  # last: it checks every /v1 route has a guard
     return app

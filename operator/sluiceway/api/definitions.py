@@ -17,11 +17,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from sluiceway.api import auth
-from sluiceway.api.diagnostics import NAME
-from sluiceway.api.errors import ApiError
+from sluiceway.api.access import Names
+from sluiceway.api.errors import INVALID, ApiError, refusal
+from sluiceway.api.guards import requires, writes_as_caller
+from sluiceway.api.params import NAME, NAMESPACE
 from sluiceway.api.services import Services, services
-from sluiceway.api.workers import NAMESPACE
 from sluiceway.kubeapi.client import KubeClient, KubeError
 from sluiceway.model import API_VERSION
 from sluiceway.model.common import EngineName, kube_name_for
@@ -31,9 +31,21 @@ from sluiceway.model.semaphore import SemaphoreSpec
 from sluiceway.model.taskdefinition import TaskDefinitionSpec
 from sluiceway.store import definitions, diagnostics
 
-router = APIRouter(prefix="/v1/ns/{namespace}", tags=["definitions"])
+router = APIRouter(prefix="/v1/ns/{namespace}", tags=["definitions"], responses=INVALID)
 RECONCILE_WAIT_SECONDS = 10.0
 QUOTA_OBJECT = "default"
+
+
+# Every definition write can meet these, besides an invalid body.
+_WRITE_OUTCOMES: dict[int | str, dict[str, Any]] = {
+    202: {"description": "Accepted, not reconciled yet"},
+    401: refusal("No Kubernetes identity to write with"),
+    403: refusal("Kubernetes RBAC does not let the caller write this object"),
+    404: refusal("No such namespace"),
+    409: refusal("Another object owns this name"),
+    422: refusal("Invalid: the API, the API server or the operator refused it; the message names the field"),
+    503: refusal("Kubernetes is unreachable or failing, or this process runs without it: the reason says which"),
+}
 
 
 class TaskDefinitionBody(TaskDefinitionSpec):
@@ -48,7 +60,7 @@ class SemaphoreBody(SemaphoreSpec):
 
 def caller(request: Request, svc: Services) -> KubeClient:
     """A Kubernetes client acting as the caller."""
-    if svc.kube is None:
+    if svc.kube is None:  # a deployment without Kubernetes: nothing the caller can fix
         raise ApiError(503, "NO_KUBERNETES", "this process has no Kubernetes API to write definitions to")
     identity = getattr(request.state, "identity", None)
     token = getattr(identity, "token", None)
@@ -65,10 +77,29 @@ def caller(request: Request, svc: Services) -> KubeClient:
     raise ApiError(401, "UNAUTHENTICATED", "writing definitions needs a Kubernetes identity: send a bearer token")
 
 
+# What the API server says when the input, not the server, is at fault but its
+# status is a 5xx: a server-side apply patch it cannot type (duplicates in a
+# set list, say) and an object too large for etcd.
+_INPUT_FAULTS_AS_5XX = ("failed to create typed patch object", "request is too large")
+_PASSED_THROUGH = {401: "UNAUTHENTICATED", 403: "FORBIDDEN", 404: "NOT_FOUND", 409: "CONFLICT"}
+
+
 def _kube_error(error: KubeError) -> ApiError:
-    status = error.status if error.status in (400, 401, 403, 404, 409, 422) else 502
-    code = {401: "UNAUTHENTICATED", 403: "FORBIDDEN", 422: "INVALID_REQUEST", 409: "CONFLICT"}.get(status, "KUBERNETES")
-    return ApiError(status, code, error.message)
+    """The caller's answer for a Kubernetes refusal: a 4xx naming the field
+    when the input caused it, a 503 with the reason only when Kubernetes
+    itself failed."""
+    if error.status in (400, 413, 422) or (
+        error.status >= 500 and any(fault in error.message for fault in _INPUT_FAULTS_AS_5XX)
+    ):
+        fields = [{"field": field or "body", "message": message} for field, message in error.causes]
+        return ApiError(
+            422, "INVALID_REQUEST", error.message, fields=fields or [{"field": "body", "message": error.message}]
+        )
+    if error.status in _PASSED_THROUGH:
+        return ApiError(error.status, _PASSED_THROUGH[error.status], error.message)
+    return ApiError(
+        503, "KUBERNETES_UNAVAILABLE", f"the Kubernetes API failed ({error.status or 'no answer'}): {error.message}"
+    )
 
 
 async def _write(
@@ -120,12 +151,9 @@ def _answer(obj: dict[str, Any], shape: dict[str, Any]) -> JSONResponse:
 @router.post(
     "/metadata/task-definitions",
     summary="Create or update a task definition",
-    responses={
-        202: {"description": "Accepted, not reconciled yet"},
-        409: {"description": "Another TaskDefinition owns this task type"},
-        422: {"description": "Invalid: the message names the field"},
-    },
-    dependencies=[Depends(auth.definition_write)],
+    operation_id="put_task_definition",
+    responses=_WRITE_OUTCOMES,
+    dependencies=[writes_as_caller],
 )
 async def put_task_definition(
     namespace: NAMESPACE, body: TaskDefinitionBody, request: Request, svc: Services = Depends(services)
@@ -141,7 +169,7 @@ async def put_task_definition(
 @router.get(
     "/metadata/task-definitions",
     summary="Every task definition of the namespace",
-    dependencies=[Depends(auth.require("task_definitions"))],
+    dependencies=[requires("get", "taskdefinitions")],
 )
 async def list_task_definitions(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, Any]]:
     async with svc.pool.acquire() as conn:
@@ -152,8 +180,8 @@ async def list_task_definitions(namespace: NAMESPACE, svc: Services = Depends(se
 @router.get(
     "/metadata/task-definitions/{name}",
     summary="One task definition",
-    responses={404: {"description": "No such task type"}},
-    dependencies=[Depends(auth.require("task_definition"))],
+    responses={404: refusal("No such task type")},
+    dependencies=[requires("get", "taskdefinitions", Names.PATH)],
 )
 async def get_task_definition(namespace: NAMESPACE, name: NAME, svc: Services = Depends(services)) -> dict[str, Any]:
     async with svc.pool.acquire() as conn:
@@ -166,8 +194,9 @@ async def get_task_definition(namespace: NAMESPACE, name: NAME, svc: Services = 
 @router.put(
     "/semaphores/{name}",
     summary="Create or resize a semaphore",
-    responses={202: {"description": "Accepted, not reconciled yet"}},
-    dependencies=[Depends(auth.definition_write)],
+    operation_id="put_semaphore",
+    responses=_WRITE_OUTCOMES,
+    dependencies=[writes_as_caller],
 )
 async def put_semaphore(
     namespace: NAMESPACE, name: NAME, body: SemaphoreBody, request: Request, svc: Services = Depends(services)
@@ -183,8 +212,9 @@ async def put_semaphore(
 @router.put(
     "/quotas",
     summary="Set the namespace's quotas",
-    responses={202: {"description": "Accepted, not reconciled yet"}},
-    dependencies=[Depends(auth.definition_write)],
+    operation_id="put_quotas",
+    responses=_WRITE_OUTCOMES,
+    dependencies=[writes_as_caller],
 )
 async def put_quotas(
     namespace: NAMESPACE, body: QuotaSpec, request: Request, svc: Services = Depends(services)
@@ -193,9 +223,7 @@ async def put_quotas(
     return _answer(obj, body.to_wire())
 
 
-@router.get(
-    "/quotas", summary="The namespace's quotas and current usage", dependencies=[Depends(auth.require("quotas"))]
-)
+@router.get("/quotas", summary="The namespace's quotas and current usage", dependencies=[requires("get", "quotas")])
 async def get_quotas(namespace: NAMESPACE, svc: Services = Depends(services)) -> dict[str, Any]:
     async with svc.pool.acquire() as conn:
         rows = await diagnostics.quota_rows(conn, namespace)

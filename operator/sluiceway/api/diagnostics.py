@@ -5,20 +5,18 @@ ranked reasons for one run or task."""
 from __future__ import annotations
 
 import datetime
-import uuid
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends
 
-from sluiceway.api import auth
-from sluiceway.api.errors import ApiError
+from sluiceway.api.access import Names
+from sluiceway.api.errors import INVALID, ApiError, refusal
+from sluiceway.api.guards import requires
+from sluiceway.api.params import EXECUTION_ID, NAME, NAMESPACE, TASK_ID
 from sluiceway.api.services import Services, services
-from sluiceway.api.workers import NAMESPACE
 from sluiceway.controls.why import Reason, explain, explain_task
 from sluiceway.store import diagnostics
 
-router = APIRouter(prefix="/v1/ns/{namespace}", tags=["diagnostics"])
-NAME = Annotated[str, Path(pattern=r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9])?$")]
+router = APIRouter(prefix="/v1/ns/{namespace}", tags=["diagnostics"], responses=INVALID)
 
 
 def _time(value: datetime.datetime | None) -> str | None:
@@ -39,7 +37,7 @@ def _queue(q: diagnostics.Queue) -> dict[str, object]:
 @router.get(
     "/queues",
     summary="Every queue: ready, delayed and in-flight tasks, and recent pollers",
-    dependencies=[Depends(auth.require("queues"))],
+    dependencies=[requires("list", "taskdefinitions")],
 )
 async def queues(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, object]]:
     async with svc.pool.acquire() as conn:
@@ -47,7 +45,7 @@ async def queues(namespace: NAMESPACE, svc: Services = Depends(services)) -> lis
 
 
 @router.get(
-    "/queues/workers", summary="Who polled which queue, and when", dependencies=[Depends(auth.require("queue_workers"))]
+    "/queues/workers", summary="Who polled which queue, and when", dependencies=[requires("list", "taskdefinitions")]
 )
 async def workers(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, object]]:
     async with svc.pool.acquire() as conn:
@@ -57,7 +55,7 @@ async def workers(namespace: NAMESPACE, svc: Services = Depends(services)) -> li
         ]
 
 
-@router.get("/queues/{name}/depth", summary="One queue's depth", dependencies=[Depends(auth.require("queue_depth"))])
+@router.get("/queues/{name}/depth", summary="One queue's depth", dependencies=[requires("list", "taskdefinitions")])
 async def depth(namespace: NAMESPACE, name: NAME, svc: Services = Depends(services)) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
         found = await diagnostics.queues(conn, namespace, name)
@@ -67,7 +65,7 @@ async def depth(namespace: NAMESPACE, name: NAME, svc: Services = Depends(servic
 @router.get(
     "/semaphores",
     summary="Every semaphore: permits and how many are held",
-    dependencies=[Depends(auth.require("semaphores"))],
+    dependencies=[requires("get", "semaphores")],
 )
 async def semaphores(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, object]]:
     async with svc.pool.acquire() as conn:
@@ -80,7 +78,8 @@ async def semaphores(namespace: NAMESPACE, svc: Services = Depends(services)) ->
 @router.get(
     "/semaphores/{name}",
     summary="One semaphore and the tasks holding it",
-    dependencies=[Depends(auth.require("semaphore"))],
+    responses={404: refusal("No such semaphore")},
+    dependencies=[requires("get", "semaphores", Names.PATH)],
 )
 async def semaphore(namespace: NAMESPACE, name: NAME, svc: Services = Depends(services)) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
@@ -109,46 +108,43 @@ def _reasons(reasons: list[Reason]) -> list[dict[str, object]]:
     return found
 
 
-def _uuid_or(value: str, missing: ApiError) -> uuid.UUID:
-    """The id, or the 404 a malformed id deserves: it names nothing that exists."""
-    try:
-        return uuid.UUID(value)
-    except ValueError as error:
-        raise missing from error
-
-
 @router.get(
     "/executions/{execution_id}/why",
     summary="Why is this run not further along?",
-    dependencies=[Depends(auth.require("why_run"))],
+    operation_id="why_run",
+    responses={404: refusal("No such run in this namespace")},
+    dependencies=[requires("get", "workflowruns")],
 )
-async def why_run(namespace: NAMESPACE, execution_id: str, svc: Services = Depends(services)) -> dict[str, object]:
-    missing = ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
-    key = _uuid_or(execution_id, missing)
+async def why_run(
+    namespace: NAMESPACE, execution_id: EXECUTION_ID, svc: Services = Depends(services)
+) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
-        facts = await diagnostics.run_facts(conn, namespace, key, svc.definitions, svc.defaults)
+        facts = await diagnostics.run_facts(conn, namespace, execution_id, svc.definitions, svc.defaults)
     if facts is None:
-        raise missing
+        raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
     return {
         "executionId": facts.execution_id,
         "workflow": facts.workflow,
         "status": facts.status,
         "awaitingAdmission": facts.awaiting_admission,
+        "quarantined": facts.quarantine_reason is not None,
         "reasons": _reasons(explain(facts)),
     }
 
 
 @router.get(
-    "/tasks/{task_id}/why", summary="Why is this task not running?", dependencies=[Depends(auth.require("why_task"))]
+    "/tasks/{task_id}/why",
+    summary="Why is this task not running?",
+    operation_id="why_task",
+    responses={404: refusal("No such task in this namespace")},
+    dependencies=[requires("get", "workflowruns")],
 )
-async def why_task(namespace: NAMESPACE, task_id: str, svc: Services = Depends(services)) -> dict[str, object]:
-    missing = ApiError(404, "NOT_FOUND", f"no task {task_id} in namespace {namespace}")
-    key = _uuid_or(task_id, missing)
+async def why_task(namespace: NAMESPACE, task_id: TASK_ID, svc: Services = Depends(services)) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
-        run_id = await diagnostics.execution_of_task(conn, namespace, key)
+        run_id = await diagnostics.execution_of_task(conn, namespace, task_id)
         facts = await diagnostics.run_facts(conn, namespace, run_id, svc.definitions, svc.defaults) if run_id else None
     if facts is None:
-        raise missing
-    task = next((t for t in facts.tasks if t.task_id == str(key)), None)
+        raise ApiError(404, "NOT_FOUND", f"no task {task_id} in namespace {namespace}")
+    task = next((t for t in facts.tasks if t.task_id == str(task_id)), None)
     reasons = explain_task(task) if task else explain(facts)
-    return {"taskId": task_id, "executionId": facts.execution_id, "reasons": _reasons(reasons)}
+    return {"taskId": str(task_id), "executionId": facts.execution_id, "reasons": _reasons(reasons)}

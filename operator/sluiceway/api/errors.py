@@ -1,13 +1,25 @@
 """One error shape for every refusal: `{"error", "message", ...}`, plus the
-field list for invalid input and the `control` for a limit."""
+field list for invalid input and the `control` for a limit. Every error the
+HTTP stack itself raises (a body that is not JSON, an unknown route) is
+answered in the same shape, and the shape is documented in the OpenAPI
+document, so a client needs one parser for every refusal.
+
+A backing service that is down (PostgreSQL restarting, a session cut, the
+network refusing) is a 503 with Retry-After, not a 500: nothing is wrong with
+the request, and a client that retries it will succeed."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
+
+from sluiceway.model.execution import FieldError, dotted
 
 
 class ApiError(Exception):
@@ -17,9 +29,51 @@ class ApiError(Exception):
         self.body = {"error": error, "message": message, **extra}
 
 
+class ErrorBody(BaseModel):
+    """Every refusal. A limit adds its `control` and the refusal's own fields
+    (a quota: `quota`, `limit`, `current`, `retryAfterSeconds`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error: str = Field(description="A stable code: INVALID_REQUEST, NOT_FOUND, STALE_LEASE, LIMIT_EXCEEDED, ...")
+    message: str = Field(description="What went wrong, naming the field or the control.")
+    fields: list[FieldError] | None = Field(None, description="INVALID_REQUEST: every invalid field.")
+
+
+def refusal(description: str) -> dict[str, Any]:
+    """An OpenAPI `responses` entry for a refusal in the common shape."""
+    return {"model": ErrorBody, "description": description}
+
+
+# Every route that takes input can refuse it.
+INVALID: dict[int | str, dict[str, Any]] = {422: refusal("Invalid request: `fields` names every invalid field")}
+
+_CODES = {400: "INVALID_REQUEST", 401: "UNAUTHENTICATED", 403: "FORBIDDEN", 404: "NOT_FOUND"}
+
+# The database is restarting, cut this session, or has no room: the request may be retried as it is.
+DATABASE_UNAVAILABLE = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.InsufficientResourcesError,
+)
+RETRY_AFTER_SECONDS = 1
+
+
+def unavailable(what: str, error: Exception) -> JSONResponse:
+    return JSONResponse(
+        {"error": "UNAVAILABLE", "message": f"{what} is unavailable ({type(error).__name__}); retry"},
+        status_code=503,
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
 def _field(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if p != "body"]
-    return ".".join(parts) if parts else "body"
+    return dotted(tuple(p for p in loc if p != "body")) or "body"
+
+
+def invalid_request(fields: list[dict[str, str]]) -> JSONResponse:
+    message = "; ".join(f"{f['field']}: {f['message']}" for f in fields)
+    return JSONResponse({"error": "INVALID_REQUEST", "message": message, "fields": fields}, status_code=422)
 
 
 def install(app: FastAPI) -> None:
@@ -27,8 +81,25 @@ def install(app: FastAPI) -> None:
     async def api_error(_: Request, error: ApiError) -> JSONResponse:
         return JSONResponse(error.body, status_code=error.status)
 
+    @app.exception_handler(OSError)
+    async def connection_failed(_: Request, error: OSError) -> JSONResponse:
+        return unavailable("a backing service", error)
+
+    async def database_unavailable(_: Request, error: Exception) -> JSONResponse:
+        return unavailable("the database", error)
+
+    for database_error in DATABASE_UNAVAILABLE:
+        app.add_exception_handler(database_error, database_unavailable)
+
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:
-        fields = [{"field": _field(tuple(e["loc"])), "message": e["msg"]} for e in error.errors()]
-        message = "; ".join(f"{f['field']}: {f['message']}" for f in fields)
-        return JSONResponse({"error": "INVALID_REQUEST", "message": message, "fields": fields}, status_code=422)
+        return invalid_request([{"field": _field(tuple(e["loc"])), "message": e["msg"]} for e in error.errors()])
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, error: HTTPException) -> JSONResponse:
+        if error.status_code == 400:  # FastAPI's "error parsing the body": bytes that are not JSON
+            return invalid_request([{"field": "body", "message": f"not a JSON document: {error.detail}"}])
+        code = _CODES.get(error.status_code, "HTTP_ERROR")
+        return JSONResponse(
+            {"error": code, "message": str(error.detail)}, status_code=error.status_code, headers=error.headers
+        )

@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 import datetime
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
-from sluiceway.api import auth
-from sluiceway.api.errors import ApiError
+from sluiceway.api.errors import INVALID, ApiError, refusal
+from sluiceway.api.guards import requires
+from sluiceway.api.params import EXECUTION_ID, NAMESPACE
 from sluiceway.api.services import Services, services
-from sluiceway.api.workers import NAMESPACE
 from sluiceway.model.execution import ExecutionView, StartRequest, StartResponse, TaskView, TerminateRequest
 from sluiceway.store import executions
 
-EXECUTION_ID = Annotated[str, Path(min_length=1, max_length=64)]
+router = APIRouter(prefix="/v1/ns/{namespace}/executions", tags=["executions"], responses=INVALID)
 
-router = APIRouter(prefix="/v1/ns/{namespace}/executions", tags=["executions"])
+
+# OpenAPI links from a started run to what can be done with it: clients and
+# stateful API fuzzers follow them.
+RUN_ID = {"namespace": "$request.path.namespace", "execution_id": "$response.body#/id"}
+RUN_LINKS = {
+    "GetRun": "get_run",
+    "ForceDecide": "force_decide",
+    "TerminateRun": "terminate_run",
+    "WhyRun": "why_run",
+}
 
 
 def _time(value: datetime.datetime | None) -> str | None:
@@ -42,12 +50,13 @@ def start_error(outcome: executions.Refused | executions.WorkflowNotFound) -> Ap
     response_model=StartResponse,
     response_model_by_alias=True,
     responses={
-        404: {"description": "No such workflow"},
-        409: {"description": "LIMIT_EXCEEDED: maxConcurrentExecutions"},
-        429: {"description": "A namespace quota: {quota, limit, current, retryAfterSeconds}"},
+        201: {"links": {link: {"operationId": op, "parameters": RUN_ID} for link, op in RUN_LINKS.items()}},
+        404: refusal("No such workflow"),
+        409: refusal("LIMIT_EXCEEDED: maxConcurrentExecutions"),
+        429: refusal("A namespace quota: {quota, limit, current, retryAfterSeconds}"),
     },
     summary="Start a run",
-    dependencies=[Depends(auth.require("start"))],
+    dependencies=[requires("create", "workflowruns")],
 )
 async def start(namespace: NAMESPACE, request: StartRequest, svc: Services = Depends(services)) -> StartResponse:
     async with svc.pool.acquire() as conn, conn.transaction():
@@ -63,18 +72,19 @@ async def start(namespace: NAMESPACE, request: StartRequest, svc: Services = Dep
     "/{execution_id}",
     response_model=ExecutionView,
     response_model_by_alias=True,
-    responses={404: {"description": "No such run in this namespace"}},
+    responses={404: refusal("No such run in this namespace")},
     summary="Read a run and its tasks",
-    dependencies=[Depends(auth.require("get_run"))],
+    operation_id="get_run",
+    dependencies=[requires("get", "workflowruns")],
 )
 async def get(
     namespace: NAMESPACE, execution_id: EXECUTION_ID, include_tasks: bool = True, svc: Services = Depends(services)
 ) -> ExecutionView:
     async with svc.pool.acquire() as conn:
-        run = await executions.get_run(conn, namespace, execution_id)
+        run = await executions.get_run(conn, namespace, str(execution_id))
         if run is None:
             raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
-        tasks = await executions.get_tasks(conn, execution_id) if include_tasks else []
+        tasks = await executions.get_tasks(conn, run.id) if include_tasks else []
     return ExecutionView(
         id=run.id,
         namespace=run.namespace,
@@ -91,6 +101,8 @@ async def get(
         start_time=_time(run.created_at) or "",
         end_time=_time(run.ended_at),
         sla_breached_at=_time(run.sla_breached_at),
+        quarantined_at=_time(run.quarantined_at),
+        quarantine_reason=run.quarantine_reason,
         tasks=[
             TaskView(
                 task_id=t.id,
@@ -118,28 +130,33 @@ async def get(
     "/{execution_id}/decide",
     status_code=202,
     summary="Force an evaluation",
-    responses={404: {"description": "No such run"}},
-    dependencies=[Depends(auth.require("decide"))],
+    operation_id="force_decide",
+    responses={404: refusal("No such run")},
+    dependencies=[requires("update", "workflowruns")],
 )
 async def force_decide(
     namespace: NAMESPACE, execution_id: EXECUTION_ID, svc: Services = Depends(services)
 ) -> JSONResponse:
     """An escape hatch and a diagnostic: if this unsticks a run, something
-    failed to enqueue an evaluation."""
+    failed to enqueue an evaluation. It also releases a quarantined run: the
+    decider tries it once more, and quarantines it again if its cause is still
+    there (`released` says whether it was quarantined)."""
     async with svc.pool.acquire() as conn, conn.transaction():
-        run = await executions.get_run(conn, namespace, execution_id)
+        run = await executions.get_run(conn, namespace, str(execution_id))
         if run is None:
             raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
+        released = await executions.release_quarantine(conn, namespace, run.id)
         await executions.enqueue_decide(conn, run.id, "forced")
-    return JSONResponse({"status": "queued", "id": run.id}, status_code=202)
+    return JSONResponse({"status": "queued", "id": run.id, "released": released}, status_code=202)
 
 
 @router.post(
     "/{execution_id}/terminate",
     status_code=202,
     summary="Terminate a running run",
-    responses={404: {"description": "No such run"}, 409: {"description": "The run is not running"}},
-    dependencies=[Depends(auth.require("terminate"))],
+    operation_id="terminate_run",
+    responses={404: refusal("No such run"), 409: refusal("The run is not running")},
+    dependencies=[requires("update", "workflowruns")],
 )
 async def terminate(
     namespace: NAMESPACE,
@@ -149,7 +166,7 @@ async def terminate(
 ) -> JSONResponse:
     reason = request.reason if request else "terminated by request"
     async with svc.pool.acquire() as conn, conn.transaction():
-        run = await executions.get_run(conn, namespace, execution_id)
+        run = await executions.get_run(conn, namespace, str(execution_id))
         if run is None:
             raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
         if not await executions.request_termination(conn, namespace, run.id, reason):

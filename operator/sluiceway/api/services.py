@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import asyncpg
 from fastapi import Request
 
-from sluiceway.api.auth import Authenticator
+from sluiceway.api.authenticator import Authenticator
 from sluiceway.controls.policy import OperatorDefaults, TaskPolicy, resolve
 from sluiceway.kubeapi.client import KubeClient
 from sluiceway.store.definitions import DefinitionCache
@@ -50,6 +50,11 @@ class Services:
         return due
 
 
-async def services(request: Request) -> Services:
+def services_of(request: Request) -> Services:
     found: Services = request.app.state.services
     return found
+
+
+async def services(request: Request) -> Services:
+    """The route dependency: `svc: Services = Depends(services)`."""
+    return services_of(request)

@@ -90,21 +90,13 @@ def _message(body: object, text: str) -> str:
 
 def kubeconfig_namespace(kubeconfig: str | None) -> str | None:
     """The namespace of the kubeconfig's current context, if any: best effort."""
-    import kubernetes
+    from sluiceway.kubeapi.client import kubeconfig_namespace as read
 
-    try:
-        # The client is untyped; sluiceway.kubeapi has no call for contexts.
-        _, active = kubernetes.config.list_kube_config_contexts(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-    except Exception:  # no kubeconfig, or an unreadable one: fall back to the default
-        return None
-    namespace = ((active or {}).get("context") or {}).get("namespace")
-    return str(namespace) if namespace else None
+    return read(kubeconfig)
 
 
 async def get_resource(plural: str, namespace: str, name: str, kubeconfig: str | None) -> dict[str, Any] | None:
     """One custom object from the Kubernetes API (None when not found)."""
-    import urllib3
-
     from sluiceway.kubeapi.client import KubeError
 
     kube = _kube_client(kubeconfig)
@@ -115,26 +107,15 @@ async def get_resource(plural: str, namespace: str, name: str, kubeconfig: str |
             f"cannot read {plural}/{name} in namespace {namespace}: {error.message} "
             f"(HTTP {error.status} from the Kubernetes API)"
         ) from error
-    except (urllib3.exceptions.HTTPError, OSError) as error:
-        raise CommandError(f"cannot reach the Kubernetes API at {kube.api.configuration.host}: {error}") from error
     finally:
         kube.close()
 
 
 def _kube_client(kubeconfig: str | None) -> KubeClient:
-    import kubernetes
-
-    from sluiceway.kubeapi.client import KubeClient
+    from sluiceway.kubeapi.client import KubeClient, KubeConfigError
 
     try:
-        if not kubeconfig:
-            return KubeClient.from_environment()
-        configuration = kubernetes.client.Configuration()
-        # An explicit file: KubeClient.from_environment() only reads $KUBECONFIG.
-        kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig, client_configuration=configuration
-        )
-        return KubeClient(kubernetes.client.ApiClient(configuration))
-    except (kubernetes.config.ConfigException, OSError) as error:
+        return KubeClient.from_kubeconfig(kubeconfig)
+    except KubeConfigError as error:
         where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         raise CommandError(f"cannot load the kubeconfig ({where}): {error}") from error

@@ -93,6 +93,8 @@ def run_answer(body: dict[str, Any]) -> Answer:
     head = f"run {body.get('executionId')} ({body.get('workflow')}) is {body.get('status')}"
     if body.get("awaitingAdmission"):
         head += ", awaiting admission"
+    if body.get("quarantined"):
+        head += ", quarantined"
     return Answer([head, *reason_lines(reasons)], 1 if _blocking(reasons) else 0, body)
 
 

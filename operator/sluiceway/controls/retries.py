@@ -10,6 +10,7 @@ COMPLETED_WITH_ERRORS and the run carries on.
 from __future__ import annotations
 
 import datetime
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 from random import Random
@@ -93,7 +94,7 @@ def decide(
             f"retry budget spent: {budget.retries}/{budget.executions} executions in the last "
             f"{budget.window_seconds:.0f} s were retries (retryBudget {retry.retry_budget})",
         )
-    if failed.retry_after_seconds is not None:
+    if failed.retry_after_seconds is not None and math.isfinite(failed.retry_after_seconds):
         # An explicit delay is honored exactly (no jitter), under the operator-wide ceiling.
         delay = min(max(failed.retry_after_seconds, 0.0), retry.max_retry_backoff_seconds)
     else:

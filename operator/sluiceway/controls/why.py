@@ -46,6 +46,7 @@ class RunFacts:
     max_concurrent_tasks: int = 0
     active_worker_tasks: int = 0
     tasks: list[TaskFacts] = field(default_factory=list)
+    quarantine_reason: str | None = None  # set while the decider passes the run over
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,15 @@ def explain(run: RunFacts) -> list[Reason]:
     if run.status != "RUNNING":
         suffix = f": {run.reason}" if run.reason else ""
         return [Reason("finished", f"run {run.execution_id} is {run.status}{suffix}", blocking=False)]
+    if run.quarantine_reason is not None:
+        return [
+            Reason(
+                "quarantine",
+                f"run {run.execution_id} is quarantined: the decider cannot evaluate it ({run.quarantine_reason}). "
+                "It stays as it is until it is terminated (POST .../terminate), or released once the cause is "
+                f"fixed by forcing an evaluation (POST .../executions/{run.execution_id}/decide)",
+            )
+        ]
     if run.awaiting_admission:
         holders = f"; admitted: {', '.join(run.admission_holders[:5])}" if run.admission_holders else ""
         return [

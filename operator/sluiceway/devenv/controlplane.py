@@ -139,35 +139,46 @@ class ControlPlane:
 
     def _start_apiserver(self, serving: Pair) -> None:
         self.port = free_port()
-        apiserver = Child(
-            "kube-apiserver",
-            [
-                str(self.bin / "kube-apiserver"),
-                f"--etcd-servers={self.etcd_url}",
-                f"--bind-address={self.bind_address}",
-                f"--secure-port={self.port}",
-                f"--tls-cert-file={serving.cert}",
-                f"--tls-private-key-file={serving.key}",
-                f"--client-ca-file={self.ca.pair.cert}",
-                # Node: kubelets (system:node:<name>) may touch only their own node and pods.
-                "--authorization-mode=Node,RBAC",
-                # For logs, exec and port-forward, as a cluster admin.
-                f"--kubelet-client-certificate={self.admin.cert}",
-                f"--kubelet-client-key={self.admin.key}",
-                "--kubelet-preferred-address-types=InternalIP",  # node names are in no resolver
-                f"--service-account-issuer=https://{self.bind_address}:{self.port}",
-                f"--service-account-key-file={self.sa.cert}",
-                f"--service-account-signing-key-file={self.sa.key}",
-                "--service-cluster-ip-range=10.0.0.0/24",
-                "--allow-privileged=true",
-                f"--cert-dir={self.workdir / 'pki'}",
-                # Without a controller manager nothing creates ServiceAccounts for pods.
-                *([] if self.with_controller_manager else ["--disable-admission-plugins=ServiceAccount"]),
-            ],
-            self.workdir,
+        self._apiserver_argv = [
+            str(self.bin / "kube-apiserver"),
+            f"--etcd-servers={self.etcd_url}",
+            f"--bind-address={self.bind_address}",
+            f"--secure-port={self.port}",
+            f"--tls-cert-file={serving.cert}",
+            f"--tls-private-key-file={serving.key}",
+            f"--client-ca-file={self.ca.pair.cert}",
+            # Node: kubelets (system:node:<name>) may touch only their own node and pods.
+            "--authorization-mode=Node,RBAC",
+            # For logs, exec and port-forward, as a cluster admin.
+            f"--kubelet-client-certificate={self.admin.cert}",
+            f"--kubelet-client-key={self.admin.key}",
+            "--kubelet-preferred-address-types=InternalIP",  # node names are in no resolver
+            f"--service-account-issuer=https://{self.bind_address}:{self.port}",
+            f"--service-account-key-file={self.sa.cert}",
+            f"--service-account-signing-key-file={self.sa.key}",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            f"--cert-dir={self.workdir / 'pki'}",
+            # Without a controller manager nothing creates ServiceAccounts for pods.
+            *([] if self.with_controller_manager else ["--disable-admission-plugins=ServiceAccount"]),
+        ]
+        self._launch_apiserver()
+
+    def _launch_apiserver(self, position: int | None = None) -> None:
+        self.apiserver = Child("kube-apiserver", self._apiserver_argv, self.workdir)
+        # Keep its place among the children: they are stopped in reverse order of start.
+        self.children.insert(len(self.children) if position is None else position, self.apiserver)
+        wait_until(
+            lambda: self.get("/readyz") == "ok", timeout=120, what="kube-apiserver /readyz", child=self.apiserver
         )
-        self.children.append(apiserver)
-        wait_until(lambda: self.get("/readyz") == "ok", timeout=120, what="kube-apiserver /readyz", child=apiserver)
+
+    def restart_apiserver(self) -> None:
+        """Kill the API server (SIGKILL: a crash, not a drain) and start it again
+        on the same port, certificates and etcd; return once it is ready."""
+        position = self.children.index(self.apiserver)
+        self.apiserver.kill()
+        self.children.remove(self.apiserver)
+        self._launch_apiserver(position)
 
     def _start_controller_manager(self) -> None:
         kcm = Child(

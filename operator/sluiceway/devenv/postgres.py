@@ -10,6 +10,7 @@ import importlib.util
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -64,7 +65,7 @@ class LocalPostgres:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def start(self) -> None:
+    def start(self, *, port: int | None = None) -> None:
         user = _server_user()
         data = self.workdir / "data"
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -87,7 +88,7 @@ class LocalPostgres:
                 capture_output=True,
                 user=user,
             )
-        self.port = free_port()
+        self.port = port or free_port()
         options = {
             "listen_addresses": "127.0.0.1",
             "port": str(self.port),
@@ -102,6 +103,20 @@ class LocalPostgres:
             argv += ["-c", f"{key}={value}"]
         self.child = Child("postgres", argv, self.workdir, user=user)
         wait_until(self._ready, timeout=30, what="postgres to accept connections", child=self.child)
+
+    def crash(self) -> None:
+        """Stop at once, as `pg_ctl stop -m immediate` does: SIGQUIT, no
+        checkpoint, every session cut. The next start replays the WAL."""
+        assert self.child is not None, "the server is not running"
+        os.kill(self.child.process.pid, signal.SIGQUIT)
+        self.child.process.wait(30)
+        self.child.stop()
+        self.child = None
+
+    def restart(self) -> None:
+        """`pg_ctl restart -m immediate`: crash, then start on the same port and data."""
+        self.crash()
+        self.start(port=self.port)
 
     def _ready(self) -> bool:
         probe = subprocess.run([str(BIN / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)], capture_output=True)

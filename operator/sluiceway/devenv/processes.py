@@ -44,6 +44,16 @@ class Child:
         except OSError:
             return ""
 
+    def kill(self) -> None:
+        """SIGKILL the process group at once and reap it."""
+        if self.alive():
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process.wait(10)
+        self._log.close()
+
     def stop(self, grace: float = 10.0) -> None:
         if self.alive():
             try:

@@ -77,6 +77,15 @@ class FinishRun:
 
 
 @dataclass(frozen=True)
+class Quarantine:
+    """The run could not be decided for a reason nothing foresaw (a stored
+    row or spec the decider cannot read). It is set aside, alone, until an
+    operator terminates or releases it; no other command comes with it."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class Hold:
     """Work that could run but a gate holds (for "why is my task not running?")."""
 
@@ -85,7 +94,7 @@ class Hold:
     detail: str
 
 
-Command = ScheduleTask | RecordTask | UpdateTask | StartChild | ArmRunTimeout | FinishRun
+Command = ScheduleTask | RecordTask | UpdateTask | StartChild | ArmRunTimeout | FinishRun | Quarantine
 
 
 @dataclass(frozen=True)
@@ -95,3 +104,6 @@ class Decision:
 
     def finish(self) -> FinishRun | None:
         return next((c for c in self.commands if isinstance(c, FinishRun)), None)
+
+    def quarantine(self) -> Quarantine | None:
+        return next((c for c in self.commands if isinstance(c, Quarantine)), None)

@@ -7,12 +7,20 @@ fork walks its branches, and a JOIN completes once its branches have. The walk
 is level-based: it looks at rows, not at which event woke it, so running it
 twice on the same snapshot yields the same commands, and a lost wake-up is
 repaired by the next one.
+
+The decider is total: nothing a spec, an input or a stored row holds makes it
+raise. A reference or expression that cannot be evaluated fails its task
+terminally, naming the field, and the run follows its policy; anything else
+that goes wrong yields a single Quarantine command, so the store sets that run
+aside and the loop goes on with the others.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from enum import Enum, StrEnum
 from random import Random
 from typing import Any
@@ -28,14 +36,18 @@ from sluiceway.engine.commands import (
     Decision,
     FinishRun,
     Hold,
+    Quarantine,
     RecordTask,
     ScheduleTask,
     StartChild,
     UpdateTask,
 )
 from sluiceway.engine.snapshot import RunSnapshot, TaskRow
+from sluiceway.model.common import ENGINE_NAME_PATTERN
 from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.model.workflow import EvaluatorType, TaskType, WorkflowTask
+
+_HAS_CHILDREN = (TaskType.FORK_JOIN, TaskType.FORK_JOIN_DYNAMIC, TaskType.SWITCH)
 
 
 class Progress(Enum):
@@ -60,11 +72,17 @@ class Event(StrEnum):
 def decide(snapshot: RunSnapshot, event: Event, now: datetime.datetime, rng: Random) -> Decision:
     if snapshot.status.is_terminal():
         return Decision([])
-    walker = _Walker(snapshot, now, rng)
-    return walker.run()
+    try:
+        return _Walker(snapshot, now, rng).run()
+    except Exception as error:  # noqa: BLE001 - totality: whatever a stored row holds, the loop goes on
+        return Decision([Quarantine(f"the decider cannot evaluate this run: {type(error).__name__}: {error}")])
 
 
 _MAX_HOLDS = 10
+# What evaluating a reference, an expression or a value written by people can
+# raise. It fails the task being started; the same input would fail again.
+_EVALUATION_ERRORS = (ExpressionError, ValueError, OverflowError)
+_ENGINE_NAME = re.compile(ENGINE_NAME_PATTERN)
 
 
 def dynamic_ref(fork_ref: str, index: int) -> str:
@@ -103,7 +121,7 @@ class _Walker:
         else:
             progress = self._sequence(snap.workflow.tasks)
             if progress is Progress.DONE and self.finish is None:
-                self._finish(RunStatus.COMPLETED, "", self._run_output())
+                self._complete()
         if self.finish is not None:
             self.commands.append(self.finish)
         return Decision(self.commands, self.holds)
@@ -116,10 +134,18 @@ class _Walker:
         failure = self.snap.workflow.failure_workflow if status in (RunStatus.FAILED, RunStatus.TIMED_OUT) else None
         self.finish = FinishRun(status, reason, output or {}, failed_task_id, failure)
 
+    def _complete(self) -> None:
+        try:
+            output = self._run_output()
+        except _EVALUATION_ERRORS as error:
+            self._finish(RunStatus.FAILED, f"the run's output cannot be evaluated: {error}")
+            return
+        self._finish(RunStatus.COMPLETED, "", output)
+
     def _run_output(self) -> dict[str, Any]:
         template = self.snap.workflow.output_parameters
         if template:
-            resolved = expressions.resolve(template, self._context())
+            resolved = expressions.resolve(template, self._context(), "outputParameters")
             return dict(resolved) if isinstance(resolved, dict) else {"result": resolved}
         last = self._last_completed(self.snap.workflow.tasks)
         return dict(last.output) if last else {}
@@ -155,7 +181,10 @@ class _Walker:
         return self._continue(task, row)
 
     def _continue(self, task: WorkflowTask, row: TaskRow) -> Progress:
-        """A successful operator may still have work below it."""
+        """A successful operator may still have work below it; one that failed
+        and was absorbed (optional) has none."""
+        if row.status is not TaskStatus.COMPLETED:
+            return Progress.DONE
         if task.type is TaskType.FORK_JOIN:
             self.branches[task.task_reference_name] = [self._sequence(b) for b in task.fork_tasks or []]
             return Progress.HALT if Progress.HALT in self.branches[task.task_reference_name] else Progress.DONE
@@ -169,31 +198,40 @@ class _Walker:
     # -- starting tasks --------------------------------------------------------
 
     def _start(self, task: WorkflowTask, previous: WorkflowTask | None) -> Progress:
+        try:
+            progress = self._begin(task, previous)
+        except _EVALUATION_ERRORS as error:
+            return self._operator_failed(task, str(error))
+        row = self.rows.get(task.task_reference_name)
+        if task.type in _HAS_CHILDREN and row is not None and row.status is TaskStatus.COMPLETED:
+            # Walked outside the try: a child's failure is the child's, never its parent's.
+            return self._continue(task, row)
+        return progress
+
+    def _begin(self, task: WorkflowTask, previous: WorkflowTask | None) -> Progress:
+        """Start one task: every expression it needs is evaluated here."""
         kind = task.type
         if kind.is_worker_task():
             return self._schedule_worker_task(task, task.task_reference_name, task.name, None, attempt=1)
-        try:
-            if kind is TaskType.FORK_JOIN:
-                self._record(task, TaskStatus.COMPLETED)
-                return self._continue(task, self.rows[task.task_reference_name])
-            if kind is TaskType.FORK_JOIN_DYNAMIC:
-                return self._start_dynamic_fork(task)
-            if kind is TaskType.JOIN:
-                return self._join(task, previous)
-            if kind is TaskType.SWITCH:
-                case = self._switch_case(task)
-                self._record(task, TaskStatus.COMPLETED, output={"evaluationResult": [case], "selectedCase": case})
-                return self._sequence(self._case(task, case))
-            if kind is TaskType.INLINE:
-                return self._inline(task)
-            if kind is TaskType.TERMINATE:
-                return self._terminate(task)
-            if kind is TaskType.WAIT:
-                return self._wait(task)
-            if kind is TaskType.SUB_WORKFLOW:
-                return self._sub_workflow(task, attempt=1)
-        except (ExpressionError, ValueError) as error:
-            return self._operator_failed(task, str(error))
+        if kind is TaskType.FORK_JOIN:
+            self._record(task, TaskStatus.COMPLETED)
+            return Progress.DONE
+        if kind is TaskType.FORK_JOIN_DYNAMIC:
+            return self._start_dynamic_fork(task)
+        if kind is TaskType.JOIN:
+            return self._join(task, previous)
+        if kind is TaskType.SWITCH:
+            case = self._switch_case(task)
+            self._record(task, TaskStatus.COMPLETED, output={"evaluationResult": [case], "selectedCase": case})
+            return Progress.DONE
+        if kind is TaskType.INLINE:
+            return self._inline(task)
+        if kind is TaskType.TERMINATE:
+            return self._terminate(task)
+        if kind is TaskType.WAIT:
+            return self._wait(task)
+        if kind is TaskType.SUB_WORKFLOW:
+            return self._sub_workflow(task, attempt=1, inputs=self._inputs(task))
         raise AssertionError(f"unhandled task type {kind}")  # pragma: no cover - the enum is exhaustive
 
     def _policy(self, task: WorkflowTask | None, name: str) -> TaskPolicy:
@@ -241,7 +279,8 @@ class _Walker:
             self.holds.append(Hold(ref, control, detail))
 
     def _inputs(self, task: WorkflowTask) -> dict[str, Any]:
-        resolved = expressions.resolve(dict(task.input_parameters), self._context())
+        where = f"tasks[{task.task_reference_name}].inputParameters"
+        resolved = expressions.resolve(dict(task.input_parameters), self._context(), where)
         return dict(resolved) if isinstance(resolved, dict) else {}
 
     def _record(
@@ -288,7 +327,8 @@ class _Walker:
         inputs = self._inputs(task)
         expression = task.expression or ""
         if task.evaluator_type is EvaluatorType.CEL:
-            value = expressions.evaluate_cel(expression, self._cel_variables(inputs))
+            with _at(f"tasks[{task.task_reference_name}].expression"):
+                value = expressions.evaluate_cel(expression, self._cel_variables(inputs))
         else:  # value-param: the expression names an input parameter
             value = inputs.get(expression)
         if isinstance(value, bool):
@@ -299,7 +339,8 @@ class _Walker:
         inputs = self._inputs(task)
         expression = str(task.input_parameters.get("expression", ""))
         variables = {k: v for k, v in inputs.items() if k not in ("expression", "evaluatorType")}
-        value = expressions.evaluate_cel(expression, self._cel_variables(variables))
+        with _at(f"tasks[{task.task_reference_name}].inputParameters.expression"):
+            value = expressions.evaluate_cel(expression, self._cel_variables(variables))
         self._record(task, TaskStatus.COMPLETED, input_=variables, output={"result": value})
         return Progress.DONE
 
@@ -310,7 +351,10 @@ class _Walker:
             wanted
         )
         if status is None:
-            raise ValueError(f"terminationStatus must be COMPLETED, FAILED or TERMINATED, not {wanted!r}")
+            raise ValueError(
+                f"tasks[{task.task_reference_name}].inputParameters.terminationStatus must be COMPLETED, FAILED "
+                f"or TERMINATED, not {wanted[:64]!r}"
+            )
         output = inputs.get("workflowOutput") or {}
         self._record(task, TaskStatus.COMPLETED, input_=inputs, output={"terminationStatus": wanted})
         self._finish(
@@ -323,10 +367,13 @@ class _Walker:
     def _wait(self, task: WorkflowTask) -> Progress:
         inputs = self._inputs(task)
         until: datetime.datetime | None = None
+        where = f"tasks[{task.task_reference_name}].inputParameters"
         if inputs.get("duration") is not None:
-            until = self.now + datetime.timedelta(seconds=parse_duration(inputs["duration"]))
+            with _at(f"{where}.duration"):
+                until = self.now + datetime.timedelta(seconds=parse_duration(inputs["duration"]))
         elif inputs.get("until") is not None:
-            until = parse_instant(inputs["until"])
+            with _at(f"{where}.until"):
+                until = parse_instant(inputs["until"])
         if until is not None and until <= self.now:
             self._record(task, TaskStatus.COMPLETED, input_=inputs)
             return Progress.DONE
@@ -349,10 +396,9 @@ class _Walker:
         )
         return Progress.BLOCKED
 
-    def _sub_workflow(self, task: WorkflowTask, attempt: int) -> Progress:
+    def _sub_workflow(self, task: WorkflowTask, attempt: int, inputs: dict[str, Any]) -> Progress:
         param = task.sub_workflow_param
         assert param is not None  # the model guarantees it
-        inputs = self._inputs(task)
         policy = self._policy(task, task.name)
         self.commands.append(
             ScheduleTask(
@@ -374,15 +420,14 @@ class _Walker:
         inputs = self._inputs(task)
         name = inputs.get("forkTaskName")
         items = inputs.get("forkTaskInputs")
-        if not isinstance(name, str) or not name:
-            raise ValueError("FORK_JOIN_DYNAMIC needs inputParameters.forkTaskName, a task type")
+        where = f"tasks[{task.task_reference_name}].inputParameters"
+        if not isinstance(name, str) or not _ENGINE_NAME.fullmatch(name):
+            raise ValueError(f"{where}.forkTaskName must resolve to a task type name, got {_kind(name)}")
         if not isinstance(items, list):
-            raise ValueError(f"FORK_JOIN_DYNAMIC forkTaskInputs must resolve to a list, got {type(items).__name__}")
+            raise ValueError(f"{where}.forkTaskInputs must resolve to a list, got {_kind(items)}")
         refs = [dynamic_ref(task.task_reference_name, i) for i in range(len(items))]
-        row = self._record(
-            task, TaskStatus.COMPLETED, input_=inputs, output={"forkedTasks": refs, "forkTaskName": name}
-        )
-        return self._dynamic_children(task, row)
+        self._record(task, TaskStatus.COMPLETED, input_=inputs, output={"forkedTasks": refs, "forkTaskName": name})
+        return Progress.DONE
 
     def _dynamic_children(self, task: WorkflowTask, fork_row: TaskRow) -> Progress:
         refs = list(fork_row.output.get("forkedTasks", []))
@@ -441,8 +486,8 @@ class _Walker:
         )
         decision = retries.decide(failed, policy, budget, self.now, self.rng)
         if isinstance(decision, retries.Retry):
-            if task.type is TaskType.SUB_WORKFLOW:
-                return self._sub_workflow(task, attempt=row.attempt + 1)
+            if task.type is TaskType.SUB_WORKFLOW:  # a retry starts a new child on the same input
+                return self._sub_workflow(task, attempt=row.attempt + 1, inputs=dict(row.input))
             return self._schedule_worker_task(
                 task,
                 row.ref,
@@ -490,7 +535,7 @@ class _Walker:
         snap = self.snap
         context: dict[str, Any] = {
             "workflow": {
-                "input": dict(snap.input),
+                "input": _object(snap.input, "the run's input"),
                 "workflowId": snap.id,
                 "correlationId": snap.correlation_id,
                 "workflowType": snap.workflow_name,
@@ -499,8 +544,8 @@ class _Walker:
         }
         for ref, row in self.rows.items():
             context[ref] = {
-                "input": dict(row.input),
-                "output": dict(row.output),
+                "input": _object(row.input, f"the stored input of {ref}"),
+                "output": _object(row.output, f"the stored output of {ref}"),
                 "status": row.status.value,
                 "reason": row.reason,
             }
@@ -510,3 +555,27 @@ class _Walker:
         context = self._context()
         workflow = context.pop("workflow")
         return {"input": dict(inputs), "workflow": workflow, "tasks": context}
+
+
+@contextlib.contextmanager
+def _at(where: str) -> Iterator[None]:
+    """Name the field an evaluation failure came from."""
+    try:
+        yield
+    except _EVALUATION_ERRORS as error:
+        raise ExpressionError(f"{where}: {error}") from error
+
+
+def _object(value: object, what: str) -> dict[str, Any]:
+    """A stored JSON object. Anything else is stored state the decider cannot
+    read: a TypeError, which quarantines the run rather than failing a task."""
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{what} is not a JSON object")
+    return dict(value)
+
+
+def _kind(value: object) -> str:
+    """What a value is, for a message, without echoing a payload."""
+    if isinstance(value, str):
+        return f"the string {value[:64]!r}" if value else "an empty string"
+    return "nothing" if value is None else f"a {type(value).__name__}"

@@ -1,11 +1,20 @@
-"""Checks on a workflow's task graph that a schema cannot express. Each
-problem is a sentence naming the task, reported in the Workflow's Ready
-condition."""
+"""Checks on a workflow that a schema cannot express, made when it is applied:
+the task graph, and every reference and expression parsed, so that a run
+never meets a typo the definition could have shown. Each problem is a
+sentence that starts with the field's path, `tasks[charge].inputParameters.amount:`,
+reported in the Workflow's Ready condition (reason InvalidSpec)."""
 
 from __future__ import annotations
 
-from sluiceway.controls.expressions import ExpressionError, check_cel, references
+import re
+from typing import Any
+
+from sluiceway.controls.durations import parse_duration, parse_instant
+from sluiceway.controls.expressions import ExpressionError, check_cel, reference_problems, references
+from sluiceway.model.common import ENGINE_NAME_PATTERN
 from sluiceway.model.workflow import EvaluatorType, TaskType, WorkflowSpec, WorkflowTask, iter_tasks
+
+_TERMINATION_STATUSES = ("COMPLETED", "FAILED", "TERMINATED")
 
 
 def problems(spec: WorkflowSpec) -> list[str]:
@@ -13,11 +22,23 @@ def problems(spec: WorkflowSpec) -> list[str]:
     refs = {t.task_reference_name for t in iter_tasks(spec.tasks)}
     _check_sequence(spec.tasks, refs, found)
     for task in iter_tasks(spec.tasks):
+        where = f"{_at(task)}.inputParameters"
+        found.extend(reference_problems(task.input_parameters, where))
         for name in sorted(references(task.input_parameters) - refs - {"workflow"}):
-            found.append(f"{task.task_reference_name}: inputParameters refer to unknown task {name!r}")
+            found.append(f"{where}: refers to unknown task {name!r}")
+    found.extend(reference_problems(spec.output_parameters, "outputParameters"))
     for name in sorted(references(spec.output_parameters) - refs - {"workflow"}):
-        found.append(f"outputParameters refer to unknown task {name!r}")
+        found.append(f"outputParameters: refers to unknown task {name!r}")
+    if spec.rate_limit_config is not None:
+        key = spec.rate_limit_config.rate_limit_key
+        found.extend(reference_problems(key, "rateLimitConfig.rateLimitKey"))
+        for name in sorted(references(key) - {"workflow"}):
+            found.append(f"rateLimitConfig.rateLimitKey: a run's key can only refer to workflow.input, not {name!r}")
     return found
+
+
+def _at(task: WorkflowTask) -> str:
+    return f"tasks[{task.task_reference_name}]"
 
 
 def _check_sequence(tasks: list[WorkflowTask], refs: set[str], found: list[str]) -> None:
@@ -30,27 +51,49 @@ def _check_sequence(tasks: list[WorkflowTask], refs: set[str], found: list[str])
 
 
 def _check_task(task: WorkflowTask, previous: WorkflowTask | None, refs: set[str], found: list[str]) -> None:
-    ref = task.task_reference_name
+    at = _at(task)
+    params = task.input_parameters
     if task.type is TaskType.JOIN:
         for name in task.join_on or []:
             if name not in refs:
-                found.append(f"{ref}: joinOn names unknown task {name!r}")
+                found.append(f"{at}.joinOn: names unknown task {name!r}")
         if not task.join_on and (
             previous is None or previous.type not in (TaskType.FORK_JOIN, TaskType.FORK_JOIN_DYNAMIC)
         ):
-            found.append(f"{ref}: a JOIN without joinOn must directly follow a FORK_JOIN or FORK_JOIN_DYNAMIC")
+            found.append(f"{at}: a JOIN without joinOn must directly follow a FORK_JOIN or FORK_JOIN_DYNAMIC")
     if task.type is TaskType.SWITCH and task.evaluator_type is EvaluatorType.CEL:
-        _check_cel(ref, task.expression or "", found)
+        _check_cel(f"{at}.expression", task.expression or "", found)
     if task.type is TaskType.INLINE:
-        _check_cel(ref, str(task.input_parameters.get("expression", "")), found)
+        _check_cel(f"{at}.inputParameters.expression", str(params.get("expression", "")), found)
     if task.type is TaskType.FORK_JOIN_DYNAMIC:
         for key in ("forkTaskName", "forkTaskInputs"):
-            if key not in task.input_parameters:
-                found.append(f"{ref}: FORK_JOIN_DYNAMIC needs inputParameters.{key}")
+            if key not in params:
+                found.append(f"{at}: FORK_JOIN_DYNAMIC needs inputParameters.{key}")
+        fork_name = params.get("forkTaskName")
+        named = isinstance(fork_name, str) and re.fullmatch(ENGINE_NAME_PATTERN, fork_name)
+        if "forkTaskName" in params and _literal(fork_name) and not named:
+            found.append(f"{at}.inputParameters.forkTaskName: {fork_name!r} is not a task type name")
+    if task.type is TaskType.TERMINATE:
+        status = params.get("terminationStatus", "COMPLETED")
+        if _literal(status) and str(status).upper() not in _TERMINATION_STATUSES:
+            found.append(f"{at}.inputParameters.terminationStatus: must be COMPLETED, FAILED or TERMINATED")
+    if task.type is TaskType.WAIT:
+        for key, parse in (("duration", parse_duration), ("until", parse_instant)):
+            value = params.get(key)
+            if value is not None and _literal(value):
+                try:
+                    parse(value)
+                except ValueError as error:
+                    found.append(f"{at}.inputParameters.{key}: {error}")
 
 
-def _check_cel(ref: str, expression: str, found: list[str]) -> None:
+def _literal(value: Any) -> bool:
+    """A value written in the spec itself, not resolved from a reference at run time."""
+    return not (isinstance(value, str) and "${" in value)
+
+
+def _check_cel(where: str, expression: str, found: list[str]) -> None:
     try:
         check_cel(expression)
     except ExpressionError as error:
-        found.append(f"{ref}: {error}")
+        found.append(f"{where}: {error}")

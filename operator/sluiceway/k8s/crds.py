@@ -37,6 +37,8 @@ _KEPT_KEYS = (
     "pattern",
     "minItems",
     "maxItems",
+    "minProperties",
+    "maxProperties",
     "enum",
     "format",
     "nullable",

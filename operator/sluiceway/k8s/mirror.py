@@ -45,6 +45,8 @@ async def mirror_once(
             created_at=run.created_at,
             ended_at=run.ended_at,
             task_counts=run.counts,
+            quarantined_at=run.quarantined_at,
+            quarantine_reason=run.quarantine_reason,
         )
         try:
             await kube.patch_status(WORKFLOW_RUN.plural, run.namespace, run.resource_name, status)
@@ -69,6 +71,16 @@ async def mirror_once(
                 continue
         written.append((run.id, run.mirror_seq))
         ending = _ENDINGS.get(RunStatus(run.status))
+        if recorder is not None and run.quarantined_at is not None and ending is None:
+            recorder.record(
+                "WorkflowRun",
+                run.namespace,
+                run.resource_name,
+                run.id,
+                True,
+                "Quarantined",
+                f"run {run.id} is quarantined: {run.quarantine_reason}",
+            )
         if recorder is not None and ending is not None:
             warning, reason = ending
             recorder.record(

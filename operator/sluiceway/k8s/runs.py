@@ -63,15 +63,20 @@ def run_status(
     created_at: datetime.datetime,
     ended_at: datetime.datetime | None,
     task_counts: dict[str, int],
+    quarantined_at: datetime.datetime | None = None,
+    quarantine_reason: str | None = None,
 ) -> dict[str, Any]:
     """The status patch; explicit nulls clear fields that no longer apply."""
+    quarantined = quarantined_at is not None and not status.is_terminal()
+    control = "quarantine" if quarantined else "rateLimitConfig" if awaiting_admission else None
     body = WorkflowRunStatus(
         phase=PHASES[status],
         execution_id=execution_id,
         workflow_version=version,
         awaiting_admission=awaiting_admission,
-        reason_for_incompletion=reason or None,
-        control="rateLimitConfig" if awaiting_admission else None,
+        reason_for_incompletion=(f"quarantined: {quarantine_reason}" if quarantined else reason) or None,
+        control=control,
+        quarantined_at=timestamp(quarantined_at) if quarantined else None,
         tasks=counts(task_counts),
         start_time=timestamp(created_at),
         end_time=timestamp(ended_at),

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kubernetes
+import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from sluiceway.model import GROUP, VERSION
@@ -19,23 +20,27 @@ log = logging.getLogger(__name__)
 
 
 class KubeError(Exception):
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str, causes: tuple[tuple[str, str], ...] = ()) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
         self.message = message
+        self.causes = causes  # (field, message) of each cause the API server named
 
 
 def _error(exc: ApiException) -> KubeError:
     import json
 
     message = exc.reason or ""
+    causes: tuple[tuple[str, str], ...] = ()
     try:
         body = json.loads(exc.body or "{}")
         message = body.get("message", message)
-    except (ValueError, TypeError):
+        found = (body.get("details") or {}).get("causes") or []
+        causes = tuple((str(c.get("field", "")), str(c.get("message", ""))) for c in found if isinstance(c, dict))
+    except (ValueError, TypeError, AttributeError):
         pass
-    return KubeError(int(exc.status or 0), str(exc.reason or ""), message)
+    return KubeError(int(exc.status or 0), str(exc.reason or ""), message, causes)
 
 
 def load_client_configuration() -> kubernetes.client.Configuration:
@@ -48,6 +53,21 @@ def load_client_configuration() -> kubernetes.client.Configuration:
     return configuration
 
 
+class KubeConfigError(Exception):
+    """No usable credentials: the kubeconfig is missing or unreadable."""
+
+
+def kubeconfig_namespace(kubeconfig: str | None) -> str | None:
+    """The namespace of the kubeconfig's current context, if any: best effort
+    (None for no kubeconfig, or an unreadable one)."""
+    try:
+        _, active = kubernetes.config.list_kube_config_contexts(config_file=kubeconfig)
+    except Exception:  # noqa: BLE001 - no kubeconfig, or an unreadable one: the caller falls back
+        return None
+    namespace = ((active or {}).get("context") or {}).get("namespace")
+    return str(namespace) if namespace else None
+
+
 @dataclass
 class KubeClient:
     api: kubernetes.client.ApiClient
@@ -56,11 +76,26 @@ class KubeClient:
     def from_environment(cls) -> KubeClient:
         return cls(kubernetes.client.ApiClient(load_client_configuration()))
 
+    @classmethod
+    def from_kubeconfig(cls, kubeconfig: str | None) -> KubeClient:
+        """A client for this kubeconfig file; without one, as `from_environment`.
+        KubeConfigError when there are no usable credentials."""
+        try:
+            if not kubeconfig:
+                return cls.from_environment()
+            configuration = kubernetes.client.Configuration()
+            kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+            return cls(kubernetes.client.ApiClient(configuration))
+        except (kubernetes.config.ConfigException, OSError) as error:
+            raise KubeConfigError(str(error)) from error
+
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return await asyncio.to_thread(fn, *args, **kwargs)
         except ApiException as exc:
             raise _error(exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:  # no answer at all: status 0
+            raise KubeError(0, "Unreachable", f"the Kubernetes API did not answer: {type(exc).__name__}") from exc
 
     def _custom(self) -> kubernetes.client.CustomObjectsApi:
         return kubernetes.client.CustomObjectsApi(self.api)

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import math
 import re
+import uuid
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
+
+# The widest numbers the store's columns hold: int4 for epochs, attempts,
+# versions and counts; JSON numbers travel through orjson into jsonb, int8 at most.
+INT32_MAX = 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Deeper JSON than this is refused rather than walked: no real payload needs it,
+# and the decoders on the way to jsonb recurse.
+MAX_JSON_DEPTH = 64
 
 # Task types, semaphores and workflows keep the names users already know from
 # Conductor-style engines ("export_report", "legacy_erp"). Kubernetes object
@@ -29,10 +39,92 @@ def kube_name_for(engine_name: str) -> str:
     return candidate[:253]
 
 
+Int32 = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]
+Epoch = Annotated[int, Field(ge=0, le=INT32_MAX, description="The lease epoch, as leased.")]
+
+_UUID_PATTERN = r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
+
+
+def _canonical_uuid(value: str) -> str:
+    return str(uuid.UUID(value))
+
+
+# Ids the store keys by uuid: checked at the edge and kept in canonical form, so
+# every layer compares one spelling of an id.
+Uuid = Annotated[str, Field(pattern=_UUID_PATTERN, max_length=36), AfterValidator(_canonical_uuid)]
+
+T = TypeVar("T")
+
+
+def _refuse_duplicates(items: list[T]) -> list[T]:
+    seen: list[T] = []
+    duplicates: list[str] = []
+    for item in items:
+        if item in seen and str(item) not in duplicates:
+            duplicates.append(str(item))
+        seen.append(item)
+    if duplicates:
+        raise ValueError(f"duplicate entries: {', '.join(duplicates)}")
+    return items
+
+
+# A list that is a set in meaning: duplicates are refused by pydantic (so by the
+# REST surface, with a 422 naming the field) and, through the generated CRD's
+# `x-kubernetes-list-type: set`, by the API server at `kubectl apply`.
+SetOf = Annotated[
+    list[T],
+    AfterValidator(_refuse_duplicates),
+    Field(json_schema_extra={"x-kubernetes-list-type": "set", "uniqueItems": True}),
+]
+
+
+def unstorable(value: Any) -> str | None:
+    """Why this JSON value cannot be stored as sent (text or jsonb), or None.
+
+    PostgreSQL refuses NUL characters in text and jsonb, UTF-8 cannot encode a
+    lone surrogate (JSON's `\\ud800` decodes to one), and jsonb arrives
+    through orjson, which holds integers to 64 bits. Walked without recursion,
+    so no payload can exhaust the stack."""
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, str):
+            if not item.isascii() or "\x00" in item:
+                problem = _bad_text(item)
+                if problem:
+                    return problem
+        elif isinstance(item, bool):
+            continue
+        elif isinstance(item, int):
+            if not INT64_MIN <= item <= INT64_MAX:
+                return "integers must fit in 64 bits"
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return "numbers must be finite"
+        elif isinstance(item, dict | list):
+            if depth >= MAX_JSON_DEPTH:
+                return f"nested deeper than {MAX_JSON_DEPTH} levels"
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children)
+    return None
+
+
+def _bad_text(text: str) -> str | None:
+    if "\x00" in text:
+        return "text must not contain NUL characters"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "text must be valid Unicode (no lone surrogates)"
+    return None
+
+
 class Spec(BaseModel):
     """Base of every spec and payload: camelCase on the wire, snake_case in
     Python, immutable once parsed. Unknown fields are ignored, as the API
-    server's structural schema prunes them."""
+    server's structural schema prunes them. Numbers are finite and every value
+    is one the store can hold, so bad input is refused here, naming the field,
+    never by PostgreSQL with a 500."""
 
     model_config = ConfigDict(
         alias_generator=to_camel,
@@ -40,7 +132,20 @@ class Spec(BaseModel):
         frozen=True,
         extra="ignore",
         use_enum_values=False,
+        allow_inf_nan=False,
     )
+
+    # Fields whose items are validated later, one by one (batches): not walked here.
+    deferred: ClassVar[frozenset[str]] = frozenset()
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _storable(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name not in cls.deferred and isinstance(value, str | int | float | dict | list):
+            problem = unstorable(value)
+            if problem:
+                raise ValueError(problem)
+        return value
 
     def to_wire(self) -> dict[str, Any]:
         """The camelCase JSON shape, without unset optional fields."""

@@ -4,19 +4,17 @@ worker protocol."""
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from pydantic import Field, model_validator
+from pydantic import Field, SkipValidation, ValidationError
 
-from sluiceway.model.common import EngineName, Spec
+from sluiceway.model.common import INT32_MAX, EngineName, Epoch, SetOf, Spec, Uuid
 
-TaskId = Annotated[
-    str,
-    Field(
-        pattern=r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$",
-        description="A task id, as leased",
-    ),
-]
+TaskId = Annotated[Uuid, Field(description="A task id, as leased")]
+# What one result or heartbeat may ask: a year, the longest timer the store arms.
+MAX_DELAY_SECONDS = 31_536_000
+MAX_BATCH = 1000
+MAX_REASON = 8192
 
 
 class RunStatus(StrEnum):
@@ -56,7 +54,7 @@ class TaskStatus(StrEnum):
 
 class StartRequest(Spec):
     name: EngineName = Field(description="The workflow to run.")
-    version: int | None = Field(None, ge=1, description="Pinned version; the latest when unset.")
+    version: int | None = Field(None, ge=1, le=INT32_MAX, description="Pinned version; the latest when unset.")
     input: dict[str, Any] = Field(default_factory=dict)
     correlation_id: str | None = Field(None, max_length=256)
 
@@ -75,7 +73,7 @@ class TerminateRequest(Spec):
 
 
 class PollRequest(Spec):
-    task_types: list[EngineName] = Field(min_length=1, max_length=64, description="Queues to lease from.")
+    task_types: SetOf[EngineName] = Field(min_length=1, max_length=64, description="Queues to lease from, each once.")
     worker_id: str = Field(min_length=1, max_length=256, description="Stable identity of the polling worker.")
     count: int = Field(1, ge=1, le=1000, description="Most tasks to lease in one response.")
     poll_timeout_seconds: float | None = Field(
@@ -113,64 +111,126 @@ class ResultStatus(StrEnum):
 
 class TaskResult(Spec):
     task_id: TaskId
-    epoch: int
+    epoch: Epoch
     status: ResultStatus
     output: dict[str, Any] = Field(default_factory=dict)
-    reason: str = Field("", max_length=8192, description="Why it failed; matched against nonRetryableErrors.")
+    reason: str = Field("", max_length=MAX_REASON, description="Why it failed; matched against nonRetryableErrors.")
     retry_after_seconds: float | None = Field(
         None,
         ge=0,
+        le=MAX_DELAY_SECONDS,
         description="FAILED only: retry after exactly this delay (a server's Retry-After), "
         "still spending an attempt; clamped by the operator's maxRetryBackoff.",
     )
     callback_after_seconds: float | None = Field(
         None,
         ge=0,
-        le=31_536_000,
+        le=MAX_DELAY_SECONDS,
         description="IN_PROGRESS only: snooze; hand the task back and lease it again after this delay "
         "without spending an attempt.",
     )
 
 
-class ResultBatch(Spec):
-    results: list[TaskResult] = Field(min_length=1, max_length=1000)
+class Heartbeat(Spec):
+    task_id: TaskId
+    epoch: Epoch
 
-    @model_validator(mode="after")
-    def _one_result_per_task(self) -> ResultBatch:
-        _refuse_duplicates([r.task_id for r in self.results])
-        return self
+
+class FieldError(Spec):
+    field: str = Field(description="The offending field, dotted (`callbackAfterSeconds`, `output.x`).")
+    message: str
 
 
 class ItemOutcome(Spec):
-    task_id: str
-    code: int = Field(description="200 accepted, 404 unknown task, 409 stale epoch or task no longer leased.")
+    task_id: str | None = Field(description="The item's taskId as sent; null when it sent none.")
+    code: int = Field(
+        description="200 accepted; 404 unknown task; 409 stale epoch or task no longer leased; "
+        "422 the item itself is invalid (the message names the field) and changed nothing."
+    )
     error: str | None = None
+    fields: list[FieldError] | None = Field(None, description="422 only: every invalid field of the item.")
 
 
 class ResultBatchResponse(Spec):
-    results: list[ItemOutcome]
+    results: list[ItemOutcome] = Field(description="One outcome per result, in the order sent.")
 
 
-class Heartbeat(Spec):
-    task_id: TaskId
-    epoch: int
+class HeartbeatBatchResponse(Spec):
+    alive: list[str] = Field(description="Leases renewed.")
+    gone: list[str] = Field(
+        description="Tasks no longer leased under that epoch (completed elsewhere, timed out, canceled): "
+        "stop working on them."
+    )
+    errors: list[ItemOutcome] = Field(
+        default_factory=list, description="Heartbeats refused as invalid (code 422), in the order sent."
+    )
+
+
+# The batches are validated item by item, so one bad item cannot cost the good
+# ones: the envelope (an object with a list of at most MAX_BATCH items) is
+# checked with the request, each item by `checked_items`. The schema still
+# documents the items' shape; `SkipValidation` only defers their check.
+class ResultBatch(Spec):
+    results: list[SkipValidation[TaskResult]] = Field(
+        min_length=1,
+        max_length=MAX_BATCH,
+        description="Each result is validated on its own: an invalid one gets a 422 outcome, the others apply.",
+    )
+    deferred = frozenset({"results"})
 
 
 class HeartbeatBatch(Spec):
-    heartbeats: list[Heartbeat] = Field(min_length=1, max_length=1000)
+    heartbeats: list[SkipValidation[Heartbeat]] = Field(
+        min_length=1,
+        max_length=MAX_BATCH,
+        description="Each heartbeat is validated on its own: an invalid one is listed in `errors`.",
+    )
+    deferred = frozenset({"heartbeats"})
 
-    @model_validator(mode="after")
-    def _one_beat_per_task(self) -> HeartbeatBatch:
-        _refuse_duplicates([b.task_id for b in self.heartbeats])
-        return self
+
+Item = TypeVar("Item", TaskResult, Heartbeat)
 
 
-def _refuse_duplicates(task_ids: list[str]) -> None:
+def sent_task_id(raw: Any) -> str | None:
+    """The taskId an item carries as sent, if it carries a string."""
+    sent = raw.get("taskId") if isinstance(raw, dict) else None
+    return sent if isinstance(sent, str) else None
+
+
+def checked_items(model: type[Item], items: list[Any]) -> list[Item | ItemOutcome]:
+    """Each raw item parsed, or its 422 outcome naming the fields. A task id
+    sent twice is refused from its second appearance on: one batch, one
+    outcome per task."""
+    checked: list[Item | ItemOutcome] = []
     seen: set[str] = set()
-    for task_id in task_ids:
-        if task_id in seen:
-            raise ValueError(f"taskId {task_id} appears more than once in one batch")
-        seen.add(task_id)
+    for raw in items:
+        sent_id = sent_task_id(raw)
+        try:
+            item = model.model_validate(raw)
+        except ValidationError as error:
+            checked.append(invalid_item(sent_id, error))
+            continue
+        if item.task_id in seen:
+            duplicate = FieldError(field="taskId", message=f"{item.task_id} appears more than once in this batch")
+            checked.append(
+                ItemOutcome(task_id=sent_id, code=422, error=f"taskId: {duplicate.message}", fields=[duplicate])
+            )
+            continue
+        seen.add(item.task_id)
+        checked.append(item)
+    return checked
+
+
+def invalid_item(task_id: str | None, error: ValidationError) -> ItemOutcome:
+    fields = [FieldError(field=dotted(e["loc"]) or "item", message=e["msg"]) for e in error.errors()]
+    return ItemOutcome(
+        task_id=task_id, code=422, error="; ".join(f"{f.field}: {f.message}" for f in fields), fields=fields
+    )
+
+
+def dotted(loc: tuple[int | str, ...]) -> str:
+    """A pydantic error location as a field path: `results.0.taskId`."""
+    return ".".join(str(part) for part in loc)
 
 
 # --- Reading runs -------------------------------------------------------------
@@ -210,4 +270,10 @@ class ExecutionView(Spec):
     start_time: str
     end_time: str | None = None
     sla_breached_at: str | None = None
+    quarantined_at: str | None = Field(
+        None,
+        description="Set while the decider cannot evaluate this run: it is set aside, alone, until it is "
+        "terminated or released by forcing an evaluation (POST .../decide).",
+    )
+    quarantine_reason: str | None = None
     tasks: list[TaskView] = Field(default_factory=list)

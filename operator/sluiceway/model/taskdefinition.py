@@ -15,7 +15,7 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from sluiceway.model.common import EngineName, Spec, Status
+from sluiceway.model.common import EngineName, SetOf, Spec, Status
 
 
 class RetryLogic(StrEnum):
@@ -41,6 +41,9 @@ _QUANTITY = (
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
 Quantity = Annotated[str, Field(pattern=_QUANTITY, max_length=64)]
+ResourceName = Annotated[str, Field(min_length=1, max_length=253)]
+Argument = Annotated[str, Field(max_length=32_768)]
+ErrorPattern = Annotated[str, Field(min_length=1, max_length=1024)]
 
 
 class EnvVar(Spec):
@@ -58,12 +61,14 @@ class EnvVar(Spec):
 class WorkerResources(Spec):
     """Compute resources of the worker container, as in a Pod's `resources`."""
 
-    requests: dict[str, Quantity] | None = Field(
+    requests: dict[ResourceName, Quantity] | None = Field(
         None,
+        max_length=32,
         description="Minimum resources, e.g. {cpu: 250m, memory: 256Mi}. Quantities are strings.",
     )
-    limits: dict[str, Quantity] | None = Field(
+    limits: dict[ResourceName, Quantity] | None = Field(
         None,
+        max_length=32,
         description="Maximum resources, e.g. {memory: 512Mi}. Quantities are strings.",
     )
 
@@ -120,13 +125,13 @@ class WorkerPodsSpec(Spec):
         max_length=1024,
         description="Container image of the worker. Default: the operator's SLUICEWAY_WORKER_IMAGE.",
     )
-    command: list[str] | None = Field(
+    command: list[Argument] | None = Field(
         None,
         max_length=256,
         description="Entrypoint override; unset runs the image's own entrypoint.",
         json_schema_extra={"x-kubernetes-list-type": "atomic"},
     )
-    args: list[str] | None = Field(
+    args: list[Argument] | None = Field(
         None,
         max_length=256,
         description="Arguments to the entrypoint, e.g. [worker, app.workers, --concurrency, '4'].",
@@ -235,11 +240,10 @@ class TaskDefinitionSpec(Spec):
         description="Maximum share of the last 300 s of executions that may be retries; "
         "never trips under 20 executions; 1 disables. Default 0.3.",
     )
-    non_retryable_errors: list[str] | None = Field(
+    non_retryable_errors: SetOf[ErrorPattern] | None = Field(
         None,
         max_length=100,
-        description="Substrings of a failure reason that must never be retried.",
-        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+        description="Substrings of a failure reason that must never be retried, each listed once.",
     )
 
     # Timeouts --------------------------------------------------------------
@@ -310,11 +314,11 @@ class TaskDefinitionSpec(Spec):
         le=86_400,
         description="Size of the fixed rate-limit window in seconds. Default 1.",
     )
-    semaphores: list[EngineName] = Field(
+    semaphores: SetOf[EngineName] = Field(
         default_factory=list,
         max_length=16,
-        description="Named semaphores a lease must acquire, all or nothing. An unconfigured one gates nothing.",
-        json_schema_extra={"x-kubernetes-list-type": "set"},
+        description="Named semaphores a lease must acquire, all or nothing, each listed once. "
+        "An unconfigured one gates nothing.",
     )
 
     # Worker pods ------------------------------------------------------------
@@ -344,12 +348,6 @@ class TaskDefinitionSpec(Spec):
                     " || self.scheduleToStartTimeout <= self.timeoutSeconds",
                     "message": "scheduleToStartTimeout cannot exceed timeoutSeconds, the total budget",
                     "fieldPath": ".scheduleToStartTimeout",
-                },
-                {
-                    "rule": "!has(self.nonRetryableErrors)"
-                    " || self.nonRetryableErrors.all(e, size(e) > 0 && size(e) <= 1024)",
-                    "message": "nonRetryableErrors entries must be non-empty strings of at most 1024 characters",
-                    "fieldPath": ".nonRetryableErrors",
                 },
             ]
         },

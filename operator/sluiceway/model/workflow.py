@@ -9,13 +9,15 @@ friends written here are dropped, as the reference says.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, model_validator
 
-from sluiceway.model.common import EngineName, Spec, Status
+from sluiceway.model.common import EngineName, SetOf, Spec, Status
 
 REF_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,127}$"
+TaskReference = Annotated[str, Field(pattern=REF_PATTERN)]
+ParameterName = Annotated[str, Field(min_length=1, max_length=256)]
 
 
 class TaskType(StrEnum):
@@ -86,7 +88,9 @@ class WorkflowTask(Spec):
     # FORK_JOIN
     fork_tasks: list[list[WorkflowTask]] | None = None
     # JOIN
-    join_on: list[str] | None = None
+    join_on: SetOf[TaskReference] | None = Field(
+        None, max_length=1000, description="References of the tasks to wait for, each listed once."
+    )
     # SWITCH
     evaluator_type: EvaluatorType | None = None
     expression: str | None = Field(None, max_length=4096)
@@ -156,7 +160,9 @@ class WorkflowSpec(Spec):
     )
     description: str = Field("", max_length=4096)
     tasks: list[WorkflowTask] = Field(min_length=1, max_length=1000)
-    input_parameters: list[str] = Field(default_factory=list, description="Documented input names.")
+    input_parameters: SetOf[ParameterName] = Field(
+        default_factory=list, max_length=1000, description="Documented input names, each listed once."
+    )
     output_parameters: dict[str, Any] = Field(
         default_factory=dict,
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},

@@ -68,4 +68,9 @@ class WorkflowRunStatus(Status):
     tasks: TaskCounts | None = None
     start_time: str | None = None
     end_time: str | None = None
+    quarantined_at: str | None = Field(
+        None,
+        description="Set while the decider cannot evaluate the run: it is set aside (control quarantine, the "
+        "reason in reasonForIncompletion) until it is deleted or terminated, or released by forcing an evaluation.",
+    )
     output: dict[str, Any] | None = Field(None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})

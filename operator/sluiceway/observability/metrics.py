@@ -29,11 +29,22 @@ DECIDE_BATCH_LATENCY = Histogram(
     "sluiceway_decide_batch_seconds", "Time to decide one batch of runs.", buckets=_LATENCY
 )
 RUNS_FINISHED = Counter("sluiceway_runs_finished_total", "Runs that ended, by status.", ["status"])
+RUNS_QUARANTINED = Counter(
+    "sluiceway_runs_quarantined_total",
+    "Runs the decider set aside because it could not evaluate them; each needs a person.",
+    ["namespace"],
+)
+RUNS_IN_QUARANTINE = Gauge("sluiceway_runs_in_quarantine", "Running runs in quarantine now: alert when above zero.")
 TIMERS_FIRED = Counter("sluiceway_timers_fired_total", "Timers fired, by the deadline missed.", ["deadline"])
 TIMEOUT_ALERTS = Counter(
     "sluiceway_timeout_alerts_total", "Deadlines missed under timeoutPolicy ALERT_ONLY.", ["task_type", "deadline"]
 )
 SLA_BREACHES = Counter("sluiceway_workflow_sla_breached_total", "Runs past their soft SLA.", ["namespace", "workflow"])
+LOOP_FAILURES = Counter(
+    "sluiceway_loop_failures_total",
+    "Passes of a background loop (decider, sweeper, ...) that failed for a reason other than the database.",
+    ["loop"],
+)
 GATE_HOLDS = Counter("sluiceway_gate_holds_total", "Work a gate held back, by control.", ["control"])
 BREAKER_STATE = Gauge(
     "sluiceway_circuit_breaker_state", "Circuit breaker of a target host: 0 closed, 1 half-open, 2 open.", ["target"]

@@ -15,13 +15,14 @@ import asyncpg
 from sluiceway.engine.commands import Decision
 from sluiceway.observability import metrics
 from sluiceway.store import diagnostics
-from sluiceway.store.deciding import DeciderConfig, decide_batch
+from sluiceway.store.deciding import DeciderConfig, Quarantined, decide_batch
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.sweeping import SweepReport, admit_waiting_runs, housekeeping, seconds_until_due, sweep
 
 log = logging.getLogger(__name__)
 
 _OUTAGE_PAUSE = 1.0
+_FAILED_PASS_PAUSE = 5.0
 # Even with nothing armed, the sweeper looks again this often: a timer armed
 # by another replica a moment ago may be due sooner than anything it knew of.
 _SWEEP_RECHECK = 0.5
@@ -35,7 +36,12 @@ async def _pause(stop: asyncio.Event, seconds: float) -> None:
 
 
 async def _guarded(name: str, stop: asyncio.Event, step: Callable[[], Awaitable[bool]]) -> None:
-    """Run `step` until stopped; it returns True when it wants to run again at once."""
+    """Run `step` until stopped; it returns True when it wants to run again at once.
+
+    A failed step never ends the loop: the runs and tasks it serves belong to
+    every tenant, so one bad pass is logged and the loop goes on after a pause.
+    Nothing a user sends should get here (the decider quarantines what it
+    cannot evaluate); what does is a bug, logged with its traceback."""
     while not stop.is_set():
         try:
             busy = await step()
@@ -43,8 +49,17 @@ async def _guarded(name: str, stop: asyncio.Event, step: Callable[[], Awaitable[
             log.warning("%s: database unavailable (%s); retrying", name, error)
             await _pause(stop, _OUTAGE_PAUSE)
             continue
+        except Exception:
+            log.exception("%s: a pass failed; the loop goes on in %.0f s", name, _FAILED_PASS_PAUSE)
+            metrics.LOOP_FAILURES.labels(name).inc()
+            await _pause(stop, _FAILED_PASS_PAUSE)
+            continue
         if not busy:
             await asyncio.sleep(0)
+
+
+def _quarantined(run: Quarantined) -> None:
+    metrics.RUNS_QUARANTINED.labels(run.namespace).inc()
 
 
 def _observe(_: str, decision: Decision) -> None:
@@ -60,6 +75,7 @@ async def run_decider(
     pool: asyncpg.Pool, notifications: Notifications | None, config: DeciderConfig, stop: asyncio.Event
 ) -> None:
     config.on_decision = config.on_decision or _observe
+    config.on_quarantine = config.on_quarantine or _quarantined
 
     async def step() -> bool:
         if notifications is not None:
@@ -81,9 +97,16 @@ async def run_decider(
     await _guarded("decider", stop, step)
 
 
+_FIRED_LOG_LINES = 20  # per pass: an expiry storm needs examples and a count, not a line per task
+
+
 def _report(report: SweepReport) -> None:
     for expired in report.expired:
         metrics.TIMERS_FIRED.labels(expired.missed.value).inc()
+    for fired in report.fired_tasks[:_FIRED_LOG_LINES]:
+        log.info("run %s task %s (epoch %d): %s", fired.execution_id, fired.task_id, fired.epoch, fired.reason)
+    if len(report.fired_tasks) > _FIRED_LOG_LINES:
+        log.info("and %d more tasks ended by their timers in this pass", len(report.fired_tasks) - _FIRED_LOG_LINES)
     for task_type, expiry in report.alerts:
         metrics.TIMEOUT_ALERTS.labels(task_type, expiry.missed.value).inc()
         log.warning("ALERT_ONLY timeout of a %s task: %s", task_type, expiry.reason)
@@ -120,6 +143,7 @@ async def run_gauges(pool: asyncpg.Pool, stop: asyncio.Event, interval: float = 
             health = await diagnostics.health(conn)
         metrics.DECIDE_QUEUE_OLDEST.set(health.decide_lag_seconds)
         metrics.TIMERS_OVERDUE.set(health.timers_overdue)
+        metrics.RUNS_IN_QUARANTINE.set(health.in_quarantine)
         metrics.TASKS_READY.clear()
         metrics.TASKS_DELAYED.clear()
         for queue in health.queues:

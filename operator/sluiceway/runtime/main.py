@@ -37,8 +37,7 @@ def _operator(args: argparse.Namespace) -> int:
     except SettingsError as error:
         print(f"sluiceway operator: {error}", file=sys.stderr)
         return 2
-    operator.main(settings)
-    return 0
+    return operator.main(settings)
 
 
 def _up(args: argparse.Namespace) -> int:

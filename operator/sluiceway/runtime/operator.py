@@ -5,7 +5,10 @@
 - the HTTP API (worker protocol, runs, metrics).
 
 Every part runs on every replica against the same PostgreSQL; transactions
-and SKIP LOCKED keep them from doing anything twice.
+and SKIP LOCKED keep them from doing anything twice. A part that ends while
+nothing asked it to stop takes the process down with status 1, its traceback
+in the log, so that Kubernetes restarts the replica rather than leaving it
+half alive.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import logging
 import signal
 import socket
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
 import asyncpg
@@ -25,14 +28,15 @@ import kopf
 import uvicorn
 
 from sluiceway.api.app import create_app
-from sluiceway.api.auth import Authenticator
+from sluiceway.api.authenticator import Authenticator
 from sluiceway.api.services import Services
 from sluiceway.controls.breaker import Breakers
 from sluiceway.k8s.events import EventRecorder
-from sluiceway.k8s.handlers import Context, register, register_status_reports, register_workflows
+from sluiceway.k8s.handlers import register
 from sluiceway.k8s.leadership import LeaderElector
 from sluiceway.k8s.mirror import run_mirror
-from sluiceway.k8s.workers import register_worker_deployments
+from sluiceway.k8s.reconciling import Context
+from sluiceway.k8s.worker_pods import DEFAULT_API_URL, WorkerPods
 from sluiceway.kubeapi.client import Events, KubeClient, Leases
 from sluiceway.runtime import loops
 from sluiceway.runtime.settings import Settings
@@ -73,6 +77,58 @@ class _Server(uvicorn.Server):
     def capture_signals(self) -> Iterator[None]:
         yield
 
+    async def serve_until(self, stop: asyncio.Event) -> None:
+        async def exit_on_stop() -> None:
+            await stop.wait()
+            self.should_exit = True
+
+        watcher = asyncio.create_task(exit_on_stop())
+        try:
+            await self.serve()
+        except SystemExit as error:
+            # uvicorn exits the interpreter when it cannot listen; the supervisor
+            # should see a dead part and stop the others in order instead.
+            raise RuntimeError(f"the API server could not start (uvicorn exit status {error.code})") from error
+        finally:
+            watcher.cancel()
+
+
+Part = tuple[str, Coroutine[Any, Any, None]]
+_SHUTDOWN_SECONDS = 15
+
+
+class PartDied(Exception):
+    """A part of the operator ended while nothing asked it to stop."""
+
+
+async def supervise(parts: list[Part], stop: asyncio.Event) -> None:
+    """Run every part until `stop` is set, then stop them all. A part that ends
+    first, by an exception or by returning, is logged with its traceback and
+    ends the others: PartDied names it."""
+    tasks: dict[asyncio.Task[Any], str] = {asyncio.create_task(c, name=name): name for name, c in parts}
+    stopping: asyncio.Task[Any] = asyncio.create_task(stop.wait())
+    try:
+        done, _ = await asyncio.wait([*tasks, stopping], return_when=asyncio.FIRST_COMPLETED)
+        died = [task for task in done if task in tasks]
+        if died and not stop.is_set():
+            for task in died:
+                error = None if task.cancelled() else task.exception()
+                if error is not None:
+                    log.critical("the %s part of the operator died", tasks[task], exc_info=error)
+                else:
+                    log.critical("the %s part of the operator ended on its own", tasks[task])
+            raise PartDied(f"the {', '.join(tasks[t] for t in died)} part of the operator ended")
+    finally:
+        stop.set()
+        stopping.cancel()
+        await asyncio.wait(tasks, timeout=_SHUTDOWN_SECONDS)
+        for task, name in tasks.items():
+            if not task.done():
+                log.warning("the %s part did not stop within %d s; cancelling it", name, _SHUTDOWN_SECONDS)
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
 
 async def _first_of(*events: asyncio.Event, then: asyncio.Event) -> None:
     waits = [asyncio.create_task(e.wait()) for e in events]
@@ -103,6 +159,7 @@ async def _own_signals_when(ready: asyncio.Event, stop: asyncio.Event) -> None:
 
 class _Memo(kopf.Memo):
     context: Context
+    worker_pods: WorkerPods
 
 
 # PostgreSQL not there yet (a database pod starting beside the operator's, a
@@ -173,22 +230,25 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         worker_id=f"{socket.gethostname()}/http",
     )
     notifications.caches.append(http_tasks.definitions)
-    parts: list[Coroutine[Any, Any, None]] = [
-        http_tasks.run(stop),
-        *(loops.run_decider(pool, notifications, config, stop) for _ in range(settings.deciders)),
-        loops.run_sweeper(pool, stop),
-        loops.run_gauges(pool, stop),
-        server.serve(),
+    parts: list[Part] = [
+        ("HTTP task", http_tasks.run(stop)),
+        *((f"decider {i + 1}", loops.run_decider(pool, notifications, config, stop)) for i in range(settings.deciders)),
+        ("sweeper", loops.run_sweeper(pool, stop)),
+        ("gauges", loops.run_gauges(pool, stop)),
+        ("API server", server.serve_until(stop)),
     ]
     if kube is not None:
+        worker_pods = WorkerPods(
+            api_url=settings.api_url or DEFAULT_API_URL,
+            default_image=settings.worker_image,
+            interval=settings.autoscaling_interval,
+        )
         registry = kopf.OperatorRegistry()
-        register(registry)
-        register_workflows(registry)
-        register_status_reports(registry)
-        register_worker_deployments(registry, api_url=settings.api_url, default_image=settings.worker_image)
+        register(registry, worker_pods=worker_pods, status_interval=settings.status_interval)
         recorder = EventRecorder(Events(kube))
         memo = _Memo()
         memo.context = Context(pool=pool, clock=utc_now, events=recorder)
+        memo.worker_pods = worker_pods
 
         async def reconcile(stepped_down: asyncio.Event) -> None:
             """The one-replica-at-a-time parts: kopf's reconcilers and the status mirror."""
@@ -227,40 +287,37 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             elector = LeaderElector(
                 Leases(kube), settings.leader_election_namespace, "sluiceway-operator", settings.identity
             )
-            parts.append(elector.run(reconcile, stop))
+            parts.append(("reconciler", elector.run(reconcile, stop)))
         else:
-            parts.append(reconcile(asyncio.Event()))
+            parts.append(("reconciler", reconcile(asyncio.Event())))
     if authenticator is not None:
-        parts.append(authenticator.run(stop))  # keeps the API keys in memory
-    tasks = [asyncio.create_task(part) for part in parts]
+        parts.append(("API keys", authenticator.run(stop)))  # keeps the API keys in memory
     try:
-        done, _ = await asyncio.wait([*tasks, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            if task in tasks and task.exception() is not None:
-                log.error("a part of the operator failed: %r", task.exception())
+        await supervise(parts, stop)
     finally:
-        stop.set()
-        server.should_exit = True
-        await asyncio.wait(tasks, timeout=15)
-        for task in tasks:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
         await notifications.stop()
         await pool.close()
         if kube is not None:
             kube.close()
 
 
-def main(settings: Settings) -> None:
+def main(settings: Settings) -> int:
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return exit_status(lambda stop: run(settings, stop))
 
-    async def supervise() -> None:
+
+def exit_status(body: Callable[[asyncio.Event], Awaitable[None]]) -> int:
+    """Run `body` until SIGTERM or SIGINT sets its stop event: 0 after a clean
+    stop, 1 when a part died (a failure at start-up raises, which exits 1 too)."""
+
+    async def with_signals() -> None:
         stop = asyncio.Event()
         _own_signals(stop)
-        await run(settings, stop)
-        if not stop.is_set():
-            raise SystemExit("the operator stopped on its own; see the log above")
+        await body(stop)
 
-    asyncio.run(supervise())
+    try:
+        asyncio.run(with_signals())
+    except PartDied as died:
+        log.critical("%s; exiting with status 1 so that Kubernetes restarts this replica", died)
+        return 1
+    return 0

@@ -58,6 +58,10 @@ class Settings(BaseModel):
     circuit_breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     http_allowed_hosts: tuple[str, ...] = ()
     http_concurrency: int = Field(32, ge=1, le=1024)
+    # Seconds between two status reports of an object, and between two checks
+    # (status, autoscaling) of a worker Deployment. Short in tests.
+    status_interval: float = Field(5.0, gt=0, le=3600)
+    autoscaling_interval: float = Field(5.0, gt=0, le=3600)
 
     @model_validator(mode="after")
     def _auth_needs_kubernetes(self) -> Settings:
@@ -122,6 +126,8 @@ class Settings(BaseModel):
             ("SLUICEWAY_DB_POOL_SIZE", "pool_size"),
             ("SLUICEWAY_DEFAULT_START_TO_CLOSE_TIMEOUT", "default_start_to_close_timeout"),
             ("SLUICEWAY_MAX_RETRY_BACKOFF", "max_retry_backoff"),
+            ("SLUICEWAY_STATUS_INTERVAL", "status_interval"),
+            ("SLUICEWAY_AUTOSCALING_INTERVAL", "autoscaling_interval"),
         ):
             if env.get(variable):
                 raw[key] = env[variable]

@@ -6,6 +6,13 @@ Several replicas run this at once: a run is decided by whoever locks its
 insert into the decide queue, so they never wait on the decider's locks.
 Commands of a whole batch are applied with a few bulk statements; if the bulk
 apply fails, each run is retried alone so one bad run cannot wedge the queue.
+
+No run can stop the loop or the other runs of its batch. A run whose spec or
+rows cannot be read, whose decision is a Quarantine, or whose decision cannot
+be applied even alone, is quarantined: marked on its row, its decide events
+consumed, and passed over from then on (terminating it still works; forcing an
+evaluation releases it). Only a lost database connection leaves this module,
+for the loop to wait out.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from sluiceway.engine.commands import (
     ArmRunTimeout,
     Decision,
     FinishRun,
+    Quarantine,
     RecordTask,
     ScheduleTask,
     StartChild,
@@ -50,6 +58,17 @@ log = logging.getLogger(__name__)
 _BUCKET_SECONDS = 10
 _SHARDS = 8
 _ERROR_BACKOFF = datetime.timedelta(seconds=30)
+_REASON_CHARS = 2000  # a quarantine reason is for people; the head of an error says enough
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A run set aside by the decider, reported once it is committed."""
+
+    run_id: str
+    namespace: str
+    workflow: str
+    reason: str
 
 
 @dataclass
@@ -59,6 +78,7 @@ class DeciderConfig:
     rng: random.Random = field(default_factory=random.Random)
     definitions: DefinitionCache = field(default_factory=DefinitionCache)
     on_decision: Callable[[str, Decision], None] | None = None  # metrics and tracing hooks
+    on_quarantine: Callable[[Quarantined], None] | None = None
 
 
 @functools.lru_cache(maxsize=2048)
@@ -72,13 +92,14 @@ def _workflow(namespace: str, name: str, version: int, raw: str) -> WorkflowSpec
 _LOCK_DUE = """
 SELECT now() AS now, e.id, e.namespace, e.workflow_name, e.workflow_version, e.status, e.input,
        e.correlation_id, e.evaluated, e.timeout_at, e.terminate_requested, e.awaiting_admission,
-       e.resource_name IS NOT NULL AS mirrored, v.spec::text AS spec,
+       e.resource_name IS NOT NULL AS mirrored, e.quarantined_at IS NOT NULL AS quarantined, v.spec::text AS spec,
        ARRAY(SELECT q.id FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now()) AS event_ids,
        ARRAY(SELECT DISTINCT q.event FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now())
            AS events
   FROM executions e
-  JOIN workflow_versions v ON v.namespace = e.namespace AND v.name = e.workflow_name
-                          AND v.version = e.workflow_version
+  -- LEFT: a run whose version row is missing is quarantined, not left to block the queue's head
+  LEFT JOIN workflow_versions v ON v.namespace = e.namespace AND v.name = e.workflow_name
+                               AND v.version = e.workflow_version
  WHERE e.id = ANY(ARRAY(SELECT execution_id FROM decide_queue WHERE due_at <= now() ORDER BY due_at, id
                         LIMIT $1 * 4))
  ORDER BY e.id
@@ -114,11 +135,14 @@ async def decide_batch(pool: asyncpg.Pool, config: DeciderConfig) -> int:
     async with pool.acquire() as conn:
         try:
             async with conn.transaction():
-                decided = await _decide(conn, await conn.fetch(_LOCK_DUE, config.batch_size), config)
-        except (asyncpg.PostgresError, ValidationError) as error:
-            log.warning("bulk decision failed (%s); deciding runs one by one", error)
+                outcome = await _decide(conn, await conn.fetch(_LOCK_DUE, config.batch_size), config)
+        except Exception as error:  # noqa: BLE001 - whatever one run did, the others are decided one by one
+            if _connection_lost(error, conn):
+                raise
+            log.warning("bulk decision failed (%s); deciding runs one by one", _describe(error))
             return await _decide_one_by_one(conn, config)
-        return decided
+        _report(outcome, config)
+        return outcome.decided
 
 
 async def _decide_one_by_one(conn: asyncpg.Connection, config: DeciderConfig) -> int:
@@ -128,30 +152,156 @@ async def _decide_one_by_one(conn: asyncpg.Connection, config: DeciderConfig) ->
     for execution_id in candidates:
         try:
             async with conn.transaction():
-                decided += await _decide(conn, await conn.fetch(_LOCK_ONE, execution_id), config)
-        except (asyncpg.PostgresError, ValidationError) as error:
-            log.error("deciding run %s failed: %s; retrying it in %s", execution_id, error, _ERROR_BACKOFF)
-            await conn.execute(_DEFER, execution_id, _ERROR_BACKOFF)
+                outcome = await _decide(conn, await conn.fetch(_LOCK_ONE, execution_id), config)
+        except Exception as error:  # noqa: BLE001 - this run alone; see _connection_lost and _transient
+            if _connection_lost(error, conn):
+                raise
+            if _transient(error):
+                log.warning("run %s: deciding failed (%s); retrying it in %s", execution_id, error, _ERROR_BACKOFF)
+                await conn.execute(_DEFER, execution_id, _ERROR_BACKOFF)
+                continue
+            log.error("run %s: deciding it failed, even alone", execution_id, exc_info=error)
+            try:
+                outcome = await _quarantine_alone(
+                    conn, execution_id, f"deciding it failed, even alone: {_describe(error)}"
+                )
+            except Exception as failure:  # noqa: BLE001 - the others of the batch still go on
+                if _connection_lost(failure, conn):
+                    raise
+                log.error(
+                    "run %s: cannot be quarantined either (%s); retrying it in %s",
+                    execution_id,
+                    failure,
+                    _ERROR_BACKOFF,
+                )
+                await conn.execute(_DEFER, execution_id, _ERROR_BACKOFF)
+                continue
+        _report(outcome, config)
+        decided += outcome.decided
     return decided
 
 
-async def _decide(conn: asyncpg.Connection, runs: list[asyncpg.Record], config: DeciderConfig) -> int:
+@dataclass
+class _Outcome:
+    decided: int = 0
+    quarantined: list[Quarantined] = field(default_factory=list)
+    ended: list[tuple[str, FinishRun]] = field(default_factory=list)
+
+
+def _report(outcome: _Outcome, config: DeciderConfig) -> None:
+    """Logs and hooks, once the transaction that did it has committed."""
+    for run_id, finish in outcome.ended:
+        if finish.status is not RunStatus.COMPLETED:
+            failed = f" (task {finish.failed_task_id})" if finish.failed_task_id else ""
+            log.info("run %s %s%s: %s", run_id, finish.status.value, failed, finish.reason[:300])
+    for quarantined in outcome.quarantined:
+        log.error(
+            "run %s (%s/%s) is quarantined: %s",
+            quarantined.run_id,
+            quarantined.namespace,
+            quarantined.workflow,
+            quarantined.reason,
+        )
+        if config.on_quarantine is not None:
+            config.on_quarantine(quarantined)
+
+
+# Connection trouble is the loop's to wait out; these classes of SQLSTATE pass
+# by themselves (serialization failures and deadlocks, resources, locks,
+# cancelled statements, system errors): the run is tried again later. Anything
+# else a run's decision meets would meet it again: the run is quarantined.
+_CONNECTION_STATES = ("08", "57P")
+_TRANSIENT_STATES = ("40", "53", "55", "57", "58")
+
+
+def _sqlstate(error: BaseException) -> str:
+    return str(getattr(error, "sqlstate", "") or "") if isinstance(error, asyncpg.PostgresError) else ""
+
+
+def _connection_lost(error: BaseException, conn: asyncpg.Connection) -> bool:
+    # Not every InterfaceError: asyncpg's client-side DataError (a value that
+    # does not fit its column) is one, and would meet the run again.
+    if isinstance(error, OSError) or conn.is_closed():
+        return True
+    return _sqlstate(error).startswith(_CONNECTION_STATES)
+
+
+def _transient(error: BaseException) -> bool:
+    return _sqlstate(error).startswith(_TRANSIENT_STATES)
+
+
+def _describe(error: BaseException) -> str:
+    """The error for a reason or a log line: its type and the head of its
+    message, never a payload (pydantic's input values are left out)."""
+    if isinstance(error, ValidationError):
+        text = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
+    else:
+        text = str(error)
+    return f"{type(error).__name__}: {text}"[:_REASON_CHARS]
+
+
+_QUARANTINE = """
+WITH consumed AS (DELETE FROM decide_queue WHERE execution_id = ANY($1))
+UPDATE executions e SET quarantined_at = now(), quarantine_reason = q.reason, mirror_seq = e.mirror_seq + 1
+  FROM unnest($1::uuid[], $2::text[]) AS q(id, reason)
+ WHERE e.id = q.id AND e.status = 'RUNNING' AND e.quarantined_at IS NULL
+RETURNING e.id, e.namespace, e.workflow_name, q.reason
+"""
+
+
+async def quarantine_runs(conn: asyncpg.Connection, runs: list[tuple[uuid.UUID, str]]) -> list[Quarantined]:
+    """Set runs aside with their reasons, consuming their decide events."""
     if not runs:
-        return 0
+        return []
+    # A text column holds no NUL; a reason quoting one must still be written.
+    reasons = [r[1][:_REASON_CHARS].replace("\x00", "\\0") for r in runs]
+    rows = await conn.fetch(_QUARANTINE, [r[0] for r in runs], reasons)
+    return [Quarantined(str(r["id"]), r["namespace"], r["workflow_name"], r["reason"]) for r in rows]
+
+
+async def _quarantine_alone(conn: asyncpg.Connection, execution_id: uuid.UUID, reason: str) -> _Outcome:
+    async with conn.transaction():
+        return _Outcome(quarantined=await quarantine_runs(conn, [(execution_id, reason)]))
+
+
+async def _decide(conn: asyncpg.Connection, runs: list[asyncpg.Record], config: DeciderConfig) -> _Outcome:
+    if not runs:
+        return _Outcome()
     now: datetime.datetime = runs[0]["now"]
-    ids = [r["id"] for r in runs]
-    rows_by_run: dict[uuid.UUID, dict[str, TaskRow]] = defaultdict(dict)
-    for row in await conn.fetch(_LATEST_TASKS, ids):
-        rows_by_run[row["execution_id"]][row["ref"]] = _task_row(row)
-    snapshots = await _snapshots(conn, runs, rows_by_run, config)
     applier = _Applier(now)
-    for run, snapshot in zip(runs, snapshots, strict=False):
-        decision = decide(snapshot, _event_of(set(run["events"])), now, config.rng)
+    rows_by_run, unreadable = await _task_rows(conn, [r["id"] for r in runs if not r["quarantined"]])
+    live: list[tuple[asyncpg.Record, WorkflowSpec]] = []
+    for run in runs:
+        if run["quarantined"]:
+            applier.set_aside(run)
+        elif run["id"] in unreadable:
+            applier.quarantine(run["id"], unreadable[run["id"]])
+        else:
+            try:
+                live.append(
+                    (run, _workflow(run["namespace"], run["workflow_name"], run["workflow_version"], run["spec"]))
+                )
+            except Exception as error:  # noqa: BLE001 - a version row missing or nothing can parse: that run alone
+                applier.quarantine(
+                    run["id"],
+                    f"workflow {run['workflow_name']} version "
+                    f"{run['workflow_version']} cannot be read: {_describe(error)}",
+                )
+    for run, snapshot in await _snapshots(conn, live, rows_by_run, config, applier):
+        try:
+            decision = decide(snapshot, _event_of(set(run["events"])), now, config.rng)
+        except Exception as error:  # noqa: BLE001 - decide() is total; this guards that promise
+            decision = Decision([Quarantine(f"the decider failed: {_describe(error)}")])
+        quarantine = decision.quarantine()
+        if quarantine is not None:
+            applier.quarantine(run["id"], quarantine.reason)
+            continue
         applier.add(snapshot, decision, mirrored=run["mirrored"])
         if config.on_decision is not None:
             config.on_decision(snapshot.id, decision)
-    await applier.apply(conn, [event for run in runs for event in run["event_ids"]])
-    return len(snapshots)
+    outcome = await applier.apply(conn, [event for run in runs for event in run["event_ids"]])
+    outcome.decided = len(runs) - len(outcome.quarantined)
+    return outcome
 
 
 def _event_of(names: set[str]) -> Event:
@@ -182,53 +332,116 @@ def _task_row(row: asyncpg.Record) -> TaskRow:
     )
 
 
+async def _task_rows(
+    conn: asyncpg.Connection, ids: list[uuid.UUID]
+) -> tuple[dict[uuid.UUID, dict[str, TaskRow]], dict[uuid.UUID, str]]:
+    """The latest rows of each run, and the runs with a row that cannot be read."""
+    rows_by_run: dict[uuid.UUID, dict[str, TaskRow]] = defaultdict(dict)
+    unreadable: dict[uuid.UUID, str] = {}
+    if not ids:
+        return rows_by_run, unreadable
+    for row in await conn.fetch(_LATEST_TASKS, ids):
+        try:
+            rows_by_run[row["execution_id"]][row["ref"]] = _task_row(row)
+        except Exception as error:  # noqa: BLE001 - a row nothing wrote this way: its run alone
+            unreadable[row["execution_id"]] = (
+                f"task {row['ref']} attempt {row['attempt']} ({row['id']}) cannot be read: {_describe(error)}"
+            )
+    return rows_by_run, unreadable
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """What ending a run needs to know of it."""
+
+    id: str
+    namespace: str
+    workflow_name: str
+    admission_limit: int | None = None  # rateLimitConfig.concurrentExecLimit
+
+    @staticmethod
+    def of(snapshot: RunSnapshot) -> RunRef:
+        config = snapshot.workflow.rate_limit_config
+        limit = config.concurrent_exec_limit if config is not None else None
+        return RunRef(snapshot.id, snapshot.namespace, snapshot.workflow_name, limit)
+
+
+async def _definitions(
+    conn: asyncpg.Connection, config: DeciderConfig, namespace: str, names: set[str]
+) -> dict[str, TaskDefinitionSpec] | str:
+    """The namespace's definitions by task type, or why they cannot be read."""
+    try:
+        return await config.definitions.get_many(conn, namespace, names)
+    except ValidationError as error:
+        return f"a task definition of namespace {namespace} cannot be read: {_describe(error)}"
+
+
 async def _snapshots(
     conn: asyncpg.Connection,
-    runs: list[asyncpg.Record],
+    live: list[tuple[asyncpg.Record, WorkflowSpec]],
     rows_by_run: Mapping[uuid.UUID, dict[str, TaskRow]],
     config: DeciderConfig,
-) -> list[RunSnapshot]:
-    specs = {r["id"]: _workflow(r["namespace"], r["workflow_name"], r["workflow_version"], r["spec"]) for r in runs}
-    names_by_ns: dict[str, set[str]] = defaultdict(set)
+    applier: _Applier,
+) -> list[tuple[asyncpg.Record, RunSnapshot]]:
+    """Each run with its snapshot; a run whose snapshot cannot be built is
+    quarantined through `applier` instead."""
+    names_by_run: dict[uuid.UUID, set[str]] = defaultdict(set)
     failing_by_ns: dict[str, set[str]] = defaultdict(set)
-    for run in runs:
-        for task in iter_tasks(specs[run["id"]].tasks):
-            names_by_ns[run["namespace"]].add(task.name)
+    for run, spec in live:
+        names = names_by_run[run["id"]]
+        for task in iter_tasks(spec.tasks):
+            names.add(task.name)
             if task.type is TaskType.FORK_JOIN_DYNAMIC:
                 fork = rows_by_run[run["id"]].get(task.task_reference_name)
                 if fork is not None:
-                    names_by_ns[run["namespace"]].add(str(fork.output.get("forkTaskName", "")))
+                    names.add(str(fork.output.get("forkTaskName", "")))
         for row in rows_by_run[run["id"]].values():
             if row.status.is_failure():
                 failing_by_ns[run["namespace"]].add(row.name)
-    definitions: dict[str, dict[str, TaskDefinitionSpec]] = defaultdict(dict)
+    definitions: dict[uuid.UUID, dict[str, TaskDefinitionSpec] | str] = {}
+    for namespace in {run["namespace"] for run, _ in live}:
+        of_namespace = [run for run, _ in live if run["namespace"] == namespace]
+        found = await _definitions(conn, config, namespace, set().union(*(names_by_run[r["id"]] for r in of_namespace)))
+        for run in of_namespace:  # one unreadable definition costs only the runs that use it
+            definitions[run["id"]] = (
+                found
+                if not isinstance(found, str)
+                else await _definitions(conn, config, namespace, names_by_run[run["id"]])
+            )
     budgets: dict[str, dict[str, BudgetWindow]] = defaultdict(dict)
-    for namespace, names in names_by_ns.items():
-        definitions[namespace] = await config.definitions.get_many(conn, namespace, names)
     for namespace, names in failing_by_ns.items():
         for row in await conn.fetch(_BUDGETS, namespace, list(names), WINDOW_SECONDS):
             budgets[namespace][row["name"]] = BudgetWindow(row["executions"], row["retries"])
-    return [
-        RunSnapshot(
-            id=str(run["id"]),
-            namespace=run["namespace"],
-            workflow_name=run["workflow_name"],
-            version=run["workflow_version"],
-            workflow=specs[run["id"]],
-            status=RunStatus(run["status"]),
-            input=run["input"],
-            tasks=rows_by_run[run["id"]],
-            correlation_id=run["correlation_id"],
-            evaluated=run["evaluated"],
-            timeout_at=run["timeout_at"],
-            terminate_requested=run["terminate_requested"],
-            awaiting_admission=run["awaiting_admission"],
-            definitions=definitions[run["namespace"]],
-            defaults=config.defaults,
-            budgets=budgets[run["namespace"]],
-        )
-        for run in runs
-    ]
+    built: list[tuple[asyncpg.Record, RunSnapshot]] = []
+    for run, spec in live:
+        found = definitions[run["id"]]
+        if isinstance(found, str):
+            applier.quarantine(run["id"], found)
+            continue
+        try:
+            snapshot = RunSnapshot(
+                id=str(run["id"]),
+                namespace=run["namespace"],
+                workflow_name=run["workflow_name"],
+                version=run["workflow_version"],
+                workflow=spec,
+                status=RunStatus(run["status"]),
+                input=run["input"],
+                tasks=rows_by_run[run["id"]],
+                correlation_id=run["correlation_id"],
+                evaluated=run["evaluated"],
+                timeout_at=run["timeout_at"],
+                terminate_requested=run["terminate_requested"],
+                awaiting_admission=run["awaiting_admission"],
+                definitions=found,
+                defaults=config.defaults,
+                budgets=budgets[run["namespace"]],
+            )
+        except Exception as error:  # noqa: BLE001 - a run row nothing wrote this way: that run alone
+            applier.quarantine(run["id"], f"the run cannot be read: {_describe(error)}")
+            continue
+        built.append((run, snapshot))
+    return built
 
 
 _INSERT_TASKS = """
@@ -277,7 +490,8 @@ class _Applier:
         self.tasks: list[tuple[Any, ...]] = []
         self.updates: list[tuple[Any, ...]] = []
         self.decided: list[tuple[uuid.UUID, datetime.datetime | None]] = []
-        self.finishes: list[tuple[RunSnapshot, FinishRun]] = []
+        self.finishes: list[tuple[RunRef, FinishRun]] = []
+        self.quarantines: list[tuple[uuid.UUID, str]] = []
         self.children: list[tuple[RunSnapshot, StartChild, uuid.UUID]] = []
         self.ready: set[tuple[str, str]] = set()
         self.shard = random.randrange(_SHARDS)
@@ -299,11 +513,21 @@ class _Applier:
             elif isinstance(command, StartChild):
                 self.children.append((snapshot, command, ids_by_ref[command.parent_ref]))
             elif isinstance(command, FinishRun):
-                self.finishes.append((snapshot, command))
-        finishing = bool(self.finishes) and self.finishes[-1][0] is snapshot
+                self.finishes.append((RunRef.of(snapshot), command))
+        finishing = bool(self.finishes) and self.finishes[-1][0].id == snapshot.id
         # Write the run's row only when something about it changed: each write is a new row version.
         if not finishing and (not snapshot.evaluated or timeout_at is not None or (mirrored and decision.commands)):
             self.decided.append((run_id, timeout_at))
+
+    def quarantine(self, run_id: uuid.UUID, reason: str) -> None:
+        self.quarantines.append((run_id, reason))
+
+    def set_aside(self, run: asyncpg.Record) -> None:
+        """A quarantined run is not decided: its events are consumed, and only
+        a terminate request acts on it, without reading its spec or tasks."""
+        if run["terminate_requested"] is not None:
+            ref = RunRef(str(run["id"]), run["namespace"], run["workflow_name"], _admission_limit(run["spec"]))
+            self.finishes.append((ref, FinishRun(RunStatus.TERMINATED, run["terminate_requested"])))
 
     def _tasks_by_ref(self, snapshot: RunSnapshot) -> dict[str, WorkflowTask]:
         key = (snapshot.namespace, snapshot.workflow_name, snapshot.version)
@@ -387,7 +611,8 @@ class _Applier:
         )
         return task_id
 
-    async def apply(self, conn: asyncpg.Connection, event_ids: list[int]) -> None:
+    async def apply(self, conn: asyncpg.Connection, event_ids: list[int]) -> _Outcome:
+        outcome = _Outcome(quarantined=await quarantine_runs(conn, self.quarantines))
         if self.tasks:
             await conn.execute(_INSERT_TASKS, *map(list, zip(*self.tasks, strict=False)), _bucket(self.now), self.shard)
         if self.updates:
@@ -395,7 +620,8 @@ class _Applier:
         for snapshot, child, parent_task in self.children:
             await _start_child(conn, snapshot, child, parent_task)
         if self.finishes:
-            await finish_runs(conn, self.finishes)
+            ended = set(await finish_runs(conn, self.finishes))
+            outcome.ended = [(ref.id, finish) for ref, finish in self.finishes if ref.id in ended]
         await conn.execute(
             _MARK_DECIDED,
             [d[0] for d in self.decided],
@@ -403,6 +629,17 @@ class _Applier:
             event_ids,
             [f"{namespace}/{name}" for namespace, name in sorted(self.ready)],
         )
+        return outcome
+
+
+def _admission_limit(raw_spec: str) -> int | None:
+    """rateLimitConfig.concurrentExecLimit from a spec that may not parse; None
+    leaves the admission of waiting runs to the sweeper's rebalance."""
+    try:
+        limit = json.loads(raw_spec)["rateLimitConfig"]["concurrentExecLimit"]
+    except (ValueError, TypeError, KeyError):
+        return None
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
 
 
 def _bucket(now: datetime.datetime) -> datetime.datetime:
@@ -464,16 +701,17 @@ UPDATE tasks SET status = $2, output = $3, reason = $4, ended_at = now(), total_
 """
 
 
-async def finish_runs(conn: asyncpg.Connection, finishes: list[tuple[RunSnapshot, FinishRun]]) -> None:
+async def finish_runs(conn: asyncpg.Connection, finishes: list[tuple[RunRef, FinishRun]]) -> list[str]:
     """End runs and everything hanging off them, in the decider's transaction:
     cancel their active tasks, terminate their child runs, tell their parents,
     start failure workflows. The common case (no parent, no children, no
-    failure workflow) costs two statements for the whole batch."""
+    failure workflow) costs two statements for the whole batch. Returns the ids
+    of the runs that ended (a run that had already ended is left alone)."""
     ended = {
         row["id"]: row
         for row in await conn.fetch(
             _FINISH,
-            [uuid.UUID(s.id) for s, _ in finishes],
+            [uuid.UUID(r.id) for r, _ in finishes],
             [f.status.value for _, f in finishes],
             [f.reason for _, f in finishes],
             [f.output for _, f in finishes],
@@ -481,38 +719,38 @@ async def finish_runs(conn: asyncpg.Connection, finishes: list[tuple[RunSnapshot
         )
     }
     if not ended:
-        return
+        return []
     cancelled = await conn.fetch(_CANCEL_ACTIVE, list(ended))
     children = [r["child_execution_id"] for r in cancelled if r["child_execution_id"] is not None]
     if children:
         stopped = await conn.fetch(_TERMINATE_CHILDREN, children, "the parent run ended")
         await executions.enqueue_decides(conn, [r["id"] for r in stopped], "terminate")
     admitted: list[uuid.UUID] = []
-    for snapshot, finish in finishes:
-        row = ended.get(uuid.UUID(snapshot.id))
+    for run, finish in finishes:
+        row = ended.get(uuid.UUID(run.id))
         if row is None:
             continue
-        config = snapshot.workflow.rate_limit_config
-        if row["admission_key"] is not None and not row["awaiting_admission"] and config is not None:
+        limit = run.admission_limit
+        if row["admission_key"] is not None and not row["awaiting_admission"] and limit is not None:
             # A holder finished: the oldest run waiting on its key goes next.
             admitted += await admission.admit_waiting(
-                conn, snapshot.namespace, snapshot.workflow_name, row["admission_key"], config.concurrent_exec_limit
+                conn, run.namespace, run.workflow_name, row["admission_key"], limit
             )
         if row["parent_task_id"] is not None:
             ok = finish.status is RunStatus.COMPLETED
             status = TaskStatus.COMPLETED if ok else TaskStatus.FAILED
-            reason = "" if ok else f"sub-workflow {snapshot.id} {finish.status.value}: {finish.reason}"
+            reason = "" if ok else f"sub-workflow {run.id} {finish.status.value}: {finish.reason}"
             await conn.execute(_NOTIFY_PARENT_TASK, row["parent_task_id"], status.value, finish.output, reason)
             await executions.enqueue_decide(conn, row["parent_execution_id"], "child_finished")
         if finish.failure_workflow:
             started = await executions.start_run(
                 conn,
-                snapshot.namespace,
+                run.namespace,
                 finish.failure_workflow,
                 None,
                 {
-                    "workflowId": snapshot.id,
-                    "workflowName": snapshot.workflow_name,
+                    "workflowId": run.id,
+                    "workflowName": run.workflow_name,
                     "reason": finish.reason,
                     "failureStatus": finish.status.value,
                     "failureTaskId": finish.failed_task_id,
@@ -520,6 +758,7 @@ async def finish_runs(conn: asyncpg.Connection, finishes: list[tuple[RunSnapshot
             )
             if not isinstance(started, executions.Started):
                 log.warning(
-                    "run %s: failureWorkflow %s not started: %s", snapshot.id, finish.failure_workflow, started.message
+                    "run %s: failureWorkflow %s not started: %s", run.id, finish.failure_workflow, started.message
                 )
     await executions.enqueue_decides(conn, admitted, "admitted")
+    return [str(run_id) for run_id in ended]

@@ -28,7 +28,7 @@ _OVERDUE = """
 SELECT (SELECT count(*) FROM tasks WHERE status IN ('SCHEDULED', 'IN_PROGRESS') AND next_deadline IS NOT NULL
           AND next_deadline < now() - interval '2 seconds')
      + (SELECT count(*) FROM executions WHERE status = 'RUNNING' AND timeout_at IS NOT NULL
-          AND timeout_at < now() - interval '2 seconds')
+          AND timeout_at < now() - interval '2 seconds' AND quarantined_at IS NULL)
 """
 
 
@@ -40,18 +40,22 @@ class QueueDepth:
     delayed: int
 
 
+_IN_QUARANTINE = "SELECT count(*) FROM executions WHERE quarantined_at IS NOT NULL AND status = 'RUNNING'"
+
+
 @dataclass(frozen=True)
 class Health:
     decide_lag_seconds: float
     queues: list[QueueDepth]
     timers_overdue: int
+    in_quarantine: int = 0
 
 
 async def health(conn: asyncpg.Connection) -> Health:
     lag = float(await conn.fetchval(_DECIDE_LAG))
     queues = [QueueDepth(r["namespace"], r["name"], r["ready"], r["delayed"]) for r in await conn.fetch(_QUEUE_DEPTHS)]
     overdue = int(await conn.fetchval(_OVERDUE))
-    return Health(lag, queues, overdue)
+    return Health(lag, queues, overdue, int(await conn.fetchval(_IN_QUARANTINE)))
 
 
 # --- "why is my task not running?" ---------------------------------------------
@@ -182,9 +186,11 @@ async def usage(conn: asyncpg.Connection, namespace: str) -> Usage:
 
 
 _RUN = """
-SELECT e.id, e.workflow_name, e.status, e.reason, e.awaiting_admission, e.admission_key, v.spec
+SELECT e.id, e.workflow_name, e.status, e.reason, e.awaiting_admission, e.admission_key, e.quarantine_reason,
+       coalesce(v.spec, '{}') AS spec
   FROM executions e
-  JOIN workflow_versions v ON v.namespace = e.namespace AND v.name = e.workflow_name AND v.version = e.workflow_version
+  LEFT JOIN workflow_versions v ON v.namespace = e.namespace AND v.name = e.workflow_name
+                               AND v.version = e.workflow_version
  WHERE e.id = $1 AND e.namespace = $2
 """
 _ACTIVE_TASKS = """
@@ -218,8 +224,9 @@ async def run_facts(
     run = await conn.fetchrow(_RUN, execution_id, namespace)
     if run is None:
         return None
-    spec = run["spec"]
-    config = spec.get("rateLimitConfig") or {}
+    spec = run["spec"] if isinstance(run["spec"], dict) else {}  # a quarantined run's spec may be anything
+    config = spec.get("rateLimitConfig")
+    config = config if isinstance(config, dict) else {}
     admitted: list[str] = []
     if run["awaiting_admission"]:
         admitted = [
@@ -236,12 +243,17 @@ async def run_facts(
         reason=run["reason"],
         awaiting_admission=run["awaiting_admission"],
         admission_key=run["admission_key"],
-        admission_limit=int(config.get("concurrentExecLimit", 0)),
+        admission_limit=_int(config.get("concurrentExecLimit")),
         admission_holders=admitted,
-        max_concurrent_tasks=int(spec.get("maxConcurrentTasks") or 0),
+        max_concurrent_tasks=_int(spec.get("maxConcurrentTasks")),
         active_worker_tasks=active_workers,
         tasks=tasks,
+        quarantine_reason=run["quarantine_reason"] if run["status"] == "RUNNING" else None,
     )
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 async def execution_of_task(conn: asyncpg.Connection, namespace: str, task_id: uuid.UUID) -> uuid.UUID | None:

@@ -160,6 +160,8 @@ class RunView:
     created_at: datetime.datetime
     ended_at: datetime.datetime | None
     sla_breached_at: datetime.datetime | None
+    quarantined_at: datetime.datetime | None = None
+    quarantine_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -183,7 +185,8 @@ class TaskView:
 
 _GET_RUN = """
 SELECT id, namespace, workflow_name, workflow_version, status, input, output, reason, correlation_id,
-       awaiting_admission, resource_name, parent_execution_id, created_at, ended_at, sla_breached_at
+       awaiting_admission, resource_name, parent_execution_id, created_at, ended_at, sla_breached_at,
+       quarantined_at, quarantine_reason
   FROM executions WHERE id = $1 AND namespace = $2
 """
 _GET_TASKS = """
@@ -238,6 +241,19 @@ async def request_termination(conn: asyncpg.Connection, namespace: str, executio
         return False
     await enqueue_decide(conn, key, "terminate")
     return True
+
+
+_RELEASE = """
+UPDATE executions SET quarantined_at = NULL, quarantine_reason = NULL, mirror_seq = mirror_seq + 1
+ WHERE id = $1 AND namespace = $2 AND quarantined_at IS NOT NULL
+RETURNING id
+"""
+
+
+async def release_quarantine(conn: asyncpg.Connection, namespace: str, execution_id: str) -> bool:
+    """Let the decider take a quarantined run again (once its cause is fixed);
+    False if it was not quarantined. The caller wakes the decider."""
+    return await conn.fetchval(_RELEASE, _uuid(execution_id), namespace) is not None
 
 
 _TASK_COUNTS = """

@@ -25,11 +25,13 @@ class PendingMirror:
     ended_at: datetime.datetime | None
     mirror_seq: int
     counts: dict[str, int]
+    quarantined_at: datetime.datetime | None = None
+    quarantine_reason: str | None = None
 
 
 _PENDING = """
 SELECT id, namespace, resource_name, status, reason, awaiting_admission, workflow_version, output, created_at,
-       ended_at, mirror_seq
+       ended_at, mirror_seq, quarantined_at, quarantine_reason
   FROM executions
  WHERE resource_name IS NOT NULL AND mirror_seq > mirrored_seq
  ORDER BY id
@@ -69,6 +71,8 @@ async def pending(conn: asyncpg.Connection, limit: int) -> list[PendingMirror]:
             ended_at=r["ended_at"],
             mirror_seq=r["mirror_seq"],
             counts=counts[r["id"]],
+            quarantined_at=r["quarantined_at"],
+            quarantine_reason=r["quarantine_reason"],
         )
         for r in rows
     ]

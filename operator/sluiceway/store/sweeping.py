@@ -4,7 +4,9 @@ Each due task is locked, the pure `expiry` says which deadline was missed and
 what that means, and the transition is applied in the same transaction as the
 decide event it causes. Run-level timers (the workflow timeout) wake the
 decider; a passed soft SLA is only flagged. Rows are claimed with
-SKIP LOCKED, so several replicas sweep without firing a timer twice."""
+SKIP LOCKED, so several replicas sweep without firing a timer twice. A
+quarantined run's own timeout is not fired: the decider passes it over, so the
+timer would fire again on every pass; releasing the run lets it fire."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from sluiceway.model.taskdefinition import TimeoutPolicy
 from sluiceway.store import admission, executions
 
 _DUE_TASKS = """
-SELECT id, execution_id, name, status, schedule_to_start_at, start_to_close_at, total_at, heartbeat_at,
+SELECT id, execution_id, name, epoch, status, schedule_to_start_at, start_to_close_at, total_at, heartbeat_at,
        lease_expires_at, schedule_to_close_at, wait_until, schedule_to_start_timeout, start_to_close_timeout,
        timeout_seconds, heartbeat_timeout, response_timeout, timeout_policy
   FROM tasks
@@ -48,7 +50,7 @@ UPDATE tasks SET schedule_to_start_at = $2, start_to_close_at = $3, total_at = $
 """
 _DUE_RUNS = """
 SELECT e.id FROM executions e
- WHERE e.status = 'RUNNING' AND e.timeout_at IS NOT NULL AND e.timeout_at <= now()
+ WHERE e.status = 'RUNNING' AND e.timeout_at IS NOT NULL AND e.timeout_at <= now() AND e.quarantined_at IS NULL
    AND NOT EXISTS (SELECT 1 FROM decide_queue q WHERE q.execution_id = e.id)
  LIMIT $1
    FOR UPDATE SKIP LOCKED
@@ -68,9 +70,20 @@ DELETE FROM decide_queue q WHERE q.due_at < now() - interval '1 minute'
 """
 
 
+@dataclass(frozen=True)
+class Fired:
+    """One task a timer ended, for the log: which run, which task, which lease."""
+
+    execution_id: str
+    task_id: str
+    epoch: int
+    reason: str
+
+
 @dataclass
 class SweepReport:
     expired: list[Expiry] = field(default_factory=list)
+    fired_tasks: list[Fired] = field(default_factory=list)
     alerts: list[tuple[str, Expiry]] = field(default_factory=list)  # (task type, expiry) under ALERT_ONLY
     runs_timed_out: int = 0
     sla_breaches: list[tuple[str, str]] = field(default_factory=list)  # (namespace, workflow)
@@ -130,6 +143,7 @@ async def sweep(
                 continue
             await conn.execute(_EXPIRE, row["id"], result.status.value, result.reason)
             report.expired.append(result)
+            report.fired_tasks.append(Fired(str(row["execution_id"]), str(row["id"]), row["epoch"], result.reason))
             woken.add(row["execution_id"])
         runs = [r["id"] for r in await conn.fetch(_DUE_RUNS, batch)]
         report.runs_timed_out = len(runs)
@@ -149,7 +163,8 @@ async def seconds_until_due(pool: asyncpg.Pool) -> float | None:
             "SELECT extract(epoch FROM least("
             " (SELECT min(next_deadline) FROM tasks WHERE status IN ('SCHEDULED', 'IN_PROGRESS')"
             "   AND next_deadline IS NOT NULL),"
-            " (SELECT min(timeout_at) FROM executions WHERE status = 'RUNNING' AND timeout_at IS NOT NULL),"
+            " (SELECT min(timeout_at) FROM executions WHERE status = 'RUNNING' AND timeout_at IS NOT NULL"
+            "   AND quarantined_at IS NULL),"
             " (SELECT min(sla_at) FROM executions WHERE status = 'RUNNING' AND sla_at IS NOT NULL"
             "   AND sla_breached_at IS NULL)) - clock_timestamp())"
         )

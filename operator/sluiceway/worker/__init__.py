@@ -6,7 +6,7 @@
 
     @worker.task("charge", concurrency=4)
     async def charge(task: Task) -> dict:
-        return {"receipt": await bank.charge(task.input["amount"], idempotency_key=task.task_id)}
+        return {"receipt": await bank.charge(task.input["amount"], idempotency_key=task.idempotency_key)}
 
 It speaks only the public HTTP API, so it is also the reference for workers in
 other languages. Retry *policy* lives on the server (the TaskDefinition); the

@@ -4,6 +4,7 @@ through the public API, like a worker in any other language."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,35 @@ import orjson
 
 
 class WorkerApiError(Exception):
+    """The server refused a whole request. The text carries the status and the
+    server's error code and message (which name fields, never payloads)."""
+
     def __init__(self, status: int, body: str) -> None:
-        super().__init__(f"HTTP {status}: {body[:500]}")
+        super().__init__(f"HTTP {status}: {_summary(body)}")
         self.status = status
         self.body = body
+
+    def retryable(self) -> bool:
+        """Worth sending again later: the server or the path to it failed, it
+        asked us to slow down, or a rotating credential was momentarily refused."""
+        return self.status >= 500 or self.status in (401, 403, 408, 429)
+
+
+def _summary(body: str) -> str:
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body[:200]
+    if isinstance(parsed, dict) and "message" in parsed:
+        return f"{parsed.get('error', '')}: {str(parsed['message'])[:500]}"
+    return body[:200]
+
+
+@dataclass(frozen=True)
+class HeartbeatAnswer:
+    alive: set[str]
+    gone: set[str]
+    errors: list[dict[str, Any]]  # heartbeats the server refused as invalid, each with its code and error
 
 
 def credentials(
@@ -84,13 +110,14 @@ class WorkerClient:
         return tasks
 
     async def results(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Per-task outcomes: code 200 applied, 404 unknown, 409 stale or no longer leased."""
+        """One outcome per result, in order: code 200 applied, 404 unknown, 409
+        stale or no longer leased, 422 the item is invalid (nothing changed)."""
         _, body = await self._post("results", {"results": results}, timeout=60)
         outcomes: list[dict[str, Any]] = body.get("results", [])
         return outcomes
 
-    async def heartbeats(self, beats: list[tuple[str, int]]) -> tuple[set[str], set[str]]:
+    async def heartbeats(self, beats: list[tuple[str, int]]) -> HeartbeatAnswer:
         _, body = await self._post(
             "heartbeats", {"heartbeats": [{"taskId": t, "epoch": e} for t, e in beats]}, timeout=30
         )
-        return set(body.get("alive", [])), set(body.get("gone", []))
+        return HeartbeatAnswer(set(body.get("alive", [])), set(body.get("gone", [])), body.get("errors", []))

@@ -6,7 +6,14 @@ reports in batches, and shuts down gracefully.
 - Heartbeats for every in-flight task go out in one request; a task the
   server reports gone (timed out, canceled, re-leased) is abandoned.
 - Results queue up and leave in batches, so a busy worker pays one round trip
-  per batch, not per task.
+  per batch, not per task. No result is dropped while its lease may live:
+  what is sent is clamped to the API's bounds; a result the server refuses as
+  invalid (422) is reported again as FAILED with the server's reason; transport
+  errors, 5xx and 429 are retried with exponential backoff and jitter until
+  the server answers or the lease is surely gone. 404 and 409 mean the lease
+  is gone: the result is dropped, as the task now belongs to someone else.
+- Logs name the run, the task and the epoch of every refusal and retry,
+  never a payload or a credential.
 - SIGTERM: stop polling, let in-flight work finish within the grace period,
   then hand back what is left (a zero snooze: another worker leases it at
   once, no attempt spent; the epoch fences this process off).
@@ -18,7 +25,9 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import math
 import os
+import random
 import signal
 import socket
 import time
@@ -28,7 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import orjson
 
+from sluiceway.model.execution import MAX_BATCH, MAX_DELAY_SECONDS, MAX_REASON
 from sluiceway.worker.classifiers import Classifier, RetryOverride, compose_retry_classifiers
 from sluiceway.worker.client import WorkerApiError, WorkerClient, credentials
 from sluiceway.worker.errors import RetryAfter, Snooze, TerminalError
@@ -70,6 +81,15 @@ class Task:
             start_to_close_timeout=body.get("startToCloseTimeoutSeconds", 0),
         )
 
+    @property
+    def idempotency_key(self) -> str:
+        """The same for every attempt and every delivery of this task in this run.
+
+        Give it to side effects. Not the task id: that names one attempt, and
+        when a worker is lost its retry is a new attempt with a new id, after the
+        lost worker may already have done the work."""
+        return f"{self.execution_id}/{self.reference_name}"
+
     def beat_interval(self) -> float:
         """A third of the tightest deadline a beat renews."""
         bounds = [b for b in (self.heartbeat_timeout, self.response_timeout) if b > 0]
@@ -86,13 +106,75 @@ class _Registration:
     freed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-def _result(task: Task, status: str, **fields: Any) -> dict[str, Any]:
-    return {"taskId": task.task_id, "epoch": task.epoch, "status": status, **fields}
+TRUNCATED = " [truncated]"
+RETRY_BASE_SECONDS = 0.2
+RETRY_CAP_SECONDS = 30.0
+
+
+@dataclass
+class _Report:
+    """A result on its way to the server, with what the logs and retries need."""
+
+    task: Task
+    body: dict[str, Any]
+    fallback: bool = False  # already the bare FAILED that replaces a refused result
+
+    def deadline(self) -> float:
+        """When the lease is surely gone (monotonic): the server renews it for
+        the tightest of its timeouts from the last heartbeat, at most."""
+        bounds = [b for b in (self.task.heartbeat_timeout, self.task.response_timeout) if b > 0]
+        return self.task.last_beat + (min(bounds) if bounds else 3600)
+
+
+def _about(task: Task) -> str:
+    """How the logs name a task: never its input or output."""
+    return f"run {task.execution_id} task {task.task_id} epoch {task.epoch}"
+
+
+def _result(task: Task, status: str, **fields: Any) -> _Report:
+    """A result the server will accept: delays and reason clamped to the API's
+    bounds, and an output that cannot travel as JSON replaced by a failure
+    saying so."""
+    body: dict[str, Any] = {"taskId": task.task_id, "epoch": task.epoch, "status": status, **fields}
+    for key in ("retryAfterSeconds", "callbackAfterSeconds"):
+        if key in body:
+            body[key] = _bounded_delay(task, key, body[key])
+    if "reason" in body:
+        body["reason"] = _truncated(str(body["reason"]))
+    try:
+        orjson.dumps(body)
+    except TypeError as error:  # orjson.JSONEncodeError: not JSON, or an integer past 64 bits
+        log.warning("%s: output is not JSON (%s); reporting the task FAILED", _about(task), error)
+        body = {**_bare(body), "status": "FAILED", "reason": _truncated(f"the output is not JSON: {error}")}
+    return _Report(task, body)
+
+
+def _bounded_delay(task: Task, key: str, value: Any) -> float:
+    delay = float(value)
+    bounded = 0.0 if math.isnan(delay) else min(max(delay, 0.0), float(MAX_DELAY_SECONDS))
+    if bounded != delay:
+        log.info("%s: %s %s clamped to %s, the API's bound", _about(task), key, value, bounded)
+    return bounded
+
+
+def _truncated(text: str) -> str:
+    if len(text) <= MAX_REASON:
+        return text
+    return text[: MAX_REASON - len(TRUNCATED)] + TRUNCATED
+
+
+def _bare(body: dict[str, Any]) -> dict[str, Any]:
+    return {"taskId": body["taskId"], "epoch": body["epoch"]}
 
 
 def _reason(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text[:8000]
+    return _truncated(f"{type(exc).__name__}: {exc}")
+
+
+def _backoff(attempt: int) -> float:
+    """Exponential, capped, with equal jitter: retries of many workers spread out."""
+    ceiling = min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2.0 ** min(attempt, 32))
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
 class Worker:
@@ -119,10 +201,11 @@ class Worker:
         self.classifier = classifier
         self.default_snooze_seconds = default_snooze_seconds
         self.shutdown_grace = shutdown_grace
-        self.result_batch = result_batch
+        self.result_batch = max(1, min(result_batch, MAX_BATCH))
         self.registrations: dict[str, _Registration] = {}
         self.in_flight: dict[str, tuple[Task, asyncio.Task[None]]] = {}
-        self._results: asyncio.Queue[dict[str, Any] | None] | None = None
+        self._results: asyncio.Queue[_Report | None] | None = None
+        self._give_up_at: float | None = None  # set at shutdown: stop retrying results then
         self.completed = 0  # results accepted by the server, for tests and benchmarks
 
     # -- registration ----------------------------------------------------------
@@ -171,6 +254,7 @@ class Worker:
             log.info("worker %s stopping: finishing %d in-flight tasks", self.worker_id, len(self.in_flight))
             await asyncio.gather(*pollers, return_exceptions=True)
             await self._drain(client)
+            self._give_up_at = time.monotonic() + self.shutdown_grace
             self._results.put_nowait(None)  # the flusher sends what is queued, then ends
             await flusher
             beater.cancel()
@@ -223,7 +307,7 @@ class Worker:
             return await asyncio.wait_for(call, task.start_to_close_timeout)
         return await call
 
-    async def _outcome(self, reg: _Registration, task: Task) -> dict[str, Any]:
+    async def _outcome(self, reg: _Registration, task: Task) -> _Report:
         try:
             output = await self._call(reg, task)
         except (KeyboardInterrupt, asyncio.CancelledError):
@@ -245,7 +329,7 @@ class Worker:
             output = {"result": output}
         return _result(task, "COMPLETED", output=output)
 
-    def _classified(self, reg: _Registration, task: Task, exc: BaseException) -> dict[str, Any]:
+    def _classified(self, reg: _Registration, task: Task, exc: BaseException) -> _Report:
         chain = [c for c in (reg.classifier, self.classifier) if c is not None]
         verdict = compose_retry_classifiers(*chain)(exc, task.attempt) if chain else None
         reason = _reason(exc)
@@ -256,7 +340,7 @@ class Worker:
             return _result(task, "FAILED", **fields)
         return self._apply(task, verdict, reason)
 
-    def _apply(self, task: Task, verdict: RetryOverride, reason: str) -> dict[str, Any]:
+    def _apply(self, task: Task, verdict: RetryOverride, reason: str) -> _Report:
         if verdict.kind == "non_retryable":
             return _result(task, "FAILED_WITH_TERMINAL_ERROR", reason=reason)
         if verdict.kind == "indefinite":
@@ -270,9 +354,9 @@ class Worker:
 
     # -- results and heartbeats ------------------------------------------------
 
-    def _enqueue(self, result: dict[str, Any]) -> None:
+    def _enqueue(self, report: _Report) -> None:
         assert self._results is not None
-        self._results.put_nowait(result)
+        self._results.put_nowait(report)
 
     async def _flush_results(self, client: WorkerClient, stop: asyncio.Event) -> None:
         """Send results in batches until the None sentinel, after everything before it."""
@@ -292,27 +376,81 @@ class Worker:
                 batch.append(item)
             await self._send(client, batch)
 
-    async def _send(self, client: WorkerClient, batch: list[dict[str, Any]]) -> None:
-        backoff = 0.2
-        for _ in range(8):
+    async def _send(self, client: WorkerClient, batch: list[_Report]) -> None:
+        """Deliver every result of the batch, or learn that its lease is gone."""
+        pending, failures = batch, 0
+        while pending := self._still_leased(pending):
             try:
-                outcomes = await client.results(batch)
-                break
-            except (TimeoutError, aiohttp.ClientError) as error:
-                log.warning("reporting %d results failed: %s; retrying", len(batch), error)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
+                outcomes = await client.results([r.body for r in pending])
             except WorkerApiError as error:
-                log.error("the server refused %d results: %s", len(batch), error)
-                return
-        else:
-            log.error("giving up on %d results; their leases will expire and the tasks be retried", len(batch))
-            return
-        for outcome in outcomes:
-            if outcome.get("code") == 200:
+                if error.retryable():
+                    failures = await self._pause(failures, pending, error)
+                else:  # the whole request was refused: an older server judging the batch whole, say
+                    pending = await self._send_one_by_one(client, pending, error)
+                continue
+            except (TimeoutError, aiohttp.ClientError) as error:
+                failures = await self._pause(failures, pending, error)
+                continue
+            again = self._settle(pending, outcomes)
+            if any(report in pending for report in again):  # the server had trouble with some: not too fast
+                failures = await self._pause(failures, again, RuntimeError("some results were not applied"))
+            pending = again
+
+    async def _send_one_by_one(
+        self, client: WorkerClient, pending: list[_Report], refusal: WorkerApiError
+    ) -> list[_Report]:
+        """Find the item a whole-request refusal was about: alone, its refusal
+        is its own, handled as an invalid item."""
+        if len(pending) > 1:
+            log.warning("%d results refused together (%s); sending them one by one", len(pending), refusal)
+            for report in pending:
+                await self._send(client, [report])
+            return []
+        return self._settle(pending, [{"code": 422, "error": str(refusal)}])
+
+    def _settle(self, sent: list[_Report], outcomes: list[dict[str, Any]]) -> list[_Report]:
+        """What is left to send after the server's per-item answers."""
+        again: list[_Report] = []
+        for report, outcome in zip(sent, outcomes, strict=False):
+            code = outcome.get("code")
+            if code == 200:
                 self.completed += 1
+            elif code in (404, 409):
+                log.info("%s: result not applied, the lease is gone: %s", _about(report.task), outcome.get("error"))
+            elif code == 422 and report.fallback:
+                log.error("%s: even a bare FAILED was refused: %s; dropped", _about(report.task), outcome.get("error"))
+            elif code == 422:
+                log.warning(
+                    "%s: %s result refused as invalid (%s); reporting it FAILED with the reason",
+                    _about(report.task),
+                    report.body.get("status"),
+                    outcome.get("error"),
+                )
+                reason = _truncated(f"the server refused the worker's result: {outcome.get('error')}")
+                again.append(_Report(report.task, {**_bare(report.body), "status": "FAILED", "reason": reason}, True))
             else:
-                log.info("result for task %s not applied: %s", outcome.get("taskId"), outcome.get("error"))
+                again.append(report)  # anything else is the server's trouble: send it again
+        return again + sent[len(outcomes) :]
+
+    def _still_leased(self, pending: list[_Report]) -> list[_Report]:
+        now = time.monotonic()
+        live = []
+        for report in pending:
+            if now < report.deadline() and (self._give_up_at is None or now < self._give_up_at):
+                live.append(report)
+            else:
+                log.error(
+                    "%s: result could not be delivered before the lease ran out or shutdown ended; "
+                    "the server will hand the task out again",
+                    _about(report.task),
+                )
+        return live
+
+    async def _pause(self, failures: int, pending: list[_Report], error: BaseException) -> int:
+        delay = _backoff(failures)
+        log.warning("reporting results failed (%s); retrying in %.1f s: %s", error, delay, _listed(pending))
+        await asyncio.sleep(delay)
+        return failures + 1
 
     async def _heartbeats(self, client: WorkerClient, stop: asyncio.Event) -> None:
         while True:
@@ -322,13 +460,18 @@ class Worker:
             if not due:
                 continue
             try:
-                _, gone = await client.heartbeats([(t.task_id, t.epoch) for t in due])
+                answer = await client.heartbeats([(t.task_id, t.epoch) for t in due])
             except (TimeoutError, aiohttp.ClientError, WorkerApiError) as error:
-                log.warning("heartbeat failed: %s", error)
+                log.warning("heartbeat failed (%s); retrying: %s", error, ", ".join(_about(t) for t in due[:10]))
                 continue
             for task in due:
-                task.last_beat = now
-            for task_id in gone:
+                if task.task_id in answer.alive:
+                    task.last_beat = now
+            for refused in answer.errors:
+                entry = self.in_flight.get(str(refused.get("taskId")))
+                named = _about(entry[0]) if entry else f"task {refused.get('taskId')}"
+                log.error("%s: heartbeat refused as invalid: %s", named, refused.get("error"))
+            for task_id in answer.gone:
                 entry = self.in_flight.get(task_id)
                 if entry is not None:
                     log.warning("task %s is no longer ours (timed out, canceled or re-leased); abandoning it", task_id)
@@ -344,6 +487,11 @@ class Worker:
             self._enqueue(_result(task, "IN_PROGRESS", callbackAfterSeconds=0))
         if leftovers:
             log.info("handed back %d unfinished tasks", len(leftovers))
+
+
+def _listed(reports: list[_Report]) -> str:
+    shown = ", ".join(_about(r.task) for r in reports[:10])
+    return shown if len(reports) <= 10 else f"{shown} and {len(reports) - 10} more"
 
 
 async def _first(*awaitables: Awaitable[Any]) -> None:

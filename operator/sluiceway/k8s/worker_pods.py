@@ -7,18 +7,22 @@ ReplicaSets and its pods. A timer reports the Deployment's readiness in the
 TaskDefinition's `status.workers` and, when `spec.workers.autoscaling` is set,
 moves the replica count by the policy in `sluiceway.controls.scaling`.
 
-Settings (passed in from the operator's settings):
+Settings (passed in from the operator's settings as `WorkerPods`, the memo's
+`worker_pods`):
 
 - `SLUICEWAY_WORKER_IMAGE`: the image of `spec.workers` that names none.
 - `SLUICEWAY_API_URL`: the API address injected into the pods
   (default `http://sluiceway.sluiceway.svc:8080`).
+- `SLUICEWAY_AUTOSCALING_INTERVAL`: seconds between two checks of a worker
+  Deployment (status, re-creation, autoscaling); default 5.
 """
 
 from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
@@ -26,7 +30,7 @@ from pydantic import ValidationError
 
 from sluiceway.controls.policy import resolve
 from sluiceway.controls.scaling import Scale, desired_replicas, window_for
-from sluiceway.k8s.handlers import Context
+from sluiceway.k8s.reconciling import Context, context_of, every, reconciles
 from sluiceway.kubeapi.apps import AppsClient
 from sluiceway.kubeapi.client import KubeError
 from sluiceway.model import GROUP, VERSION
@@ -47,7 +51,8 @@ WORKER_LABEL = "sluiceway-worker"
 TASK_TYPE_LABEL = "sluiceway.dev/task-type"
 OWNER_UID_LABEL = "sluiceway.dev/task-definition-uid"
 
-INTERVAL_SECONDS = 5.0
+AUTOSCALING_INTERVAL = 5.0
+INITIAL_DELAY = 2.0
 _HISTORY = "sluiceway.dev/worker-scale-history"
 
 
@@ -250,12 +255,46 @@ def workers_status(td_name: str, image: str, deployment: Mapping[str, Any]) -> d
 # --- the handlers ---------------------------------------------------------------
 
 
-def _context(memo: Any) -> Context:
-    context: Context = memo.context
-    return context
+@dataclass
+class WorkerPods:
+    """What the worker-pod handlers need besides the Context, passed to kopf as
+    the memo's `worker_pods`: the settings, and one Kubernetes apps client."""
+
+    api_url: str = DEFAULT_API_URL
+    default_image: str | None = None
+    interval: float = AUTOSCALING_INTERVAL  # seconds between two checks of a Deployment
+    _apps: AppsClient | None = field(default=None, repr=False)
+
+    @property
+    def window(self) -> int:
+        """Evaluations in the autoscaler's stabilization window."""
+        return window_for(self.interval)
+
+    def apps(self) -> AppsClient:
+        if self._apps is None:
+            self._apps = AppsClient.from_environment()
+        return self._apps
+
+    def close(self) -> None:
+        if self._apps is not None:
+            self._apps.close()
+            self._apps = None
+
+    async def apply(
+        self, name: str, uid: str, namespace: str, parsed: TaskDefinitionSpec, workers: WorkerPodsSpec, replicas: int
+    ) -> dict[str, Any]:
+        manifest = build_worker_deployment(
+            name, uid, namespace, parsed.name or name, workers, self.api_url, self.default_image, replicas
+        )
+        return await self.apps().apply_deployment(namespace, deployment_name(name), manifest)
 
 
-def _parse(spec: Any) -> TaskDefinitionSpec | None:
+def worker_pods_of(memo: kopf.Memo) -> WorkerPods:
+    pods: WorkerPods = memo.worker_pods
+    return pods
+
+
+def _parse(spec: Mapping[str, Any]) -> TaskDefinitionSpec | None:
     """The parsed spec; None when invalid (the definition handler reports why)."""
     try:
         return TaskDefinitionSpec.model_validate(dict(spec))
@@ -267,146 +306,134 @@ def _retry(error: KubeError, what: str) -> kopf.TemporaryError:
     return kopf.TemporaryError(f"{what}: {error.status} {error.reason}: {error.message}", delay=10)
 
 
-def register_worker_deployments(
-    registry: kopf.OperatorRegistry, *, api_url: str | None = None, default_image: str | None = None
+async def reconcile_worker_deployment(
+    spec: kopf.Spec,
+    status: kopf.Status,
+    name: str,
+    namespace: str,
+    uid: str,
+    patch: kopf.Patch,
+    logger: kopf.Logger,
+    memo: kopf.Memo,
+    old: Mapping[str, Any] | None = None,
+    **_: Any,
 ) -> None:
-    """Reconcile a worker Deployment for every TaskDefinition with `spec.workers`."""
-    url = api_url or DEFAULT_API_URL
-    image_default = default_image
-    clients: list[AppsClient] = []
-
-    def apps() -> AppsClient:
-        if not clients:
-            clients.append(AppsClient.from_environment())
-        return clients[0]
-
-    async def apply(
-        name: str, uid: str, namespace: str, parsed: TaskDefinitionSpec, workers: WorkerPodsSpec, replicas: int
-    ) -> dict[str, Any]:
-        manifest = build_worker_deployment(
-            name, uid, namespace, parsed.name or name, workers, url, image_default, replicas
-        )
-        return await apps().apply_deployment(namespace, deployment_name(name), manifest)
-
-    def reconciles(fn: Any) -> Any:
-        for on in (kopf.on.resume, kopf.on.create):
-            fn = on(GROUP, VERSION, TASK_DEFINITION.plural, registry=registry)(fn)
-        return kopf.on.update(GROUP, VERSION, TASK_DEFINITION.plural, field="spec", registry=registry)(fn)
-
-    @reconciles
-    async def reconcile_worker_deployment(
-        spec: Any,
-        status: Any,
-        name: str,
-        namespace: str,
-        uid: str,
-        patch: kopf.Patch,
-        logger: Any,
-        memo: Any,
-        old: Any = None,
-        **_: Any,
-    ) -> None:
-        target = deployment_name(name)
-        parsed = _parse(spec)
-        if parsed is None:
+    """Apply the Deployment `spec.workers` describes; delete ours when it goes."""
+    pods = worker_pods_of(memo)
+    target = deployment_name(name)
+    parsed = _parse(spec)
+    if parsed is None:
+        return
+    workers = parsed.workers
+    had_workers = status.get("workers") is not None or bool(isinstance(old, Mapping) and old.get("workers"))
+    if workers is None and not had_workers:
+        return  # never had worker pods: nothing to look up
+    try:
+        existing = await pods.apps().get_deployment(namespace, target)
+        owner = ownership(existing, name, uid)
+        if workers is None:
+            memo.pop(_HISTORY, None)
+            if owner is Ownership.OURS:
+                await pods.apps().delete_deployment(namespace, target)
+                logger.info(f"spec.workers was removed: deleted Deployment {target}")
+            if status.get("workers") is not None:
+                patch.status["workers"] = None
             return
-        workers = parsed.workers
-        had_workers = status.get("workers") is not None or bool(isinstance(old, Mapping) and old.get("workers"))
-        if workers is None and not had_workers:
-            return  # never had worker pods: nothing to look up
-        try:
-            existing = await apps().get_deployment(namespace, target)
-            owner = ownership(existing, name, uid)
-            if workers is None:
-                memo.pop(_HISTORY, None)
-                if owner is Ownership.OURS:
-                    await apps().delete_deployment(namespace, target)
-                    logger.info(f"spec.workers was removed: deleted Deployment {target}")
-                if status.get("workers") is not None:
-                    patch.status["workers"] = None
-                return
-            if owner is Ownership.FOREIGN:
-                raise kopf.PermanentError(f"Deployment {target} exists and is not managed by this TaskDefinition")
-            if owner is Ownership.STALE:
-                raise kopf.TemporaryError(
-                    f"Deployment {target} of an earlier TaskDefinition {name} is still being garbage-collected", delay=5
-                )
-            if workers.autoscaling is None:
-                memo.pop(_HISTORY, None)
-            image = worker_image(workers, image_default)
-            applied = await apply(
-                name, uid, namespace, parsed, workers, starting_replicas(workers, current_replicas(existing))
+        if owner is Ownership.FOREIGN:
+            raise kopf.PermanentError(f"Deployment {target} exists and is not managed by this TaskDefinition")
+        if owner is Ownership.STALE:
+            raise kopf.TemporaryError(
+                f"Deployment {target} of an earlier TaskDefinition {name} is still being garbage-collected", delay=5
             )
-        except MissingImage as error:
-            raise kopf.PermanentError(str(error)) from error
-        except KubeError as error:
-            if error.status in (400, 422):
-                raise kopf.PermanentError(f"Deployment {target} refused: {error.message}") from error
-            raise _retry(error, f"cannot apply Deployment {target}") from error
-        patch.status["workers"] = workers_status(name, image, applied)
+        if workers.autoscaling is None:
+            memo.pop(_HISTORY, None)
+        image = worker_image(workers, pods.default_image)
+        applied = await pods.apply(
+            name, uid, namespace, parsed, workers, starting_replicas(workers, current_replicas(existing))
+        )
+    except MissingImage as error:
+        raise kopf.PermanentError(str(error)) from error
+    except KubeError as error:
+        if error.status in (400, 422):
+            raise kopf.PermanentError(f"Deployment {target} refused: {error.message}") from error
+        raise _retry(error, f"cannot apply Deployment {target}") from error
+    patch.status["workers"] = workers_status(name, image, applied)
 
-    window = window_for(INTERVAL_SECONDS)
 
-    timer: Callable[[Any], Any] = kopf.timer(
-        GROUP,
-        VERSION,
-        TASK_DEFINITION.plural,
-        interval=INTERVAL_SECONDS,
-        initial_delay=2.0,
-        field="spec.workers",
-        registry=registry,
-    )
-
-    @timer
-    async def report_worker_deployment(
-        spec: Any, status: Any, name: str, namespace: str, uid: str, patch: kopf.Patch, logger: Any, memo: Any, **_: Any
-    ) -> None:
-        parsed = _parse(spec)
-        if parsed is None or parsed.workers is None:
+async def report_worker_deployment(
+    spec: kopf.Spec,
+    status: kopf.Status,
+    name: str,
+    namespace: str,
+    uid: str,
+    patch: kopf.Patch,
+    logger: kopf.Logger,
+    memo: kopf.Memo,
+    **_: Any,
+) -> None:
+    """Report the Deployment in `status.workers`, put it back if it was
+    deleted behind our back, and autoscale it."""
+    pods = worker_pods_of(memo)
+    parsed = _parse(spec)
+    if parsed is None or parsed.workers is None:
+        return
+    workers = parsed.workers
+    target = deployment_name(name)
+    try:
+        image = worker_image(workers, pods.default_image)
+        deployment = await pods.apps().get_deployment(namespace, target)
+        owner = ownership(deployment, name, uid)
+        if owner is Ownership.ABSENT:  # deleted behind our back: put it back
+            deployment = await pods.apply(name, uid, namespace, parsed, workers, starting_replicas(workers, None))
+            logger.info(f"re-created the missing Deployment {target}")
+        elif owner is not Ownership.OURS:
             return
-        workers = parsed.workers
-        target = deployment_name(name)
-        try:
-            image = worker_image(workers, image_default)
-            deployment = await apps().get_deployment(namespace, target)
-            owner = ownership(deployment, name, uid)
-            if owner is Ownership.ABSENT:  # deleted behind our back: put it back
-                deployment = await apply(name, uid, namespace, parsed, workers, starting_replicas(workers, None))
-                logger.info(f"re-created the missing Deployment {target}")
-            elif owner is not Ownership.OURS:
-                return
-            assert deployment is not None
-            if workers.autoscaling is not None:
-                scale = await _evaluate(
-                    _context(memo),
-                    namespace,
-                    parsed.name or name,
-                    parsed,
-                    workers,
-                    current_replicas(deployment) or 0,
-                    memo.get(_HISTORY) or (),
-                    window,
+        assert deployment is not None
+        if workers.autoscaling is not None:
+            scale = await _evaluate(
+                context_of(memo),
+                namespace,
+                parsed.name or name,
+                parsed,
+                workers,
+                current_replicas(deployment) or 0,
+                memo.get(_HISTORY) or (),
+                pods.window,
+            )
+            memo[_HISTORY] = scale.history
+            if scale.replicas != current_replicas(deployment):
+                logger.info(
+                    f"scaling Deployment {target} from {current_replicas(deployment)} to "
+                    f"{scale.replicas} replicas (demand {scale.demand}, gate ceiling "
+                    f"{'none' if scale.ceiling is None else scale.ceiling})"
                 )
-                memo[_HISTORY] = scale.history
-                if scale.replicas != current_replicas(deployment):
-                    logger.info(
-                        f"scaling Deployment {target} from {current_replicas(deployment)} to "
-                        f"{scale.replicas} replicas (demand {scale.demand}, gate ceiling "
-                        f"{'none' if scale.ceiling is None else scale.ceiling})"
-                    )
-                    deployment = await apply(name, uid, namespace, parsed, workers, scale.replicas)
-        except MissingImage:
-            return  # reported by the reconciler
-        except KubeError as error:
-            raise _retry(error, f"cannot read or scale Deployment {target}") from error
-        report = workers_status(name, image, deployment)
-        if status.get("workers") != report:
-            patch.status["workers"] = report
+                deployment = await pods.apply(name, uid, namespace, parsed, workers, scale.replicas)
+    except MissingImage:
+        return  # reported by the reconciler
+    except KubeError as error:
+        raise _retry(error, f"cannot read or scale Deployment {target}") from error
+    report = workers_status(name, image, deployment)
+    if status.get("workers") != report:
+        patch.status["workers"] = report
 
-    @kopf.on.cleanup(registry=registry)
-    async def close_worker_client(**_: Any) -> None:
-        while clients:
-            clients.pop().close()
+
+async def close_worker_client(memo: kopf.Memo, **_: Any) -> None:
+    worker_pods_of(memo).close()
+
+
+def register_worker_pods(registry: kopf.OperatorRegistry, interval: float = AUTOSCALING_INTERVAL) -> None:
+    """Reconcile a worker Deployment for every TaskDefinition with `spec.workers`,
+    and check it every `interval` seconds (the memo's `worker_pods.interval`)."""
+    reconciles(registry, TASK_DEFINITION, reconcile_worker_deployment)
+    every(
+        registry,
+        TASK_DEFINITION,
+        report_worker_deployment,
+        interval=interval,
+        initial_delay=min(INITIAL_DELAY, interval),
+        field="spec.workers",
+    )
+    kopf.on.cleanup(registry=registry)(close_worker_client)
 
 
 async def _evaluate(

@@ -1,0 +1,291 @@
+"""The task protocol workers speak: poll (long-poll, batched), results
+(batched), heartbeats. Every result and heartbeat carries the lease epoch; a stale one
+is refused with 409 and changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Depends, Response
+
+from sluiceway.api.access import Names
+from sluiceway.api.errors import INVALID, ApiError, refusal
+from sluiceway.api.guards import Authorize, requires
+from sluiceway.api.params import NAMESPACE, TASK_ID
+from sluiceway.api.services import Services, services
+from sluiceway.controls.gates import GateHold
+from sluiceway.controls.policy import TaskPolicy
+from sluiceway.model.execution import (
+    Heartbeat,
+    HeartbeatBatch,
+    HeartbeatBatchResponse,
+    ItemOutcome,
+    PollRequest,
+    PollResponse,
+    ResultBatch,
+    ResultBatchResponse,
+    TaskResult,
+    checked_items,
+    sent_task_id,
+)
+from sluiceway.observability import metrics
+from sluiceway.store import leasing, results
+
+DEFAULT_POLL_TIMEOUT = 30.0
+# Even with no notification, a waiting poll re-checks this often, so a lost
+# wake-up costs latency, never a stuck worker.
+_RECHECK_SECONDS = 2.0
+
+# OpenAPI links from a lease to what its worker does next: clients and stateful
+# API fuzzers follow them.
+_FIRST_LEASE = {"namespace": "$request.path.namespace", "task_id": "$response.body#/tasks/0/taskId"}
+_FENCED = {"taskId": "$response.body#/tasks/0/taskId", "epoch": "$response.body#/tasks/0/epoch"}
+LEASE_LINKS = {
+    "ReportResult": {
+        "operationId": "report_result",
+        "parameters": _FIRST_LEASE,
+        "requestBody": {**_FENCED, "status": "COMPLETED"},
+    },
+    "Heartbeat": {"operationId": "heartbeat", "parameters": _FIRST_LEASE, "requestBody": _FENCED},
+    "WhyTask": {"operationId": "why_task", "parameters": _FIRST_LEASE},
+}
+
+router = APIRouter(prefix="/v1/ns/{namespace}/tasks", tags=["workers"], responses=INVALID)
+
+# Workers need `poll` on each task type they poll, and `update` on the task
+# type of each task they report on.
+MAY_POLL = Annotated[Authorize, requires("poll", "taskdefinitions", Names.REQUEST)]
+MAY_REPORT = Annotated[Authorize, requires("update", "taskdefinitions", Names.REQUEST)]
+
+
+async def _authorize_tasks(authorize: Authorize, svc: Services, namespace: str, task_ids: Iterable[str]) -> None:
+    """`authorize` on the task types of these tasks of `namespace`, found with
+    one query (none when authentication is off). Tasks that are not in the
+    namespace need no right: the store refuses them (404) and changes nothing."""
+    if not authorize.enforced:
+        return
+    async with svc.pool.acquire() as conn:
+        types = await leasing.task_types_of(conn, namespace, list(task_ids))
+    await authorize(types.values())
+
+
+def _leased(lease: leasing.Lease) -> dict[str, object]:
+    """The LeasedTask wire shape, built directly: polls are the hot path."""
+    return {
+        "taskId": lease.task_id,
+        "epoch": lease.epoch,
+        "taskType": lease.task_type,
+        "executionId": lease.execution_id,
+        "referenceName": lease.ref,
+        "attempt": lease.attempt,
+        "input": lease.input,
+        "responseTimeoutSeconds": lease.response_timeout,
+        "heartbeatTimeoutSeconds": lease.heartbeat_timeout,
+        "startToCloseTimeoutSeconds": lease.start_to_close_timeout,
+    }
+
+
+def _json(body: object, status: int = 200) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+
+
+async def _lease_once(
+    svc: Services, namespace: str, request: PollRequest, policies: dict[str, TaskPolicy]
+) -> tuple[list[leasing.Lease], list[GateHold]]:
+    started = time.perf_counter()
+    leased: list[leasing.Lease] = []
+    holds: list[GateHold] = []
+    async with svc.pool.acquire() as conn:
+        for task_type in request.task_types:
+            remaining = request.count - len(leased)
+            if remaining <= 0:
+                break
+            outcome = await leasing.lease(
+                conn, namespace, task_type, request.worker_id, remaining, policies[task_type].gates
+            )
+            leased.extend(outcome.leases)
+            holds.extend(outcome.holds)
+        due = svc.should_record_poll(namespace, request.task_types, request.worker_id)
+        if due:
+            await leasing.record_poll(conn, namespace, due, request.worker_id)
+    metrics.LEASE_LATENCY.observe(time.perf_counter() - started)
+    for lease in leased:
+        metrics.TASKS_LEASED.labels(namespace, lease.task_type).inc()
+    for hold in holds:
+        metrics.GATE_HOLDS.labels(hold.control.split(":", 1)[0]).inc()
+    return leased, holds
+
+
+@router.post(
+    "/poll",
+    response_model=PollResponse,
+    response_model_by_alias=True,
+    summary="Lease tasks (long poll)",
+    responses={
+        200: {"links": LEASE_LINKS},
+        401: refusal("No valid token or API key"),
+        403: refusal("The caller may not `poll` one of these task types here"),
+    },
+)
+async def poll(
+    namespace: NAMESPACE, request: PollRequest, authorize: MAY_POLL, svc: Services = Depends(services)
+) -> Response:
+    """Lease up to `count` tasks of the given types, within each type's gates
+    (concurrentExecLimit, rate limit, semaphores: the most restrictive wins).
+    When none can be leased, the request is held open up to
+    `pollTimeoutSeconds` (at most the task types' own pollTimeoutSeconds) and
+    answered as soon as a task becomes leasable or a gate opens."""
+    await authorize(request.task_types)
+    async with svc.pool.acquire() as conn:
+        policies = await svc.policies(conn, namespace, request.task_types)
+    ceiling = max(p.timeouts.poll_timeout for p in policies.values())
+    timeout = min(
+        request.poll_timeout_seconds if request.poll_timeout_seconds is not None else DEFAULT_POLL_TIMEOUT, ceiling
+    )
+    wake_keys = list(request.task_types) + sorted({f"@sem:{s}" for p in policies.values() for s in p.gates.semaphores})
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        leased, holds = await _lease_once(svc, namespace, request, policies)
+        remaining = deadline - loop.time()
+        if leased or remaining <= 0:
+            return _json({"tasks": [_leased(lease) for lease in leased]})
+        wait = min(remaining, _RECHECK_SECONDS)
+        reopening = [h.retry_in for h in holds if h.retry_in is not None]
+        if reopening:
+            wait = min(wait, max(min(reopening), 0.01))
+        if not holds:
+            async with svc.pool.acquire() as conn:
+                until = await leasing.seconds_until_available(conn, namespace, request.task_types)
+            if until is not None and until > 0:
+                wait = min(wait, until)
+        if svc.notifications is not None:
+            await svc.notifications.wait_ready(namespace, wake_keys, wait)
+        else:
+            await asyncio.sleep(min(wait, 0.2))
+
+
+async def _apply(svc: Services, namespace: str, batch: list[TaskResult]) -> dict[str, results.Outcome]:
+    started = time.perf_counter()
+    async with svc.pool.acquire() as conn:
+        outcomes = await results.apply_results(conn, namespace, batch)
+    metrics.COMPLETE_LATENCY.observe(time.perf_counter() - started)
+    for result in batch:
+        outcome = outcomes[result.task_id]
+        metrics.RESULTS.labels(result.status.value if outcome.code == 200 else f"refused_{outcome.code}").inc()
+    return outcomes
+
+
+@router.post(
+    "/results",
+    response_model=ResultBatchResponse,
+    response_model_by_alias=True,
+    responses={
+        207: {"model": ResultBatchResponse, "description": "Some results were refused: see each item's code"},
+        422: refusal("The envelope is invalid (not an object, no `results` list, more than 1000 items)"),
+    },
+    summary="Report results of several tasks in one request",
+)
+async def report_results(
+    namespace: NAMESPACE, batch: ResultBatch, authorize: MAY_REPORT, svc: Services = Depends(services)
+) -> Response:
+    """Each result is validated and applied on its own: one bad item never
+    costs the others. 200 when every result was applied; 207 otherwise, with
+    one outcome per item in the order sent: 200 applied, 404 unknown task,
+    409 stale epoch or no longer leased, 422 the item is invalid (the message
+    and `fields` name the field; nothing changed for it). Only an invalid
+    envelope refuses the whole request."""
+    checked = checked_items(TaskResult, list(batch.results))
+    valid = [item for item in checked if isinstance(item, TaskResult)]
+    await _authorize_tasks(authorize, svc, namespace, [r.task_id for r in valid])
+    outcomes = await _apply(svc, namespace, valid) if valid else {}
+    items = [_outcome(raw, item, outcomes) for raw, item in zip(batch.results, checked, strict=True)]
+    return _json({"results": items}, 200 if all(i["code"] == 200 for i in items) else 207)
+
+
+def _outcome(raw: Any, item: TaskResult | ItemOutcome, outcomes: dict[str, results.Outcome]) -> dict[str, object]:
+    if isinstance(item, ItemOutcome):
+        return item.to_wire() | {"taskId": item.task_id}
+    outcome = outcomes[item.task_id]
+    answer: dict[str, object] = {"taskId": sent_task_id(raw), "code": outcome.code}
+    if outcome.error is not None:
+        answer["error"] = outcome.error
+    return answer
+
+
+@router.post(
+    "/{task_id}/result",
+    summary="Report the result of one task",
+    operation_id="report_result",
+    responses={404: refusal("Unknown task"), 409: refusal("Stale epoch or not leased")},
+)
+async def report_result(
+    namespace: NAMESPACE,
+    task_id: TASK_ID,
+    result: TaskResult,
+    authorize: MAY_REPORT,
+    svc: Services = Depends(services),
+) -> dict[str, str]:
+    if result.task_id != str(task_id):
+        raise ApiError(
+            422,
+            "INVALID_REQUEST",
+            f"taskId: {result.task_id} does not match the path's {task_id}",
+            fields=[{"field": "taskId", "message": "does not match the path's task id"}],
+        )
+    await _authorize_tasks(authorize, svc, namespace, [result.task_id])
+    outcome = (await _apply(svc, namespace, [result]))[result.task_id]
+    if outcome.code != 200:
+        raise ApiError(outcome.code, "STALE_LEASE" if outcome.code == 409 else "NOT_FOUND", outcome.error or "")
+    return {"status": "accepted"}
+
+
+@router.post(
+    "/heartbeats",
+    response_model=HeartbeatBatchResponse,
+    response_model_by_alias=True,
+    responses={
+        207: {"model": HeartbeatBatchResponse, "description": "Some heartbeats were invalid: see `errors`"},
+        422: refusal("The envelope is invalid (not an object, no `heartbeats` list, more than 1000 items)"),
+    },
+    summary="Renew the leases of several tasks",
+)
+async def heartbeats(
+    namespace: NAMESPACE, batch: HeartbeatBatch, authorize: MAY_REPORT, svc: Services = Depends(services)
+) -> Response:
+    """`alive`: leases renewed. `gone`: tasks no longer leased under that epoch
+    (completed elsewhere, timed out, canceled): stop working on them. Each
+    heartbeat is validated on its own; an invalid one is listed in `errors`
+    (code 422, naming the field) and the answer is 207."""
+    checked = checked_items(Heartbeat, list(batch.heartbeats))
+    beats = [item for item in checked if isinstance(item, Heartbeat)]
+    errors = [item.to_wire() | {"taskId": item.task_id} for item in checked if isinstance(item, ItemOutcome)]
+    await _authorize_tasks(authorize, svc, namespace, [b.task_id for b in beats])
+    alive: set[str] = set()
+    if beats:
+        async with svc.pool.acquire() as conn:
+            alive = await leasing.heartbeat(conn, namespace, [(b.task_id, b.epoch) for b in beats])
+    body = {"alive": sorted(alive), "gone": sorted({b.task_id for b in beats} - alive), "errors": errors}
+    return _json(body, 207 if errors else 200)
+
+
+@router.post(
+    "/{task_id}/heartbeat",
+    summary="Renew one lease",
+    operation_id="heartbeat",
+    responses={409: refusal("No longer leased under this epoch: stop working on it")},
+)
+async def heartbeat(
+    namespace: NAMESPACE, task_id: TASK_ID, beat: Heartbeat, authorize: MAY_REPORT, svc: Services = Depends(services)
+) -> dict[str, str]:
+    """The body's `epoch` fences the lease; its `taskId` is ignored: the path names the task."""
+    await _authorize_tasks(authorize, svc, namespace, [str(task_id)])
+    async with svc.pool.acquire() as conn:
+        alive = await leasing.heartbeat(conn, namespace, [(str(task_id), beat.epoch)])
+    if str(task_id) not in alive:
+        raise ApiError(409, "STALE_LEASE", f"task {task_id} is not leased under epoch {beat.epoch}")
+    return {"status": "alive"}

@@ -1,0 +1,153 @@
+"""What every reconciler shares: the context kopf hands them (as the memo),
+the Ready condition, parsing a spec with the models the CRD was generated
+from, database outages as retries, and registration from a table.
+
+Handlers stay thin: everything they decide is in the store or the models. They
+never write `spec`; the only metadata they touch is kopf's own bookkeeping and
+the finalizer, so a GitOps tool re-applying the same manifest sees no change.
+Each handler is a module-level function taking kopf's keyword arguments, so a
+test calls it directly with a body and a `kopf.Patch`."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import asyncpg
+import kopf
+from pydantic import ValidationError
+
+from sluiceway.k8s.conditions import not_ready, ready, with_condition
+from sluiceway.k8s.events import EventRecorder
+from sluiceway.k8s.validation import describe
+from sluiceway.model import GROUP, VERSION
+from sluiceway.model.common import Spec
+from sluiceway.model.resources import ResourceKind
+from sluiceway.store import definitions
+
+S = TypeVar("S", bound=Spec)
+
+# A kopf handler: called with kopf's keyword arguments (body, spec, meta,
+# status, name, namespace, uid, patch, memo, logger, ...).
+Handler = Callable[..., Awaitable[None]]
+
+
+@dataclass
+class Context:
+    """What the handlers need, passed to kopf as the operator's memo (`memo.context`)."""
+
+    pool: asyncpg.Pool
+    clock: Callable[[], datetime.datetime]
+    events: EventRecorder | None = None
+
+    def now(self) -> str:
+        return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def context_of(memo: kopf.Memo) -> Context:
+    context: Context = memo.context
+    return context
+
+
+def set_ready(patch: kopf.Patch, body: kopf.Body, context: Context, ok: bool, reason: str, message: str) -> None:
+    """Write the Ready condition and `observedGeneration`; post an Event when
+    the condition changes (or a refusal changes its reason)."""
+    meta, status = body["metadata"], body.get("status", {})
+    generation = int(meta.get("generation", 0))
+    condition = (ready if ok else not_ready)(reason, message, generation)
+    before = next((c for c in status.get("conditions", []) if c.get("type") == "Ready"), None)
+    if context.events is not None and (
+        before is None or before.get("status") != condition.status.value or (not ok and before.get("reason") != reason)
+    ):
+        context.events.record(
+            body["kind"],
+            meta["namespace"],
+            meta["name"],
+            meta.get("uid", ""),
+            not ok,
+            "Ready" if ok else reason,
+            message,
+        )
+    patch.status["observedGeneration"] = generation
+    patch.status["conditions"] = with_condition(status.get("conditions"), condition, context.now())
+
+
+def report_claim(
+    patch: kopf.Patch, body: kopf.Body, context: Context, claim: definitions.Claim, what: str, ready_message: str
+) -> None:
+    """Ready when this object owns its engine name; NameConflict naming the owner when another does."""
+    if claim.is_ours(body["metadata"]["name"]):
+        set_ready(patch, body, context, True, "Stored", f"{what} {ready_message}")
+    else:
+        set_ready(
+            patch, body, context, False, "NameConflict", f"{what} is already defined by {body['kind']} {claim.owner}"
+        )
+
+
+def parse(model: type[S], body: kopf.Body, patch: kopf.Patch, context: Context) -> S | None:
+    """The parsed spec, or None after reporting why it is invalid."""
+    try:
+        return model.model_validate(dict(body.get("spec", {})))
+    except ValidationError as error:
+        set_ready(patch, body, context, False, "InvalidSpec", describe(error))
+        return None
+
+
+async def retrying_outages(action: Awaitable[None]) -> None:
+    """Turn a database outage into a retry instead of a failed handler."""
+    try:
+        await action
+    except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError) as error:
+        raise kopf.TemporaryError(f"PostgreSQL unavailable: {error}", delay=5) from error
+
+
+def changed(patch: kopf.Patch, status: Mapping[str, Any], values: dict[str, Any]) -> None:
+    """Write only what changed: a re-applied manifest must not cause status churn."""
+    for key, value in values.items():
+        if status.get(key) != value:
+            patch.status[key] = value
+
+
+# -- registration ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """The handlers of one kind: `apply` on resume and create (and on spec
+    changes unless the spec is immutable), `delete` when it goes."""
+
+    kind: ResourceKind
+    apply: Handler
+    delete: Handler
+    spec_changes: bool = True  # False: the CRD refuses spec changes (a WorkflowRun starts one run, once)
+
+
+def register_lifecycles(registry: kopf.OperatorRegistry, lifecycles: Iterable[Lifecycle]) -> None:
+    for lifecycle in lifecycles:
+        reconciles(registry, lifecycle.kind, lifecycle.apply, spec_changes=lifecycle.spec_changes)
+        kopf.on.delete(GROUP, VERSION, lifecycle.kind.plural, registry=registry)(lifecycle.delete)
+
+
+def reconciles(registry: kopf.OperatorRegistry, kind: ResourceKind, fn: Handler, *, spec_changes: bool = True) -> None:
+    """Register `fn` for resume and create of `kind`, and for its spec changes."""
+    for on in (kopf.on.resume, kopf.on.create):
+        on(GROUP, VERSION, kind.plural, registry=registry)(fn)
+    if spec_changes:
+        kopf.on.update(GROUP, VERSION, kind.plural, field="spec", registry=registry)(fn)
+
+
+def every(
+    registry: kopf.OperatorRegistry,
+    kind: ResourceKind,
+    fn: Handler,
+    *,
+    interval: float,
+    initial_delay: float,
+    field: str | None = None,
+) -> None:
+    """Register `fn` as a timer on every object of `kind` (with `field` set, if given)."""
+    kopf.timer(
+        GROUP, VERSION, kind.plural, interval=interval, initial_delay=initial_delay, field=field, registry=registry
+    )(fn)

@@ -1,0 +1,107 @@
+"""Periodic, change-only status: what each object governs, right now (a
+queue's depth and pollers, a semaphore's holders, a quota's usage, a
+workflow's active runs). Every `SLUICEWAY_STATUS_INTERVAL` seconds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from sluiceway.k8s.reconciling import Handler, changed, context_of, every
+from sluiceway.k8s.runs import timestamp
+from sluiceway.model.resources import QUOTA, SEMAPHORE, TASK_DEFINITION, WORKFLOW, ResourceKind
+from sluiceway.store import diagnostics
+
+STATUS_INTERVAL = 5.0
+INITIAL_DELAY = 1.0
+
+
+async def report_task_definition(
+    status: kopf.Status, namespace: str, patch: kopf.Patch, memo: kopf.Memo, **_: Any
+) -> None:
+    task_type = status.get("taskType")
+    if not task_type:
+        return
+    async with context_of(memo).pool.acquire() as conn:
+        found = await diagnostics.queues(conn, namespace, task_type)
+        pollers = [(w, at) for q, w, at in await diagnostics.workers(conn, namespace) if q == task_type]
+    queue = found[0] if found else diagnostics.Queue(task_type, 0, 0, 0, 0, None)
+    recent = sorted(pollers, key=lambda p: p[1], reverse=True)[:10]
+    changed(
+        patch,
+        status,
+        {
+            "ready": queue.ready,
+            "inFlight": queue.in_flight,
+            "delayed": queue.delayed,
+            "pollers": [{"workerId": w, "lastPollTime": timestamp(at)} for w, at in recent],
+        },
+    )
+
+
+async def report_semaphore(status: kopf.Status, namespace: str, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+    name = status.get("semaphoreName")
+    if not name:
+        return
+    async with context_of(memo).pool.acquire() as conn:
+        found = await diagnostics.semaphores(conn, namespace, name)
+        holders = await diagnostics.holders(conn, namespace, name, 10)
+    if not found:
+        return
+    changed(
+        patch,
+        status,
+        {
+            "permits": found[0].permits,
+            "held": found[0].held,
+            "holders": [
+                {
+                    "taskId": h.task_id,
+                    "executionId": h.execution_id,
+                    "taskType": h.task_type,
+                    "since": timestamp(h.since),
+                }
+                for h in holders
+            ],
+        },
+    )
+
+
+async def report_quota(status: kopf.Status, namespace: str, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+    async with context_of(memo).pool.acquire() as conn:
+        used = await diagnostics.usage(conn, namespace)
+    changed(
+        patch,
+        status,
+        {
+            "used": {
+                "concurrentExecutions": used.concurrent_executions,
+                "executionsThisMinute": used.executions_this_minute,
+                "workflowDefinitions": used.workflow_definitions,
+                "schedules": used.schedules,
+            }
+        },
+    )
+
+
+async def report_workflow(status: kopf.Status, namespace: str, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+    name = status.get("workflowName")
+    if not name:
+        return
+    async with context_of(memo).pool.acquire() as conn:
+        active = await diagnostics.active_runs(conn, namespace, name)
+    changed(patch, status, {"activeRuns": active})
+
+
+REPORTS: tuple[tuple[ResourceKind, Handler], ...] = (
+    (TASK_DEFINITION, report_task_definition),
+    (SEMAPHORE, report_semaphore),
+    (QUOTA, report_quota),
+    (WORKFLOW, report_workflow),
+)
+
+
+def register_status_reports(registry: kopf.OperatorRegistry, interval: float = STATUS_INTERVAL) -> None:
+    for kind, report in REPORTS:
+        every(registry, kind, report, interval=interval, initial_delay=min(INITIAL_DELAY, interval))

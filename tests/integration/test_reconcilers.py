@@ -1,0 +1,193 @@
+"""The kopf handlers below e2e: each is called directly, as kopf calls it,
+with a body and a `kopf.Patch`, against a real PostgreSQL; the tests assert
+on the patch (what the operator would write to `status`) and on the rows."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import uuid
+from typing import Any
+
+import asyncpg
+import kopf
+import pytest
+
+from sluiceway.k8s import definitions, status_reports, workflows
+from sluiceway.k8s.reconciling import Context
+from sluiceway.model.resources import QUOTA, SEMAPHORE, TASK_DEFINITION, WORKFLOW, WORKFLOW_RUN, ResourceKind
+from sluiceway.store import definitions as stored
+from sluiceway.store import diagnostics, executions
+
+NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+NAMESPACE = "team-a"
+
+
+def handler_kwargs(
+    kind: ResourceKind, name: str, spec: dict[str, Any], pool: asyncpg.Pool, *, status: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """kopf's keyword arguments for one object, with a fresh patch."""
+    body = kopf.Body(
+        {
+            "apiVersion": "sluiceway.dev/v1alpha1",
+            "kind": kind.kind,
+            "metadata": {"name": name, "namespace": NAMESPACE, "uid": str(uuid.uuid4()), "generation": 1},
+            "spec": spec,
+            "status": status or {},
+        }
+    )
+    return {
+        "body": body,
+        "spec": body.spec,
+        "meta": body.meta,
+        "status": body.status,
+        "name": name,
+        "namespace": NAMESPACE,
+        "uid": body.meta.uid,
+        "patch": kopf.Patch(),
+        "memo": kopf.Memo(context=Context(pool=pool, clock=lambda: NOW)),
+        "logger": logging.getLogger("test"),
+    }
+
+
+def ready(patch: kopf.Patch) -> dict[str, Any]:
+    conditions = patch.status["conditions"]
+    found: dict[str, Any] = next(c for c in conditions if c["type"] == "Ready")
+    return found
+
+
+async def test_a_task_definition_is_stored_and_reported_ready(pool: asyncpg.Pool) -> None:
+    kwargs = handler_kwargs(TASK_DEFINITION, "charge-card", {"name": "charge_card", "retryCount": 5}, pool)
+    await definitions.reconcile_task_definition(**kwargs)
+    patch = kwargs["patch"]
+    assert patch.status["taskType"] == "charge_card" and patch.status["observedGeneration"] == 1
+    assert ready(patch) | {"lastTransitionTime": None} == {
+        "type": "Ready",
+        "status": "True",
+        "reason": "Stored",
+        "message": "task type charge_card is active",
+        "observedGeneration": 1,
+        "lastTransitionTime": None,
+    }
+    async with pool.acquire() as conn:
+        row = await stored.get_task_definition(conn, NAMESPACE, "charge_card")
+    assert row is not None and row.resource_name == "charge-card" and row.spec["retryCount"] == 5
+
+
+async def test_a_second_object_for_a_taken_name_is_a_name_conflict_and_changes_nothing(pool: asyncpg.Pool) -> None:
+    await definitions.reconcile_task_definition(
+        **handler_kwargs(TASK_DEFINITION, "charge-card", {"name": "charge_card", "retryCount": 5}, pool)
+    )
+    impostor = handler_kwargs(TASK_DEFINITION, "impostor", {"name": "charge_card", "retryCount": 0}, pool)
+    await definitions.reconcile_task_definition(**impostor)
+    condition = ready(impostor["patch"])
+    assert (condition["status"], condition["reason"]) == ("False", "NameConflict")
+    assert condition["message"] == "task type charge_card is already defined by TaskDefinition charge-card"
+    async with pool.acquire() as conn:
+        row = await stored.get_task_definition(conn, NAMESPACE, "charge_card")
+    assert row is not None and row.resource_name == "charge-card" and row.spec["retryCount"] == 5
+
+
+async def test_an_invalid_spec_is_refused_naming_the_field_and_nothing_is_stored(pool: asyncpg.Pool) -> None:
+    kwargs = handler_kwargs(TASK_DEFINITION, "charge-card", {"retryCount": -1}, pool)
+    await definitions.reconcile_task_definition(**kwargs)
+    condition = ready(kwargs["patch"])
+    assert (condition["status"], condition["reason"]) == ("False", "InvalidSpec")
+    assert "retryCount" in condition["message"]
+    assert "taskType" not in kwargs["patch"].status
+    async with pool.acquire() as conn:
+        assert await stored.list_task_definitions(conn, NAMESPACE) == []
+
+
+async def test_deleting_a_task_definition_forgets_it(pool: asyncpg.Pool) -> None:
+    kwargs = handler_kwargs(TASK_DEFINITION, "echo", {}, pool)
+    await definitions.reconcile_task_definition(**kwargs)
+    await definitions.delete_task_definition(**kwargs)
+    async with pool.acquire() as conn:
+        assert await stored.get_task_definition(conn, NAMESPACE, "echo") is None
+
+
+async def test_a_quota_is_stored_and_its_usage_reported_only_when_it_changes(pool: asyncpg.Pool) -> None:
+    kwargs = handler_kwargs(QUOTA, "default", {"maxConcurrentExecutions": 3, "maxExecutionsPerMinute": 60}, pool)
+    await definitions.reconcile_quota(**kwargs)
+    condition = ready(kwargs["patch"])
+    assert (condition["status"], condition["reason"], condition["message"]) == ("True", "Stored", "quota is enforced")
+    async with pool.acquire() as conn:
+        rows = await diagnostics.quota_rows(conn, NAMESPACE)
+    assert [(r.name, r.max_concurrent_executions, r.max_executions_per_minute) for r in rows] == [("default", 3, 60)]
+
+    first = handler_kwargs(QUOTA, "default", {}, pool)
+    await status_reports.report_quota(**first)
+    used = first["patch"].status["used"]
+    assert used["concurrentExecutions"] == 0 and used["workflowDefinitions"] == 0
+    again = handler_kwargs(QUOTA, "default", {}, pool, status={"used": used})
+    await status_reports.report_quota(**again)
+    assert dict(again["patch"]) == {}, "an unchanged report writes nothing"
+
+
+async def test_a_semaphore_is_stored_with_its_permits(pool: asyncpg.Pool) -> None:
+    kwargs = handler_kwargs(SEMAPHORE, "db", {"permits": 4}, pool)
+    await definitions.reconcile_semaphore(**kwargs)
+    assert kwargs["patch"].status["semaphoreName"] == "db" and kwargs["patch"].status["permits"] == 4
+    assert ready(kwargs["patch"])["message"] == "semaphore db has 4 permits"
+    async with pool.acquire() as conn:
+        found = await diagnostics.semaphores(conn, NAMESPACE, "db")
+    assert [(s.name, s.permits, s.held) for s in found] == [("db", 4, 0)]
+
+
+async def _store_workflow(pool: asyncpg.Pool) -> None:
+    workflow = handler_kwargs(
+        WORKFLOW, "export", {"tasks": [{"name": "nobody_polls", "taskReferenceName": "wait_here"}]}, pool
+    )
+    await workflows.reconcile_workflow(**workflow)
+    assert workflow["patch"].status["version"] == 1 and ready(workflow["patch"])["status"] == "True"
+
+
+async def test_a_workflow_run_starts_one_run_with_its_uid(pool: asyncpg.Pool) -> None:
+    await _store_workflow(pool)
+    kwargs = handler_kwargs(WORKFLOW_RUN, "export-1", {"workflow": "export", "input": {"day": "monday"}}, pool)
+    await workflows.start_workflow_run(**kwargs)
+    status = kwargs["patch"].status
+    assert status["phase"] == "Running" and status["executionId"] == kwargs["uid"]
+    assert status["startTime"] == "2026-01-01T00:00:00Z" and status["awaitingAdmission"] is False
+    async with pool.acquire() as conn:
+        run = await executions.get_run(conn, NAMESPACE, kwargs["uid"])
+    assert run is not None and run.resource_name == "export-1" and run.input == {"day": "monday"}
+
+
+async def test_a_workflow_run_over_a_quota_is_refused_with_the_quotas_answer(pool: asyncpg.Pool) -> None:
+    await definitions.reconcile_quota(**handler_kwargs(QUOTA, "default", {"maxConcurrentExecutions": 1}, pool))
+    await _store_workflow(pool)
+    first = handler_kwargs(WORKFLOW_RUN, "export-1", {"workflow": "export"}, pool)
+    await workflows.start_workflow_run(**first)
+    assert first["patch"].status["phase"] == "Running"
+    second = handler_kwargs(WORKFLOW_RUN, "export-2", {"workflow": "export"}, pool)
+    await workflows.start_workflow_run(**second)
+    status = second["patch"].status
+    assert (status["phase"], status["control"]) == ("Refused", "quota:default")
+    assert status["refusal"]["limit"] == 1 and status["refusal"]["current"] == 1
+    async with pool.acquire() as conn:
+        assert await executions.get_run(conn, NAMESPACE, second["uid"]) is None
+
+
+async def test_a_workflow_run_of_an_unknown_workflow_waits_and_is_retried(pool: asyncpg.Pool) -> None:
+    kwargs = handler_kwargs(WORKFLOW_RUN, "early", {"workflow": "not_yet"}, pool)
+    with pytest.raises(kopf.TemporaryError):
+        await workflows.start_workflow_run(**kwargs)
+    assert kwargs["patch"].status["phase"] == "Pending"
+    assert "not_yet" in kwargs["patch"].status["reasonForIncompletion"]
+
+
+async def test_a_workflow_with_a_broken_reference_is_an_invalid_spec_and_is_not_stored(pool: asyncpg.Pool) -> None:
+    spec = {
+        "tasks": [{"name": "charge", "taskReferenceName": "charge", "inputParameters": {"amount": "${nobody.output}"}}]
+    }
+    kwargs = handler_kwargs(WORKFLOW, "payments", spec, pool)
+    await workflows.reconcile_workflow(**kwargs)
+    condition = ready(kwargs["patch"])
+    assert (condition["status"], condition["reason"]) == ("False", "InvalidSpec")
+    assert "tasks[charge].inputParameters: refers to unknown task 'nobody'" in condition["message"]
+    assert "version" not in kwargs["patch"].status
+    async with pool.acquire() as conn:
+        outcome = await executions.start_run(conn, NAMESPACE, "payments", None, {})
+    assert isinstance(outcome, executions.WorkflowNotFound)

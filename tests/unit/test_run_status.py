@@ -1,0 +1,40 @@
+"""How a run looks in its WorkflowRun's status, quarantine included."""
+
+from __future__ import annotations
+
+import datetime
+
+from sluiceway.k8s.runs import run_status
+from sluiceway.model.execution import RunStatus
+
+T0 = datetime.datetime(2026, 11, 29, 12, 0, tzinfo=datetime.UTC)
+
+
+def status(run: RunStatus, quarantined: bool, awaiting: bool = False) -> dict[str, object]:
+    return run_status(
+        execution_id="r1",
+        status=run,
+        reason="run ended" if run.is_terminal() else "",
+        awaiting_admission=awaiting,
+        version=1,
+        output={},
+        created_at=T0,
+        ended_at=None,
+        task_counts={"SCHEDULED": 1},
+        quarantined_at=T0 if quarantined else None,
+        quarantine_reason="task a attempt 1 cannot be read: KeyError: 'X'" if quarantined else None,
+    )
+
+
+def test_a_quarantined_run_names_the_control_and_the_reason() -> None:
+    body = status(RunStatus.RUNNING, quarantined=True, awaiting=True)
+    assert body["phase"] == "Running" and body["control"] == "quarantine"
+    assert body["quarantinedAt"] == "2026-11-29T12:00:00Z"
+    assert body["reasonForIncompletion"] == "quarantined: task a attempt 1 cannot be read: KeyError: 'X'"
+
+
+def test_a_released_or_ended_run_clears_the_quarantine() -> None:
+    released = status(RunStatus.RUNNING, quarantined=False)
+    assert released["quarantinedAt"] is None and released["control"] is None
+    ended = status(RunStatus.TERMINATED, quarantined=True)
+    assert ended["quarantinedAt"] is None and ended["reasonForIncompletion"] == "run ended"
