@@ -1,14 +1,20 @@
 # syntax=docker/dockerfile:1
 # The Sluiceway operator image (also the default worker image).
 #   docker build -t ghcr.io/sluiceway/sluiceway:0.1.0 .
-# Entrypoint `sluiceway`; the default command runs the operator.
+# or, without Docker, `make image` (buildah, FROM a Debian-built base).
+# Entrypoint `sluiceway`; the default command runs the operator. The examples'
+# workers are in /opt/sluiceway/examples, so the examples run without an image
+# of your own.
+#
+# PYTHON_IMAGE is any image with Python 3.11+ (`python` on PATH, with venv) and
+# groupadd/useradd: python:3.11-slim by default; hack/build-image.sh passes a
+# Debian bookworm base made with mmdebstrap.
 
 ARG PYTHON_IMAGE=python:3.11-slim
 
 # --- builder: wheels of the project and of its dependencies, pinned ---------
 FROM ${PYTHON_IMAGE} AS builder
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
 # Only what the build needs: the project metadata (README.md is its readme),
@@ -17,9 +23,13 @@ COPY pyproject.toml README.md ./
 COPY requirements/constraints.txt requirements/constraints.txt
 COPY operator/ operator/
 # The project's own wheel, then every dependency at the version pinned by
-# requirements/constraints.txt (the project wheel is rebuilt identically).
-RUN pip wheel --no-deps -w /wheels . \
- && pip wheel -c requirements/constraints.txt -w /wheels .
+# requirements/constraints.txt (the project wheel is rebuilt identically), with
+# pip from a venv (a distribution's Python has none of its own) and its
+# download cache kept between builds.
+RUN --mount=type=cache,target=/root/.cache/pip \
+    python -m venv /opt/build \
+ && /opt/build/bin/pip wheel --no-deps -w /wheels . \
+ && /opt/build/bin/pip wheel -c requirements/constraints.txt -w /wheels .
 
 # --- runtime -----------------------------------------------------------------
 FROM ${PYTHON_IMAGE}
@@ -40,6 +50,7 @@ RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
  && groupadd --system --gid 65532 sluiceway \
  && useradd --system --uid 65532 --gid 65532 --home-dir /tmp --no-create-home \
       --shell /usr/sbin/nologin sluiceway
+COPY examples/workers.py /opt/sluiceway/examples/workers.py
 USER 65532:65532
 WORKDIR /tmp
 EXPOSE 8080

@@ -7,17 +7,21 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml requirements/constraints
 # The local control plane (kube-apiserver, etcd, kube-controller-manager,
 # kubectl, helm) is built from source on first use and cached by version.
 BIN_DIR = $$(bash hack/build-control-plane.sh)
+# The local node (kubelet, kube-proxy, kube-scheduler, pause, CoreDNS; containerd,
+# runc and the CNI plugins from Debian) needs root: `make up NODE=1`, and the pod
+# tests in `make test` (docs/local-node.md).
+ROOT := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 
 SOURCES := operator tests e2e bench conftest.py
 
 IMAGE ?= ghcr.io/sluiceway/sluiceway:$(shell $(PYTHON) -c "import re;print(re.search(r'^version = \"(.+)\"', open('pyproject.toml').read(), re.M).group(1))")
 
-.PHONY: up test lint format typecheck unit integration e2e chaos bench crds controlplane venv clean image
+.PHONY: up test lint format typecheck unit integration e2e chaos bench crds controlplane node venv clean image
 
-up: venv controlplane
-	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m sluiceway up
+up: venv controlplane $(if $(NODE),node)
+	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m sluiceway up $(if $(NODE),--node)
 
-test: venv controlplane lint
+test: venv controlplane $(if $(ROOT),node) lint
 	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m pytest -p no:cacheprovider tests e2e
 
 venv: $(STAMP)
@@ -30,6 +34,10 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 
 controlplane:
 	@bash hack/build-control-plane.sh >/dev/null
+
+node:
+	@bash hack/install-node-packages.sh
+	@bash hack/build-node.sh >/dev/null
 
 lint: venv typecheck
 	$(VENV)/bin/ruff check $(SOURCES)
@@ -50,7 +58,7 @@ unit: venv
 integration: venv
 	$(PY) -m pytest tests/integration
 
-e2e: venv controlplane
+e2e: venv controlplane $(if $(ROOT),node)
 	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m pytest e2e
 
 # The long fault soak (about 100 faults over some 10,000 tasks; several minutes).
@@ -68,6 +76,8 @@ bench: venv
 	$(PY) -m pip install --quiet -c requirements/constraints.txt pgqueuer==1.6.0
 	$(PY) bench/throughput.py
 
-# Needs a Docker engine (none runs on the development machines); see the README.
+# `docker build` where a Docker engine answers, else buildah FROM a Debian base
+# made with mmdebstrap (root); either way an OCI or docker archive to load into
+# a cluster (`kind load image-archive`, `ctr images import`). Prints its size.
 image:
-	docker build -t $(IMAGE) .
+	IMAGE=$(IMAGE) bash hack/build-image.sh sluiceway

@@ -100,6 +100,8 @@ def operator(
         "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
         # Tests that run operators of their own (HA, RBAC, auth) use namespaces outside this pattern.
         "SLUICEWAY_NAMESPACES": "e2e-*",
+        # What the chart sets: spec.workers without an image (the examples) runs the operator's.
+        "SLUICEWAY_WORKER_IMAGE": "ghcr.io/sluiceway/sluiceway:e2e",
         # Small numbers so a test can open a breaker and wait out its open time.
         "SLUICEWAY_CIRCUIT_BREAKER": '{"enabled": true, "minimumRequests": 3, "failureRatio": 0.5, '
         '"openMs": 1500, "maxOpenMs": 10000}',

@@ -454,6 +454,24 @@ def test_dev_postgres_is_opt_in_and_labelled_not_for_production(helm: Helm) -> N
     assert not operator_selector <= postgres["spec"]["template"]["metadata"]["labels"].items()
 
 
+def test_a_new_image_tag_does_not_restart_the_development_database(helm: Helm) -> None:
+    """Its storage is an emptyDir by default: a new pod would lose every run."""
+
+    def template(tag: str) -> Manifest:
+        rendered = render(helm, "--set", "devPostgres.enabled=true", "--set", f"image.tag={tag}")
+        found: Manifest = one(rendered, "StatefulSet")["spec"]["template"]
+        return found
+
+    assert template("0.1.0") == template("0.2.0")
+
+
+def test_the_leader_election_lease_is_part_of_the_release(helm: Helm) -> None:
+    """So that `helm uninstall` leaves no Lease behind; the operator only patches its spec."""
+    [lease] = of_kind(render(helm, *DB, namespace="team-x"), "Lease")
+    assert lease["metadata"]["name"] == "sluiceway-operator"  # the name the operator elects with
+    assert lease["metadata"]["namespace"] == "team-x"
+
+
 # --- a real install --------------------------------------------------------------
 
 
@@ -481,6 +499,7 @@ def test_install_creates_the_operator_and_uninstall_removes_it(
             ("serviceaccount", fullname),
             ("role", f"{fullname}-local"),
             ("rolebinding", f"{fullname}-local"),
+            ("lease", "sluiceway-operator"),
         ):
             assert kube.get(kind, name, namespace), f"no {kind}/{name} after helm install"
         kube.run("get", "clusterrole,clusterrolebinding", fullname)
@@ -498,11 +517,16 @@ def test_install_creates_the_operator_and_uninstall_removes_it(
     finally:
         helm("uninstall", release, "--namespace", namespace, "--wait", "--timeout=60s", check=False)
 
-    for kind in ("deployment", "service", "serviceaccount"):
+    for kind, name in (
+        ("deployment", fullname),
+        ("service", fullname),
+        ("serviceaccount", fullname),
+        ("lease", "sluiceway-operator"),
+    ):
         eventually(
-            lambda kind=kind: kube.get(kind, fullname, namespace) is None,
+            lambda kind=kind, name=name: kube.get(kind, name, namespace) is None,
             timeout=60,
-            what=f"the {kind} to be removed by helm uninstall",
+            what=f"the {kind} {name} to be removed by helm uninstall",
         )
     assert "NotFound" in kube.run("get", "clusterrole", fullname, check=False).stderr
 

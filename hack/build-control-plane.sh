@@ -16,6 +16,8 @@ HELM_VERSION=${HELM_VERSION:-3.21.4}
 CACHE=${SLUICEWAY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluiceway}
 BIN="$CACHE/bin/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION-helm-$HELM_VERSION"
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+# shellcheck source=hack/lib/kubernetes.sh
+source "$(dirname "$0")/lib/kubernetes.sh"
 log() { printf '[build-control-plane] %s\n' "$*" >&2; }
 
 built() {
@@ -33,33 +35,9 @@ WORK=$(mktemp -d "$CACHE/build.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
 build_kubernetes() {
-  local staging minor ld m p
-  staging="0.${KUBE_VERSION#1.}"; minor=$(echo "$KUBE_VERSION" | cut -d. -f2)
-  mkdir -p "$WORK/k8s" && cd "$WORK/k8s"
-  go mod init local/k8sbins >/dev/null 2>&1
-  go mod edit -go=1.26.0
-  # Derive the staging module list from the real go.mod instead of hard-coding it.
-  local gomod
-  gomod=$(go mod download -json "k8s.io/kubernetes@v$KUBE_VERSION" \
-          | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
-  for m in $(sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => \./staging/.*#\1#p' "$gomod"); do
-    go mod edit "-replace=$m=$m@v$staging"
-  done
-  go get "k8s.io/kubernetes@v$KUBE_VERSION" >/dev/null 2>&1 || go get "k8s.io/kubernetes@v$KUBE_VERSION"
-  cat > tools.go <<'GO'
-package tools
-GO
-  go get -tool k8s.io/kubernetes/cmd/kube-apiserver@"v$KUBE_VERSION" \
-              k8s.io/kubernetes/cmd/kube-controller-manager@"v$KUBE_VERSION" \
-              k8s.io/kubernetes/cmd/kubectl@"v$KUBE_VERSION"
-  # Stamp the version: kubectl's skew warning and helm's kubeVersion checks read it.
-  ld=""
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld="$ld -X $p.gitVersion=v$KUBE_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
-    ld="$ld -X $p.gitTreeState=clean -X $p.buildDate=2026-01-01T00:00:00Z"
-  done
+  kube_module "$WORK/k8s" kube-apiserver kube-controller-manager kubectl
   log "building kube-apiserver, kube-controller-manager, kubectl v$KUBE_VERSION"
-  go build -trimpath -ldflags "-s -w $ld" -o "$BIN/" \
+  go build -trimpath -ldflags "$(kube_ldflags)" -o "$BIN/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kubectl
 }

@@ -92,6 +92,11 @@ def test_owned_by_the_task_definition() -> None:
     ]
 
 
+def test_pods_outlive_the_workers_shutdown_grace() -> None:
+    """SIGKILL must not cut off the hand-back that follows the SDK's 30 s grace."""
+    assert pod(build())["terminationGracePeriodSeconds"] > 30
+
+
 def test_replicas_come_from_the_caller() -> None:
     assert build(replicas=0)["spec"]["replicas"] == 0
     assert build(replicas=7)["spec"]["replicas"] == 7

@@ -3,9 +3,12 @@ kube-controller-manager built from the official sources (see
 `hack/build-control-plane.sh`), started with generated certificates and an
 admin client certificate, as controller-runtime's envtest does.
 
-There is no kubelet and no scheduler: pods stay Pending, but everything that
-only talks to the API works, including garbage collection of owned objects,
-Deployments and ReplicaSets, namespaces and ServiceAccounts.
+Alone it has no kubelet and no scheduler: pods stay Pending, but everything
+that only talks to the API works, including garbage collection of owned
+objects, Deployments and ReplicaSets, namespaces and ServiceAccounts. A
+`sluiceway.devenv.node.Node` joins it to run pods for real; the API server then
+listens on the node link's host address (`bind_address`) so that pods can reach
+it, and authorizes kubelets with the Node authorizer.
 """
 
 from __future__ import annotations
@@ -44,8 +47,17 @@ def binaries() -> Path:
 class ControlPlane:
     """Start with `start()`, stop with `stop()` (or use it as a context manager)."""
 
-    def __init__(self, *, controller_manager: bool = True, workdir: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        controller_manager: bool = True,
+        workdir: Path | None = None,
+        bind_address: str = "127.0.0.1",
+        nodes: bool = False,
+    ) -> None:
         self.bin = binaries()
+        self.bind_address = bind_address
+        self.nodes = nodes
         self._own_workdir = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="sluiceway-cp-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -56,7 +68,7 @@ class ControlPlane:
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
+        return f"https://{self.bind_address}:{self.port}"
 
     def __enter__(self) -> ControlPlane:
         self.start()
@@ -83,6 +95,7 @@ class ControlPlane:
             hosts=(
                 "localhost",
                 "127.0.0.1",
+                self.bind_address,
                 "10.0.0.1",
                 "kubernetes",
                 "kubernetes.default",
@@ -129,13 +142,18 @@ class ControlPlane:
         self._apiserver_argv = [
             str(self.bin / "kube-apiserver"),
             f"--etcd-servers={self.etcd_url}",
-            "--bind-address=127.0.0.1",
+            f"--bind-address={self.bind_address}",
             f"--secure-port={self.port}",
             f"--tls-cert-file={serving.cert}",
             f"--tls-private-key-file={serving.key}",
             f"--client-ca-file={self.ca.pair.cert}",
-            "--authorization-mode=RBAC",
-            f"--service-account-issuer=https://127.0.0.1:{self.port}",
+            # Node: kubelets (system:node:<name>) may touch only their own node and pods.
+            "--authorization-mode=Node,RBAC",
+            # For logs, exec and port-forward, as a cluster admin.
+            f"--kubelet-client-certificate={self.admin.cert}",
+            f"--kubelet-client-key={self.admin.key}",
+            "--kubelet-preferred-address-types=InternalIP",  # node names are in no resolver
+            f"--service-account-issuer=https://{self.bind_address}:{self.port}",
             f"--service-account-key-file={self.sa.cert}",
             f"--service-account-signing-key-file={self.sa.key}",
             "--service-cluster-ip-range=10.0.0.0/24",
@@ -172,8 +190,10 @@ class ControlPlane:
                 "--secure-port=0",
                 f"--service-account-private-key-file={self.sa.key}",
                 f"--root-ca-file={self.ca.pair.cert}",
-                "--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,"
-                "-node-route-controller,-persistentvolume-binder,-attachdetach,-persistentvolume-expander",
+                "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,"
+                "-node-route-controller,-persistentvolume-binder,-attachdetach,-persistentvolume-expander"
+                # With a node, its lifecycle controller lifts the not-ready taint the kubelet registers with.
+                + ("" if self.nodes else ",-nodelifecycle"),
                 "--concurrent-gc-syncs=5",
             ],
             self.workdir,

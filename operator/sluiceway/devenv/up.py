@@ -2,10 +2,14 @@
 
 Starts a local PostgreSQL and a local control plane, applies the CRDs, runs the
 operator as a child process, prints how to reach it, and on Ctrl-C stops
-everything it started."""
+everything it started. With `--node` (`make up NODE=1`, root only) a local node
+joins the cluster, so pods run: worker pods of `spec.workers` run the image
+`make image` builds and reach the operator's API on the node link's host
+address."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -16,7 +20,9 @@ import threading
 import urllib.request
 from pathlib import Path
 
+from sluiceway import __version__
 from sluiceway.devenv.controlplane import REPO_ROOT, ControlPlane
+from sluiceway.devenv.node import Node, NodeNetwork, build_images
 from sluiceway.devenv.postgres import LocalPostgres
 from sluiceway.devenv.processes import Child, free_port, wait_until
 
@@ -32,17 +38,24 @@ Try first:
   kubectl get workflowruns
 
 The HTTP API is at {api} (OpenAPI document at {api}/docs).
-
+{node}
 Logs: {logs}
 Press Ctrl-C to stop everything.
 """
 
 
-def api_port(preferred: int = 8080) -> int:
+NODE_BANNER = """
+Pods run on a local node (kubectl get pods -A). spec.workers pods run {image}:
+  kubectl apply -f {examples}/ && kubectl get workflowruns -w
+The same cluster takes the Helm chart with its pods (docs/local-node.md).
+"""
+
+
+def api_port(host: str = "127.0.0.1", preferred: int = 8080) -> int:
     """8080 when it is free, else any free port."""
     with socket.socket() as probe:
         try:
-            probe.bind(("127.0.0.1", preferred))
+            probe.bind((host, preferred))
             return preferred
         except OSError:
             return free_port()
@@ -61,7 +74,7 @@ def start_operator(
     return Child("operator", [sys.executable, "-m", "sluiceway", "operator"], state, env=env)
 
 
-def main(state: Path) -> int:
+def main(state: Path, node: bool = False) -> int:
     state = state.resolve()
     if state.exists():
         shutil.rmtree(state)
@@ -71,7 +84,23 @@ def main(state: Path) -> int:
         signal.signal(sig, lambda *_: stop.set())
 
     print("starting PostgreSQL and the control plane (the first run builds it from source)...", flush=True)
-    with LocalPostgres(workdir=state / "postgres") as pg, ControlPlane(workdir=state / "cluster") as cluster:
+    with contextlib.ExitStack() as started:
+        pg = started.enter_context(LocalPostgres(workdir=state / "postgres"))
+        network = started.enter_context(NodeNetwork()) if node else None
+        host = network.host_ip if network else "127.0.0.1"
+        cluster = started.enter_context(ControlPlane(workdir=state / "cluster", bind_address=host, nodes=node))
+        # The image `make image` builds: what spec.workers without an image (the examples) runs.
+        operator_env = {"SLUICEWAY_WORKER_IMAGE": f"ghcr.io/sluiceway/sluiceway:{__version__}"}
+        node_banner = ""
+        if network is not None:
+            print("building the images and starting the node (the first run builds them)...", flush=True)
+            images = build_images()
+            started.enter_context(
+                Node(cluster, network, images=[archive for archive, _ in images.values()], workdir=state / "node")
+            )
+            image = images["sluiceway"][1]
+            operator_env["SLUICEWAY_WORKER_IMAGE"] = image
+            node_banner = NODE_BANNER.format(image=image, examples=REPO_ROOT / "examples")
         kubeconfig = state / "kubeconfig"
         shutil.copy(cluster.kubeconfig, kubeconfig)
         kubeconfig.chmod(0o600)
@@ -93,9 +122,11 @@ def main(state: Path) -> int:
             check=True,
             stdout=subprocess.DEVNULL,
         )
-        port = api_port()
-        operator = start_operator(state, kubeconfig, pg.dsn, port)
-        api = f"http://127.0.0.1:{port}"
+        port = api_port(host)
+        api = f"http://{host}:{port}"
+        # Worker pods call the API where they can reach it: the node link's host address.
+        operator_env |= {"SLUICEWAY_API_ADDRESS": f"{host}:{port}", "SLUICEWAY_API_URL": api}
+        operator = start_operator(state, kubeconfig, pg.dsn, port, operator_env)
         try:
             wait_until(
                 lambda: urllib.request.urlopen(f"{api}/readyz", timeout=2).status == 200,
@@ -104,7 +135,10 @@ def main(state: Path) -> int:
                 child=operator,
             )
             print(
-                BANNER.format(kubeconfig=kubeconfig, examples=REPO_ROOT / "examples", logs=state, api=api), flush=True
+                BANNER.format(
+                    kubeconfig=kubeconfig, examples=REPO_ROOT / "examples", logs=state, api=api, node=node_banner
+                ),
+                flush=True,
             )
             while not stop.wait(1.0):
                 if not operator.alive():

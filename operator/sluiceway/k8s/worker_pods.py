@@ -42,6 +42,10 @@ DEFAULT_API_URL = "http://sluiceway.sluiceway.svc:8080"
 TOKEN_DIRECTORY = "/var/run/secrets/sluiceway"
 TOKEN_FILE = f"{TOKEN_DIRECTORY}/token"
 TOKEN_EXPIRATION_SECONDS = 3600
+# On SIGTERM `sluiceway worker` gives in-flight tasks its shutdown grace (30 s)
+# and then hands back what is left: the kubelet's SIGKILL must come later than
+# that (Kubernetes' default of 30 s would race the hand-back).
+TERMINATION_GRACE_SECONDS = 45
 CONTAINER = "worker"
 WORKER_LABEL = "sluiceway-worker"
 TASK_TYPE_LABEL = "sluiceway.dev/task-type"
@@ -169,6 +173,7 @@ def build_worker_deployment(
                 "spec": {
                     "serviceAccountName": spec.service_account_name,
                     "enableServiceLinks": False,
+                    "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
                     "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [container],
                     "volumes": [

@@ -6,7 +6,8 @@ import asyncio
 import copy
 import datetime
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import kubernetes
@@ -174,15 +175,20 @@ class LeaseRecord:
     duration_seconds: int
     resource_version: str
     transitions: int
+    # Kept across writes: a Lease the Helm chart created keeps its release's labels and annotations.
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 def _lease_body(
-    name: str, namespace: str, holder: str, duration: int, transitions: int, resource_version: str | None = None
+    name: str, namespace: str, holder: str, duration: int, transitions: int, record: LeaseRecord | None = None
 ) -> dict[str, Any]:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     metadata: dict[str, Any] = {"name": name, "namespace": namespace}
-    if resource_version:
-        metadata["resourceVersion"] = resource_version
+    if record is not None:
+        metadata["resourceVersion"] = record.resource_version
+        metadata["labels"] = dict(record.labels)
+        metadata["annotations"] = dict(record.annotations)
     return {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
@@ -219,6 +225,8 @@ class Leases:
             int(spec.lease_duration_seconds or 0),
             lease.metadata.resource_version,
             int(spec.lease_transitions or 0),
+            lease.metadata.labels or {},
+            lease.metadata.annotations or {},
         )
 
     async def create(self, namespace: str, name: str, holder: str, duration: int) -> None:
@@ -230,9 +238,11 @@ class Leases:
         self, namespace: str, name: str, holder: str, duration: int, record: LeaseRecord, transitions: int
     ) -> LeaseRecord:
         """Write the lease if nobody changed it since `record` was read (409 otherwise)."""
-        body = _lease_body(name, namespace, holder, duration, transitions, record.resource_version)
+        body = _lease_body(name, namespace, holder, duration, transitions, record)
         lease = await self.client._call(self._api().replace_namespaced_lease, name, namespace, body)
-        return LeaseRecord(holder, duration, lease.metadata.resource_version, transitions)
+        return LeaseRecord(
+            holder, duration, lease.metadata.resource_version, transitions, record.labels, record.annotations
+        )
 
 
 class Events:

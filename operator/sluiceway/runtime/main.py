@@ -43,7 +43,7 @@ def _operator(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     from sluiceway.devenv import up
 
-    return up.main(Path(args.state_dir))
+    return up.main(Path(args.state_dir), node=args.node)
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -92,6 +92,7 @@ def parser() -> argparse.ArgumentParser:
 
     up = commands.add_parser("up", help="local control plane + PostgreSQL + operator, in the foreground")
     up.add_argument("--state-dir", default=".run", help="where the kubeconfig and logs go (default .run)")
+    up.add_argument("--node", action="store_true", help="add a local node, so pods run (root; docs/local-node.md)")
     up.set_defaults(run=_up)
     return root
 

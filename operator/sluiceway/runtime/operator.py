@@ -19,9 +19,11 @@ import datetime
 import logging
 import signal
 import socket
+import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
+import asyncpg
 import kopf
 import uvicorn
 
@@ -140,14 +142,53 @@ async def _first_of(*events: asyncio.Event, then: asyncio.Event) -> None:
         then.set()
 
 
+def _own_signals(stop: asyncio.Event) -> None:
+    """SIGTERM and SIGINT stop the whole operator. kopf installs handlers of its
+    own (in the main thread) that would stop only the reconcilers and keep the
+    process, its API and its Lease alive until the kubelet's SIGKILL: every start
+    of kopf is followed by this, so a terminating leader releases its Lease at once."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # neither we nor kopf can handle signals there
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+
+async def _own_signals_when(ready: asyncio.Event, stop: asyncio.Event) -> None:
+    await ready.wait()
+    _own_signals(stop)
+
+
 class _Memo(kopf.Memo):
     context: Context
     worker_pods: WorkerPods
 
 
+# PostgreSQL not there yet (a database pod starting beside the operator's, a
+# failover): worth waiting for. Anything else (a wrong password, say) is not.
+_UNREACHABLE = (OSError, asyncio.TimeoutError, asyncpg.CannotConnectNowError, asyncpg.TooManyConnectionsError)
+
+
+async def _open_pool_when_reachable(settings: Settings, stop: asyncio.Event) -> asyncpg.Pool | None:
+    """The pool, once PostgreSQL answers; None if stopped first. Waiting (not
+    ready, not serving) beats crash-looping while a database comes up."""
+    delay = 0.5
+    while True:
+        try:
+            return await open_pool(settings.database_url, min_size=2, max_size=settings.pool_size)
+        except _UNREACHABLE as error:
+            log.warning("waiting for PostgreSQL: %s: %s", type(error).__name__, error)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+            return None
+        delay = min(delay * 2, 5.0)
+
+
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
-    pool = await open_pool(settings.database_url, min_size=2, max_size=settings.pool_size)
+    pool = await _open_pool_when_reachable(settings, stop)
+    if pool is None:
+        return  # stopped while waiting
     notifications = Notifications(settings.database_url)
     await notifications.start()
     kube: KubeClient | None = KubeClient.from_environment() if settings.kubernetes else None
@@ -216,9 +257,12 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             """The one-replica-at-a-time parts: kopf's reconcilers and the status mirror."""
             leader_stop = asyncio.Event()
             relay = asyncio.create_task(_first_of(stop, stepped_down, then=leader_stop))
-            try:
-                await asyncio.gather(
-                    kopf.operator(
+
+            async def reconcilers() -> None:
+                kopf_ready = asyncio.Event()
+                reclaim = asyncio.create_task(_own_signals_when(kopf_ready, stop))
+                try:
+                    await kopf.operator(
                         registry=registry,
                         settings=kopf_settings(),
                         clusterwide=not settings.namespaces,
@@ -226,9 +270,19 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                         standalone=True,
                         memo=memo,
                         stop_flag=leader_stop,
-                    ),
-                    run_mirror(pool, kube, leader_stop, recorder),
-                )
+                        ready_flag=kopf_ready,
+                    )
+                finally:
+                    reclaim.cancel()
+                    _own_signals(stop)  # kopf leaves its handlers behind, bound to its finished run
+                if not leader_stop.is_set():
+                    # kopf returns on its own only for a SIGTERM or SIGINT it caught before
+                    # its handlers were replaced: the signal was meant for the whole operator.
+                    log.info("the reconcilers caught a termination signal: stopping")
+                    stop.set()
+
+            try:
+                await asyncio.gather(reconcilers(), run_mirror(pool, kube, leader_stop, recorder))
             finally:
                 relay.cancel()
 
@@ -261,9 +315,7 @@ def exit_status(body: Callable[[asyncio.Event], Awaitable[None]]) -> int:
 
     async def with_signals() -> None:
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+        _own_signals(stop)
         await body(stop)
 
     try:
