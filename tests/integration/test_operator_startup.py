@@ -29,6 +29,7 @@ async def test_a_reachable_database_gives_a_migrated_pool(database_url: str) -> 
     pool = await _open_pool_when_reachable(settings(database_url), asyncio.Event())
     assert pool is not None
     try:
-        assert await pool.fetchval("SELECT count(*) FROM schema_migrations") >= 1
+        async with pool.acquire() as conn:
+            assert await conn.fetchval("SELECT count(*) FROM schema_migrations") >= 1
     finally:
         await pool.close()

@@ -23,7 +23,6 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
-import asyncpg
 import kopf
 import uvicorn
 
@@ -40,8 +39,9 @@ from sluiceway.k8s.worker_pods import DEFAULT_API_URL, WorkerPods
 from sluiceway.kubeapi.client import Events, KubeClient, Leases
 from sluiceway.runtime import loops
 from sluiceway.runtime.settings import Settings
-from sluiceway.store.database import open_pool
+from sluiceway.store.database import Pool, open_pool
 from sluiceway.store.deciding import DeciderConfig
+from sluiceway.store.errors import StoreUnavailable
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.policies import Policies
 from sluiceway.systemtasks.http import HttpTasks
@@ -166,10 +166,10 @@ class _Memo(kopf.Memo):
 
 # PostgreSQL not there yet (a database pod starting beside the operator's, a
 # failover): worth waiting for. Anything else (a wrong password, say) is not.
-_UNREACHABLE = (OSError, asyncio.TimeoutError, asyncpg.CannotConnectNowError, asyncpg.TooManyConnectionsError)
+_UNREACHABLE = (StoreUnavailable, TimeoutError)
 
 
-async def _open_pool_when_reachable(settings: Settings, stop: asyncio.Event) -> asyncpg.Pool | None:
+async def _open_pool_when_reachable(settings: Settings, stop: asyncio.Event) -> Pool | None:
     """The pool, once PostgreSQL answers; None if stopped first. Waiting (not
     ready, not serving) beats crash-looping while a database comes up."""
     delay = 0.5
