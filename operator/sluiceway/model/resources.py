@@ -1,4 +1,4 @@
-"""The five custom resources: their names and the models of spec and status."""
+"""The six custom resources: their names and the models of spec and status."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from sluiceway.model.common import Spec, Status
 from sluiceway.model.quota import QuotaSpec, QuotaStatus
+from sluiceway.model.schedule import ScheduleSpec, ScheduleStatus
 from sluiceway.model.semaphore import SemaphoreSpec, SemaphoreStatus
 from sluiceway.model.taskdefinition import TaskDefinitionSpec, TaskDefinitionStatus
 from sluiceway.model.workflow import WorkflowSpec, WorkflowStatus
@@ -44,4 +45,6 @@ WORKFLOW_RUN = ResourceKind(
 SEMAPHORE = ResourceKind("Semaphore", "semaphores", "semaphore", ("sem",), SemaphoreSpec, SemaphoreStatus)
 QUOTA = ResourceKind("Quota", "quotas", "quota", ("swquota",), QuotaSpec, QuotaStatus)
 
-ALL_KINDS: tuple[ResourceKind, ...] = (TASK_DEFINITION, WORKFLOW, WORKFLOW_RUN, SEMAPHORE, QUOTA)
+SCHEDULE = ResourceKind("Schedule", "schedules", "schedule", ("sched", "swsched"), ScheduleSpec, ScheduleStatus)
+
+ALL_KINDS: tuple[ResourceKind, ...] = (TASK_DEFINITION, WORKFLOW, WORKFLOW_RUN, SEMAPHORE, QUOTA, SCHEDULE)
