@@ -8,11 +8,12 @@ cluster-wide (ClusterRole) or per watched namespace (Role); see rbac-*.yaml.
 {{- define "sluiceway.rbac.namespacedRules" -}}
 # Watch and reconcile the Sluiceway resources; patch for finalizers and kopf's annotations.
 - apiGroups: [sluiceway.dev]
-  resources: [taskdefinitions, workflows, workflowruns, semaphores, quotas]
+  resources: [taskdefinitions, workflows, workflowruns, semaphores, quotas, schedules]
   verbs: [get, list, watch, patch]
 # Report Ready conditions and counters: status is written only by the operator.
 - apiGroups: [sluiceway.dev]
-  resources: [taskdefinitions/status, workflows/status, workflowruns/status, semaphores/status, quotas/status]
+  resources: [taskdefinitions/status, workflows/status, workflowruns/status, semaphores/status, quotas/status,
+              schedules/status]
   verbs: [get, patch]
 # Record Events on the objects it reconciles (kopf posts core and events.k8s.io Events).
 - apiGroups: ["", events.k8s.io]

@@ -60,12 +60,24 @@ class WorkflowNotFound:
 StartOutcome = Started | Refused | WorkflowNotFound
 
 
+@dataclass(frozen=True)
+class ChainLink:
+    """Where a continued run sits in its chain: the chain (its first run's id),
+    the run it continues, and the chain's deadline, carried verbatim."""
+
+    chain_id: uuid.UUID
+    previous_run_id: uuid.UUID
+    deadline_at: datetime.datetime | None
+
+
+# A run that continues none starts a chain of its own: chain_id is its id.
 _INSERT_RUN = """
 INSERT INTO executions (id, namespace, workflow_name, workflow_version, status, input, correlation_id,
                         resource_name, parent_execution_id, parent_task_id, sla_at, admission_key,
-                        awaiting_admission)
+                        awaiting_admission, schedule_name, chain_id, previous_run_id, chain_deadline_at)
 VALUES ($1, $2, $3, $4, 'RUNNING', $5, $6, $7, $8, $9,
-        CASE WHEN $10::int > 0 THEN now() + make_interval(secs => $10::int) END, $11, $12)
+        CASE WHEN $10::int > 0 THEN now() + make_interval(secs => $10::int) END, $11, $12,
+        $13, coalesce($14::uuid, $1::uuid), $15, $16)
 ON CONFLICT (id) DO NOTHING
 RETURNING id
 """
@@ -101,11 +113,15 @@ async def start_run(
     run_id: str | None = None,
     resource_name: str | None = None,
     parent: tuple[uuid.UUID, uuid.UUID] | None = None,
+    schedule: str | None = None,
+    chain: ChainLink | None = None,
 ) -> StartOutcome:
     """Create a run and wake the decider, in the caller's transaction.
 
-    `run_id` makes the start idempotent (a WorkflowRun passes its uid): a
-    second start with the same id returns the existing run."""
+    `run_id` makes the start idempotent (a WorkflowRun passes its uid, a
+    schedule one derived from the fire): a second start with the same id
+    returns the existing run. `schedule` names the Schedule that started it;
+    `chain` links a continue-as-new run to the run it continues."""
     found = await workflows.find_version(conn, namespace, name, version)
     if found is None:
         return WorkflowNotFound(name, version)
@@ -136,6 +152,10 @@ async def start_run(
         sla,
         admitted.key,
         admitted.awaiting,
+        schedule,
+        chain.chain_id if chain else None,
+        chain.previous_run_id if chain else None,
+        chain.deadline_at if chain else None,
     )
     if inserted is None:  # raced with an identical start
         row = await conn.fetchrow(_EXISTING, execution_id)
