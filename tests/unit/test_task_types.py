@@ -20,6 +20,7 @@ EXECUTORS = {
     TaskType.INLINE: Executor.ENGINE,
     TaskType.TERMINATE: Executor.ENGINE,
     TaskType.SUB_WORKFLOW: Executor.ENGINE,
+    TaskType.CONTINUE_AS_NEW: Executor.ENGINE,
 }
 
 

@@ -67,6 +67,8 @@ def _observe(_: str, decision: Decision) -> None:
     finish = decision.finish()
     if finish is not None:
         metrics.RUNS_FINISHED.labels(finish.status.value).inc()
+        if finish.by_chain_deadline:
+            metrics.CHAIN_TIMEOUTS.inc()
     for hold in decision.holds:
         metrics.GATE_HOLDS.labels(hold.control).inc()
 

@@ -183,6 +183,11 @@ class RunView:
     sla_breached_at: datetime.datetime | None
     quarantined_at: datetime.datetime | None = None
     quarantine_reason: str | None = None
+    schedule_name: str | None = None
+    chain_id: str | None = None
+    previous_run_id: str | None = None
+    next_run_id: str | None = None
+    chain_deadline_at: datetime.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -207,8 +212,9 @@ class TaskView:
 _GET_RUN = """
 SELECT id, namespace, workflow_name, workflow_version, status, input, output, reason, correlation_id,
        awaiting_admission, resource_name, parent_execution_id, created_at, ended_at, sla_breached_at,
-       quarantined_at, quarantine_reason
-  FROM executions WHERE id = $1 AND namespace = $2
+       quarantined_at, quarantine_reason, schedule_name, chain_id, previous_run_id, chain_deadline_at,
+       (SELECT n.id FROM executions n WHERE n.previous_run_id = e.id LIMIT 1) AS next_run_id
+  FROM executions e WHERE id = $1 AND namespace = $2
 """
 _GET_TASKS = """
 SELECT id, ref, type, name, status, attempt, reason, input, output, worker_id, created_at, available_at,
@@ -232,7 +238,8 @@ async def get_run(conn: asyncpg.Connection, namespace: str, execution_id: str) -
     values = dict(row)
     values["id"] = str(values["id"])
     values["status"] = RunStatus(values["status"])
-    values["parent_execution_id"] = _str_or_none(values["parent_execution_id"])
+    for column in ("parent_execution_id", "chain_id", "previous_run_id", "next_run_id"):
+        values[column] = _str_or_none(values[column])
     return RunView(**values)
 
 
