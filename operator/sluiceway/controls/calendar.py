@@ -26,6 +26,8 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = datetime.timedelta(microseconds=1)
 # An expression that matches no day for this many days in a row never fires (robfig/cron gives up after five years).
 _SEARCH_DAYS = 5 * 366 + 1
+_LAST_DAY = datetime.date(9999, 12, 30)  # a day later, a fold near midnight could leave what datetime can hold
+_LAST_MICROSECOND = (datetime.datetime(9999, 12, 30, tzinfo=UTC) - _EPOCH) // _MICROSECOND
 
 MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -173,6 +175,8 @@ def cron_fires_after(expression: CronExpression, tz: ZoneInfo, after: datetime.d
                 for instant in _instants(datetime.datetime.combine(day, datetime.time(hour, minute)), tz)
             )
             yield from (instant for instant in instants if instant > after)
+        if day >= _LAST_DAY:
+            return  # the calendar ends with the year 9999
         day += datetime.timedelta(days=1)
 
 
@@ -194,7 +198,7 @@ class Interval:
         step, offset = self.every // _MICROSECOND, self.offset // _MICROSECOND
         since = (after - _EPOCH) // _MICROSECOND
         k = (since - offset) // step + 1
-        while True:
+        while offset + k * step <= _LAST_MICROSECOND:  # the calendar ends with the year 9999
             yield _EPOCH + datetime.timedelta(microseconds=offset + k * step)
             k += 1
 
@@ -220,7 +224,9 @@ class Calendar:
     def fires_after(self, after: datetime.datetime) -> Iterator[datetime.datetime]:
         """Every fire strictly after `after`, in order, each once."""
         if self.start is not None and after < self.start:
-            after = self.start - _MICROSECOND
+            after = _just_before(self.start)
+        if after.year >= 9999 or after.year < 2:
+            return  # outside what the calendar computes (datetime ends in 9999)
         sources: list[Iterator[datetime.datetime]] = (
             [self.interval.fires_after(after)]
             if self.interval is not None
@@ -238,12 +244,12 @@ class Calendar:
         return _take(self.fires_after(after), count)
 
     def first_at_or_after(self, instant: datetime.datetime) -> datetime.datetime | None:
-        return next(self.fires_after(instant - _MICROSECOND), None)
+        return next(self.fires_after(_just_before(instant)), None)
 
     def between(self, start: datetime.datetime, end: datetime.datetime, limit: int) -> list[datetime.datetime]:
         """Fires in [start, end], at most `limit`."""
         found: list[datetime.datetime] = []
-        for instant in self.fires_after(start - _MICROSECOND):
+        for instant in self.fires_after(_just_before(start)):
             if instant > end or len(found) >= limit:
                 break
             found.append(instant)
@@ -256,11 +262,15 @@ class Calendar:
             high = min(end, self.end + _MICROSECOND) if self.end else end
             return self.interval.count_between(low, high) if low < high else 0
         count = 0
-        for instant in self.fires_after(start - _MICROSECOND):
+        for instant in self.fires_after(_just_before(start)):
             if instant >= end or count >= cap:
                 break
             count += 1
         return count
+
+
+def _just_before(instant: datetime.datetime) -> datetime.datetime:
+    return instant - _MICROSECOND if instant.year > 1 else instant
 
 
 def _take(fires: Iterable[datetime.datetime], count: int) -> list[datetime.datetime]:

@@ -151,3 +151,20 @@ def backfill_fires(
 ) -> list[datetime.datetime]:
     """The fires of a past range, [start, end], at most `limit`."""
     return calendar.between(start, end, limit)
+
+
+def upcoming(
+    spec: ScheduleSpec, next_fire: datetime.datetime | None, runs_started: int, count: int
+) -> list[datetime.datetime]:
+    """The next `count` fires as the scheduler will see them, from its stored
+    next fire on (none while suspended, or once maxRuns is reached)."""
+    if next_fire is None or spec.suspend:
+        return []
+    fires = [next_fire]
+    for fire in calendar_of(spec).fires_after(next_fire):
+        if len(fires) >= count:
+            break
+        fires.append(fire)
+    if spec.max_runs is not None:
+        fires = fires[: max(0, spec.max_runs - runs_started)]
+    return fires

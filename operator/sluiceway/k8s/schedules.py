@@ -7,13 +7,12 @@ these handlers only keep the `schedules` rows in step with the objects."""
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 import kopf
 
 from sluiceway.controls.calendar import CalendarError
-from sluiceway.controls.schedules import calendar_of
+from sluiceway.controls.schedules import calendar_of, upcoming
 from sluiceway.k8s.events import EventRecorder
 from sluiceway.k8s.reconciling import (
     Lifecycle,
@@ -68,21 +67,6 @@ async def delete_schedule(namespace: str, name: str, memo: kopf.Memo, **_: Any) 
     await retrying_outages(remove())
 
 
-def upcoming(state: schedules.ScheduleState, count: int = UPCOMING) -> list[datetime.datetime]:
-    """The next fires as the scheduler will see them: from the stored next fire on."""
-    if state.spec is None or state.next_fire_at is None:
-        return []
-    following = calendar_of(state.spec).fires_after(state.next_fire_at)
-    fires = [state.next_fire_at]
-    for fire in following:
-        if len(fires) >= count:
-            break
-        fires.append(fire)
-    if state.spec.max_runs is not None:
-        fires = fires[: max(0, state.spec.max_runs - state.runs_started)]
-    return fires
-
-
 def fire_view(fire: schedules.Fire) -> dict[str, Any]:
     view: dict[str, Any] = {"fireTime": timestamp(fire.fire_at), "outcome": fire.outcome, "kind": fire.kind}
     if fire.run_id:
@@ -101,7 +85,7 @@ async def report_schedule(
         return  # refused or not stored yet
     state = found[0]
     try:
-        fires = upcoming(state)
+        fires = upcoming(state.spec, state.next_fire_at, state.runs_started, UPCOMING) if state.spec else []
     except CalendarError:
         fires = []
     changed(

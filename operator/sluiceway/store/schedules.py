@@ -16,6 +16,7 @@ Times are the database's."""
 from __future__ import annotations
 
 import datetime
+import logging
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -35,6 +36,8 @@ from sluiceway.controls.schedules import (
 )
 from sluiceway.model.schedule import MAX_BACKFILL_FIRES, OverlapPolicy, ScheduleSpec
 from sluiceway.store import executions
+
+log = logging.getLogger(__name__)
 
 # A fire started more than this after it was due counts as a catch-up (an Event says so).
 CATCHUP_LATENESS = datetime.timedelta(seconds=5)
@@ -344,19 +347,29 @@ async def fire_due(conn: asyncpg.Connection, batch: int = 50) -> PassReport:
     now: datetime.datetime = await conn.fetchval(_NOW)
     for row in await conn.fetch(_LOCK_DUE, batch):
         try:
-            firing = await _lock_firing(conn, row)
-            calendar = calendar_of(firing.spec)
-        except (ValidationError, CalendarError):
-            continue  # stored only once valid; a later release may read it differently: skip it, never fail the pass
-        drained = await firing.drain(conn, now)
-        if drained is not None:
-            report.fires.append(drained)
-        due_now = row["due_at"] is not None and row["due_at"] <= now
-        if not due_now:
-            await firing.save(conn, advance=False)
-            continue
-        await _fire_scheduled(conn, firing, calendar, row["next_fire_at"], now, report)
+            async with conn.transaction():  # a savepoint: one schedule that fails costs only its own pass
+                await _handle(conn, row, now, report)
+        except (ValidationError, CalendarError, ArithmeticError, ValueError) as error:
+            # Stored only once valid, so only a bug or a later release's reading gets here: set it aside
+            # until its spec changes, rather than fail every pass on it.
+            log.error("schedule %s/%s cannot be fired and is set aside: %s", row["namespace"], row["name"], error)
+            await conn.execute(_SET_ASIDE, row["namespace"], row["name"])
     return report
+
+
+_SET_ASIDE = "UPDATE schedules SET due_at = NULL, buffered = 0 WHERE namespace = $1 AND name = $2"
+
+
+async def _handle(conn: asyncpg.Connection, row: asyncpg.Record, now: datetime.datetime, report: PassReport) -> None:
+    firing = await _lock_firing(conn, row)
+    calendar = calendar_of(firing.spec)
+    drained = await firing.drain(conn, now)
+    if drained is not None:
+        report.fires.append(drained)
+    if row["due_at"] is None or row["due_at"] > now:
+        await firing.save(conn, advance=False)
+        return
+    await _fire_scheduled(conn, firing, calendar, row["next_fire_at"], now, report)
 
 
 async def _fire_scheduled(
