@@ -38,8 +38,10 @@ from sluiceway.model.schedule import MAX_BACKFILL_FIRES, OverlapPolicy, Schedule
 from sluiceway.store import executions
 
 log = logging.getLogger(__name__)
+WAITED = "waited for the schedule's running runs to end"  # the reason of a buffered fire once it starts
 
-# A fire started more than this after it was due counts as a catch-up (an Event says so).
+# A fire started more than this after it was due counts as a catch-up (an Event says so), and so does
+# every fire of a pass that found fires missed or several due.
 CATCHUP_LATENESS = datetime.timedelta(seconds=5)
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
 
@@ -177,7 +179,8 @@ class PassReport:
 
 _LOCK_DUE = """
 SELECT namespace, name, uid, spec, next_fire_at, due_at, buffered, runs_started FROM schedules
- WHERE (due_at IS NOT NULL AND due_at <= now()) OR buffered > 0
+ WHERE (due_at IS NOT NULL AND due_at <= now())
+    OR (buffered > 0 AND NOT coalesce((spec->>'suspend')::boolean, false))
  ORDER BY due_at NULLS LAST
  LIMIT $1
    FOR UPDATE SKIP LOCKED
@@ -276,7 +279,7 @@ class _Firing:
         if oldest is None:  # the counter was ahead of the rows: nothing waits
             self.buffered = 0
             return None
-        await conn.execute(_SETTLE, self.namespace, self.name, oldest["fire_at"], "started", None)
+        await conn.execute(_SETTLE, self.namespace, self.name, oldest["fire_at"], "started", WAITED)
         return await self._start(conn, oldest["fire_at"], oldest["kind"], oldest["run_id"], now)
 
     async def _start(
@@ -363,7 +366,7 @@ _SET_ASIDE = "UPDATE schedules SET due_at = NULL, buffered = 0 WHERE namespace =
 async def _handle(conn: asyncpg.Connection, row: asyncpg.Record, now: datetime.datetime, report: PassReport) -> None:
     firing = await _lock_firing(conn, row)
     calendar = calendar_of(firing.spec)
-    drained = await firing.drain(conn, now)
+    drained = None if firing.spec.suspend else await firing.drain(conn, now)  # a pause holds waiting fires too
     if drained is not None:
         report.fires.append(drained)
     if row["due_at"] is None or row["due_at"] > now:
@@ -392,11 +395,12 @@ async def _fire_scheduled(
     if due.missed and due.missed_range is not None:
         report.missed.append(Missed(firing.namespace, firing.name, firing.uid, due.missed, *due.missed_range))
     following = due.next_fire
+    behind = due.missed > 0 or len(due.fires) > 1  # the scheduler was away: this pass catches up
     for fire_at in due.fires:
         if spec.max_runs is not None and firing.runs_started >= spec.max_runs:
             following = None  # maxRuns reached: the schedule is over
             break
-        late = now - (fire_at + jitter(firing.uid, fire_at, spec.jitter_seconds)) > CATCHUP_LATENESS
+        late = behind or now - (fire_at + jitter(firing.uid, fire_at, spec.jitter_seconds)) > CATCHUP_LATENESS
         report.fires.append(
             await firing.fire(conn, fire_at, "catchup" if late else "scheduled", spec.overlap_policy, now)
         )
@@ -542,7 +546,8 @@ def fired_runs(fires: Iterable[Fire]) -> list[str]:
 _NEXT_DUE = """
 SELECT extract(epoch FROM least(
     (SELECT min(due_at) FROM schedules WHERE due_at IS NOT NULL),
-    (SELECT clock_timestamp() FROM schedules WHERE buffered > 0 LIMIT 1)) - clock_timestamp())
+    (SELECT clock_timestamp() FROM schedules
+      WHERE buffered > 0 AND NOT coalesce((spec->>'suspend')::boolean, false) LIMIT 1)) - clock_timestamp())
 """
 
 
