@@ -8,8 +8,12 @@ import datetime
 from typing import Any
 
 import aiohttp
+import pytest
 
+from sluiceway.cli import schedules as schedule_cli
+from sluiceway.cli.client import CommandError
 from sluiceway.controls.schedules import run_id
+from sluiceway.runtime.main import parser
 from tests.integration.conftest import Plane
 from tests.integration.test_schedules import NAMESPACE, add_schedule, define_workflow
 
@@ -69,3 +73,41 @@ async def test_refusals_name_the_field_and_unknown_schedules_are_404(plane: Plan
     for method, path in (("GET", "/missing"), ("POST", "/missing/trigger")):
         status, refused = await call(plane, method, BASE + path, {} if method == "POST" else None)
         assert status == 404 and refused["error"] == "NOT_FOUND"
+
+
+async def cli(plane: Plane, *argv: str) -> tuple[Any, list[str]]:
+    """`sluiceway schedules ...` against the plane, as the command runs it."""
+    args = parser().parse_args(["schedules", *argv, "-n", NAMESPACE, "--url", plane.url])
+    return await schedule_cli.perform(args, schedule_cli._api(args), NAMESPACE)
+
+
+async def test_the_schedules_command_lists_shows_next_fires_triggers_and_backfills(plane: Plane) -> None:
+    await define_workflow(plane.pool)
+    await add_schedule(
+        plane.pool, "nightly", cron=["30 2 * * *"], timezone="America/New_York", overlapPolicy="AllowAll"
+    )
+    _, lines = await cli(plane, "list")
+    assert lines[0].split() == [
+        "NAME",
+        "WORKFLOW",
+        "NEXT",
+        "LAST",
+        "ACTIVE",
+        "SUSPENDED",
+        "STARTED",
+        "MISSED",
+        "SKIPPED",
+    ]
+    assert lines[1].split()[:2] == ["nightly", "report"]
+    body, lines = await cli(plane, "next", "nightly", "--count", "3")
+    assert len(lines) == 3 and all("02:30:00 E" in line and "(America/New_York)" in line for line in lines)
+    _, lines = await cli(plane, "trigger", "nightly")
+    assert " trigger: started run " in lines[0]
+    _, lines = await cli(plane, "backfill", "nightly", "--from", "2026-03-07T00:00:00Z", "--to", "2026-03-10T00:00:00Z")
+    assert lines[0] == "2 runs started, 0 fire times already fired", "no 02:30 on 8 March in New York"
+    _, lines = await cli(plane, "get", "nightly")
+    assert lines[0] == "schedule nightly: cron 30 2 * * * (America/New_York), workflow report"
+    with pytest.raises(CommandError, match="HTTP 503"):  # pause writes spec.suspend through Kubernetes
+        await cli(plane, "pause", "nightly")
+    with pytest.raises(CommandError, match="HTTP 404"):
+        await cli(plane, "get", "missing")
