@@ -14,7 +14,9 @@ import pytest
 from sluiceway.controls.chains import chain_timeout_seconds, deadline_fraction, next_run_id
 from sluiceway.controls.policy import OperatorDefaults
 from sluiceway.engine.commands import ArmChainDeadline, ArmRunTimeout, ContinueAsNew
+from sluiceway.engine.graph import problems
 from sluiceway.model.execution import RunStatus, TaskStatus
+from sluiceway.model.workflow import WorkflowSpec
 from tests.unit.simulation import T0, Simulation
 
 HOUR = datetime.timedelta(hours=1)
@@ -160,3 +162,13 @@ def test_a_loop_can_read_its_deadline_fraction_and_checkpoint_before_the_deadlin
     sim.worker("work")
     sim.step()
     assert sim.rows["late"].output == {"result": True}
+
+
+def test_a_continue_as_new_whose_input_is_written_as_no_object_is_refused_when_applied() -> None:
+    workflow = WorkflowSpec.model_validate(loop())
+    assert problems(workflow) == []
+    broken = loop()
+    broken["tasks"][1]["inputParameters"]["input"] = [1, 2]
+    assert problems(WorkflowSpec.model_validate(broken)) == [
+        "tasks[again].inputParameters.input: must be an object (the next run's input)"
+    ]

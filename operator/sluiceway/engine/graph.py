@@ -77,6 +77,10 @@ def _check_task(task: WorkflowTask, previous: WorkflowTask | None, refs: set[str
         status = params.get("terminationStatus", "COMPLETED")
         if _literal(status) and str(status).upper() not in _TERMINATION_STATUSES:
             found.append(f"{at}.inputParameters.terminationStatus: must be COMPLETED, FAILED or TERMINATED")
+    if task.type is TaskType.CONTINUE_AS_NEW:
+        new_input = params.get("input", {})
+        if _literal(new_input) and not isinstance(new_input, dict):
+            found.append(f"{at}.inputParameters.input: must be an object (the next run's input)")
     if task.type is TaskType.WAIT:
         for key, parse in (("duration", parse_duration), ("until", parse_instant)):
             value = params.get(key)
