@@ -17,6 +17,7 @@ from sluiceway.engine.commands import ArmChainDeadline, ArmRunTimeout, ContinueA
 from sluiceway.engine.graph import problems
 from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.model.workflow import WorkflowSpec
+from sluiceway.runtime.settings import Settings, SettingsError
 from tests.unit.simulation import T0, Simulation
 
 HOUR = datetime.timedelta(hours=1)
@@ -172,3 +173,14 @@ def test_a_continue_as_new_whose_input_is_written_as_no_object_is_refused_when_a
     assert problems(WorkflowSpec.model_validate(broken)) == [
         "tasks[again].inputParameters.input: must be an object (the next run's input)"
     ]
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("86400", 86400), ("30d", 2_592_000), ("1h 30m", 5400)])
+def test_the_chain_ceiling_is_read_in_seconds_or_as_a_duration(value: str, seconds: int) -> None:
+    settings = Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_MAX_CHAIN_TIMEOUT": value})
+    assert settings.operator_defaults().max_chain_timeout_seconds == seconds
+
+
+def test_an_unreadable_chain_ceiling_is_refused_naming_the_variable() -> None:
+    with pytest.raises(SettingsError, match="^SLUICEWAY_MAX_CHAIN_TIMEOUT: cannot read duration 'soon'"):
+        Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_MAX_CHAIN_TIMEOUT": "soon"})
