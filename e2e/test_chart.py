@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.conftest import Cluster
-from e2e.kube import Kube, eventually
 from sluiceway.controls.breaker import BreakerConfig
 from sluiceway.devenv.controlplane import REPO_ROOT
+from tests.support.kube import Cluster, Kube
+from tests.support.waiting import eventually
 
 CHART = REPO_ROOT / "charts" / "sluiceway"
 DB = ("--set", "database.existingSecret=sluiceway-db")

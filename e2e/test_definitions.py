@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from e2e.conftest import fetch
-from e2e.kube import Kube, condition, eventually
+from tests.support.database import fetch
+from tests.support.kube import Kube, condition
+from tests.support.waiting import eventually
 
 API = "sluiceway.dev/v1alpha1"
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from e2e.api import call
-from e2e.conftest import OperatorProcess, fetch
-from e2e.kube import Kube, condition, eventually
+from tests.support.api import call
+from tests.support.database import fetch
+from tests.support.kube import Kube, condition
+from tests.support.operators import OperatorProcess
+from tests.support.waiting import eventually
 
 API = "sluiceway.dev/v1alpha1"
 

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from e2e.conftest import OperatorProcess
-from e2e.kube import Kube, eventually
 from sluiceway.devenv.processes import Child
+from tests.support.kube import Kube
+from tests.support.operators import OperatorProcess
+from tests.support.waiting import eventually
 
 API = "sluiceway.dev/v1alpha1"
 WORKERS = str(Path(__file__).parent / "workers" / "fulfilment.py")

@@ -9,7 +9,7 @@ import asyncpg
 from sluiceway.model.execution import ResultStatus, RunStatus, TaskStatus
 from sluiceway.store import executions, results
 from sluiceway.store.sweeping import sweep
-from tests.integration.engine_helpers import (
+from tests.support.store import (
     NS,
     define_task,
     define_workflow,

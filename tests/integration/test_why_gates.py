@@ -10,8 +10,7 @@ from sluiceway.controls.why import explain_task
 from sluiceway.store import definitions, diagnostics, leasing
 from sluiceway.store.database import Pool
 from sluiceway.store.policies import Policies
-from tests.integration.engine_helpers import NS, define_task, define_workflow, settle
-from tests.integration.test_gates import gates_of, start_runs
+from tests.support.store import NS, define_task, define_workflow, gates_of, settle, start_runs
 
 
 async def test_why_names_the_gates_the_lease_was_held_by(pool: Pool) -> None:

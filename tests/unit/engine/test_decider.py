@@ -11,7 +11,7 @@ from sluiceway.controls.budget import BudgetWindow
 from sluiceway.engine.commands import ScheduleTask
 from sluiceway.engine.decider import Event
 from sluiceway.model.execution import RunStatus, TaskStatus
-from tests.unit.simulation import T0, Simulation
+from tests.unit.engine.simulation import T0, Simulation
 
 
 def simple(ref: str, name: str | None = None, **extra: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from sluiceway.engine.graph import problems
 from sluiceway.engine.snapshot import RunSnapshot, TaskRow
 from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.model.workflow import TaskType, WorkflowSpec
-from tests.unit.simulation import T0, Simulation
+from tests.unit.engine.simulation import T0, Simulation
 
 FUZZ = settings(
     max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow], database=None

@@ -16,7 +16,7 @@ from sluiceway.engine.decider import Event, decide
 from sluiceway.engine.snapshot import RunSnapshot, TaskRow
 from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.model.workflow import TaskType
-from tests.unit.simulation import T0, Simulation
+from tests.unit.engine.simulation import T0, Simulation
 
 BAD = "${workflow.input..amount}"
 BAD_AT = "cannot parse reference ${workflow.input..amount} at position 14"

@@ -12,7 +12,7 @@ from sluiceway.engine.commands import AdmitNext, FinishRun, NotifyParent, StartF
 from sluiceway.engine.decider import Event, consequences, decide
 from sluiceway.engine.snapshot import RunLinks, RunSnapshot
 from sluiceway.model.execution import RunStatus, TaskStatus
-from tests.unit.simulation import T0, Simulation
+from tests.unit.engine.simulation import T0, Simulation
 
 CHILD = RunLinks("child-1", "charge", parent_run_id="parent-1", parent_task_id="task-9")
 

@@ -9,7 +9,7 @@ import pytest
 from sluiceway.k8s import crds
 from sluiceway.model.resources import ALL_KINDS, TASK_DEFINITION
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("directory", ["crds", "charts/sluiceway/crds"])

@@ -1,4 +1,6 @@
-"""Helpers for driving the real store in integration tests."""
+"""Driving the real store from integration tests: define, start, decide,
+lease and report as the operator would, in namespace NS; and read back the
+lease intervals that the gate tests measure their worst case on."""
 
 from __future__ import annotations
 
@@ -6,7 +8,9 @@ from typing import Any
 
 import asyncpg
 
+from sluiceway.controls.policy import Gates, resolve
 from sluiceway.model.execution import ResultStatus, TaskResult
+from sluiceway.model.taskdefinition import TaskDefinitionSpec
 from sluiceway.store import definitions, executions, leasing, results, workflows
 from sluiceway.store.deciding import DeciderConfig, decide_batch
 
@@ -61,3 +65,47 @@ async def run_status(pool: asyncpg.Pool, run_id: str) -> executions.RunView:
         view = await executions.get_run(conn, NS, run_id)
     assert view is not None
     return view
+
+
+async def start_runs(pool: asyncpg.Pool, workflow: str, count: int) -> list[str]:
+    ids = []
+    async with pool.acquire() as conn:
+        for _ in range(count):
+            async with conn.transaction():
+                outcome = await executions.start_run(conn, NS, workflow, None, {})
+            assert isinstance(outcome, executions.Started)
+            ids.append(outcome.id)
+    return ids
+
+
+async def gates_of(pool: asyncpg.Pool, task_type: str) -> Gates:
+    async with pool.acquire() as conn:
+        stored = await definitions.get_task_definition(conn, NS, task_type)
+    return resolve(TaskDefinitionSpec.model_validate(stored.spec) if stored else None).gates
+
+
+async def fetchval(pool: asyncpg.Pool, query: str, *args: Any) -> Any:
+    async with pool.acquire() as conn:
+        return await conn.fetchval(query, *args)
+
+
+async def intervals(pool: asyncpg.Pool, task_types: list[str]) -> list[tuple[Any, Any]]:
+    async with pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT leased_at, ended_at FROM tasks WHERE namespace = $1 AND name = ANY($2) AND leased_at IS NOT NULL",
+            NS,
+            task_types,
+        )
+    return [(r["leased_at"], r["ended_at"]) for r in rows]
+
+
+def max_overlap(intervals: list[tuple[Any, Any]]) -> int:
+    """The most intervals open at one instant; an end at t closes before a start at t."""
+    events = sorted(
+        [(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals], key=lambda e: (e[0], e[1])
+    )
+    open_, worst = 0, 0
+    for _, delta in events:
+        open_ += delta
+        worst = max(worst, open_)
+    return worst

@@ -3,7 +3,7 @@
 Run as a subprocess (`st run`), against a live server: the suites that use it
 give it a real API on a real PostgreSQL (tests/integration) or the operator
 with a real API server (e2e). This module is also the schemathesis hooks
-module (SCHEMATHESIS_HOOKS=tests.fuzzing): just before each call, the hooks
+module (SCHEMATHESIS_HOOKS=tests.support.fuzzing): just before each call, the hooks
 below steer some generated requests to data that exists (the seeded
 namespace, workflow and task type), so the fuzzer reaches the paths behind
 "not found" and the stateful phase has runs and leases to follow links from.
@@ -21,7 +21,7 @@ from typing import Any
 
 import schemathesis
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # Every check that the server answers as documented: no 5xx, only documented
 # status codes, content types and headers, and bodies that match their schema.
 CHECKS = ",".join(
@@ -76,7 +76,7 @@ async def run(url: str, *args: str, steer: dict[str, str] | None = None) -> Outc
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
-        "SCHEMATHESIS_HOOKS": "tests.fuzzing",
+        "SCHEMATHESIS_HOOKS": "tests.support.fuzzing",
         **{f"SLUICEWAY_FUZZ_{key.upper()}": value for key, value in (steer or {}).items()},
     }
     process = await asyncio.create_subprocess_exec(

@@ -1,19 +1,26 @@
-"""A small kubectl driver for the end-to-end tests: they act as a user would,
-through kubectl, against a real API server."""
+"""The Kubernetes side of the end-to-end tests: a real API server (the local
+control plane, or the cluster at $SLUICEWAY_E2E_KUBECONFIG) with the CRDs
+installed, and a small kubectl driver: the tests act as a user would, through
+kubectl.
+
+An existing cluster is only used when named explicitly in
+SLUICEWAY_E2E_KUBECONFIG: a plain $KUBECONFIG may well point at production."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
 import subprocess
-import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
 
-T = TypeVar("T")
+from sluiceway.devenv.controlplane import REPO_ROOT, ControlPlane
 
 
 @dataclass
@@ -55,20 +62,6 @@ class Kube:
         )
 
 
-def eventually(
-    probe: Callable[[], T | None], *, timeout: float = 30.0, interval: float = 0.2, what: str = "the condition"
-) -> T:
-    """Poll until `probe` returns something truthy; return it."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
-
-
 def condition(obj: dict[str, Any] | None, type_: str = "Ready") -> dict[str, Any] | None:
     if not obj:
         return None
@@ -77,3 +70,30 @@ def condition(obj: dict[str, Any] | None, type_: str = "Ready") -> dict[str, Any
             found: dict[str, Any] = item
             return found
     return None
+
+
+@dataclass
+class Cluster:
+    kube: Kube
+    control_plane: ControlPlane | None
+
+
+@contextlib.contextmanager
+def running_cluster() -> Iterator[Cluster]:
+    existing = os.environ.get("SLUICEWAY_E2E_KUBECONFIG")
+    if existing:
+        kubectl = shutil.which("kubectl")
+        assert kubectl, "kubectl must be on PATH to test an existing cluster"
+        kube = Kube(kubectl, Path(existing))
+        _install_crds(kube)
+        yield Cluster(kube, None)
+        return
+    with ControlPlane() as plane:
+        kube = Kube(str(plane.bin / "kubectl"), plane.kubeconfig)
+        _install_crds(kube)
+        yield Cluster(kube, plane)
+
+
+def _install_crds(kube: Kube) -> None:
+    kube.run("apply", "-f", str(REPO_ROOT / "crds"))
+    kube.run("wait", "--for=condition=Established", "-f", str(REPO_ROOT / "crds"), "--timeout=60s")
