@@ -26,6 +26,7 @@ from tests.support.store import (
     settle,
     start_runs,
 )
+from tests.support.timetravel import time_passes
 
 
 async def hammer(
@@ -154,7 +155,7 @@ async def test_permits_are_freed_by_terminated_and_crashed_holders(pool: asyncpg
     await settle(pool)
     [crashing] = await lease_one()
     assert crashing.execution_id != held.execution_id, "terminating the holder's run freed the permit"
-    await asyncio.sleep(1.2)  # its worker never reports: the one-second lease expires
+    await time_passes(pool, 1.2)  # its worker never reports: the one-second lease expires
     assert [e.missed.value for e in (await sweep(pool)).expired] == ["responseTimeoutSeconds"]
     [last] = await lease_one()
     assert last.execution_id not in (held.execution_id, crashing.execution_id), "the crashed holder's permit is back"
