@@ -75,11 +75,6 @@ def namespace(kube: Kube, operator: OperatorProcess) -> Iterator[str]:
 
 
 @pytest.fixture
-def db(operator: OperatorProcess) -> Iterator[str]:
-    yield operator.database_url
-
-
-@pytest.fixture
 def start_worker(operator: OperatorProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Child]]:
     """Start `sluiceway worker` processes against the shared operator; all are stopped after the test."""
     started: list[Child] = []
