@@ -7,12 +7,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sluiceway.k8s.conditions import not_ready, ready, with_condition
 from sluiceway.k8s.validation import describe
 from sluiceway.model.common import kube_name_for
 from sluiceway.model.taskdefinition import TaskDefinitionSpec
 from sluiceway.model.workflow import WorkflowSpec
-from sluiceway.runtime.settings import Settings, SettingsError
 
 
 @pytest.mark.parametrize(
@@ -110,53 +108,3 @@ def test_engine_names_map_to_kubernetes_names(engine: str, kube: str) -> None:
 def test_a_name_with_nothing_usable_is_refused() -> None:
     with pytest.raises(ValueError):
         kube_name_for("___")
-
-
-def test_transition_time_moves_only_when_the_status_does() -> None:
-    first = with_condition(None, ready("Stored", "ok", 1), "2026-01-01T00:00:00Z")
-    same = with_condition(first, ready("Stored", "still ok", 2), "2026-01-01T00:05:00Z")
-    flipped = with_condition(same, not_ready("InvalidSpec", "bad", 3), "2026-01-01T00:09:00Z")
-    assert same[0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
-    assert same[0]["message"] == "still ok" and same[0]["observedGeneration"] == 2
-    assert flipped[0]["lastTransitionTime"] == "2026-01-01T00:09:00Z"
-    assert flipped[0]["status"] == "False"
-
-
-def test_other_conditions_are_kept() -> None:
-    existing = [{"type": "Progressing", "status": "True", "reason": "x"}]
-    result = with_condition(existing, ready("Stored", "", 1), "t")
-    assert [c["type"] for c in result] == ["Progressing", "Ready"]
-
-
-def test_settings_name_the_missing_variable() -> None:
-    with pytest.raises(SettingsError, match="SLUICEWAY_DATABASE_URL"):
-        Settings.from_env({})
-    settings = Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_NAMESPACES": "a, b,"})
-    assert settings.namespaces == ("a", "b")
-
-
-def test_kubernetes_auth_without_kubernetes_is_refused() -> None:
-    with pytest.raises(SettingsError, match="SLUICEWAY_KUBERNETES=false"):
-        Settings.from_env(
-            {
-                "SLUICEWAY_DATABASE_URL": "postgresql://x",
-                "SLUICEWAY_AUTH": "kubernetes",
-                "SLUICEWAY_KUBERNETES": "false",
-            }
-        )
-
-
-def test_timer_intervals_are_settings_and_a_bad_one_names_its_variable() -> None:
-    defaults = Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x"})
-    assert (defaults.status_interval, defaults.autoscaling_interval) == (5.0, 5.0)
-    fast = Settings.from_env(
-        {
-            "SLUICEWAY_DATABASE_URL": "postgresql://x",
-            "SLUICEWAY_STATUS_INTERVAL": "0.5",
-            "SLUICEWAY_AUTOSCALING_INTERVAL": "1",
-        }
-    )
-    assert (fast.status_interval, fast.autoscaling_interval) == (0.5, 1.0)
-    for variable in ("SLUICEWAY_STATUS_INTERVAL", "SLUICEWAY_AUTOSCALING_INTERVAL"):
-        with pytest.raises(SettingsError, match=variable):
-            Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", variable: "0"})
