@@ -14,8 +14,8 @@ from sluiceway.cli import schedules as schedule_cli
 from sluiceway.cli.client import CommandError
 from sluiceway.controls.schedules import run_id
 from sluiceway.runtime.main import parser
-from tests.integration.conftest import Plane
 from tests.integration.test_schedules import NAMESPACE, add_schedule, define_workflow
+from tests.support.plane import Plane
 
 BASE = f"/v1/ns/{NAMESPACE}/schedules"
 

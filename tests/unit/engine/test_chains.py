@@ -18,7 +18,7 @@ from sluiceway.engine.graph import problems
 from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.model.workflow import WorkflowSpec
 from sluiceway.runtime.settings import Settings, SettingsError
-from tests.unit.simulation import T0, Simulation
+from tests.unit.engine.simulation import T0, Simulation
 
 HOUR = datetime.timedelta(hours=1)
 
