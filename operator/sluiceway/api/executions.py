@@ -36,9 +36,18 @@ def _time(value: datetime.datetime | None) -> str | None:
 _REFUSED_STATUS = {admission.QuotaExceeded: 429, admission.LimitExceeded: 409}
 
 
-def start_error(outcome: executions.Refused | executions.WorkflowNotFound) -> ApiError:
+def start_error(
+    outcome: executions.Refused | executions.WorkflowNotFound | executions.InvalidOverrides,
+) -> ApiError:
     if isinstance(outcome, executions.WorkflowNotFound):
         return ApiError(404, "WORKFLOW_NOT_FOUND", outcome.message)
+    if isinstance(outcome, executions.InvalidOverrides):
+        return ApiError(
+            422,
+            "INVALID_REQUEST",
+            f"{outcome.field}: {outcome.message}",
+            fields=[{"field": outcome.field, "message": outcome.message}],
+        )
     return ApiError(
         _REFUSED_STATUS[type(outcome)], outcome.code, outcome.message, control=outcome.control, **outcome.details()
     )
@@ -61,7 +70,13 @@ def start_error(outcome: executions.Refused | executions.WorkflowNotFound) -> Ap
 async def start(namespace: NAMESPACE, request: StartRequest, svc: Services = Depends(services)) -> StartResponse:
     async with svc.pool.acquire() as conn, conn.transaction():
         outcome = await executions.start_run(
-            conn, namespace, request.name, request.version, request.input, correlation_id=request.correlation_id
+            conn,
+            namespace,
+            request.name,
+            request.version,
+            request.input,
+            correlation_id=request.correlation_id,
+            task_overrides=request.task_overrides,
         )
     if not isinstance(outcome, executions.Started):
         raise start_error(outcome)
@@ -120,6 +135,11 @@ async def get(
                 input=t.input,
                 output=t.output,
                 sub_workflow_id=t.child_execution_id,
+                loop=t.loop_ref,
+                iteration=t.iteration,
+                snooze_count=t.snooze_count,
+                interrupt_count=t.interrupt_count,
+                completed_by=t.completed_by,
             )
             for t in tasks
         ],
