@@ -26,6 +26,8 @@ from enum import Enum, StrEnum
 from random import Random
 from typing import Any
 
+from pydantic import ValidationError
+
 from sluiceway.controls import expressions, retries, timeouts
 from sluiceway.controls.budget import BudgetWindow
 from sluiceway.controls.durations import parse_duration, parse_instant
@@ -737,7 +739,12 @@ class _Walker:
                 if not isinstance(spec, dict):
                     raise ValueError(f"{at} must be a task spec (an object), got {_kind(spec)}")
                 default = dynamic_ref(task.task_reference_name, i) + (f"__{j}" if isinstance(entry, list) else "")
-                child = WorkflowTask.model_validate({"taskReferenceName": default, **spec})
+                try:
+                    child = WorkflowTask.model_validate({"taskReferenceName": default, **spec})
+                except ValidationError as error:
+                    first = error.errors()[0]
+                    path = ".".join(str(p) for p in first["loc"])
+                    raise ValueError(f"{at}{'.' + path if path else ''}: {first['msg']}") from error
                 for nested in iter_tasks([child]):
                     if nested.type is TaskType.DO_WHILE:
                         raise ValueError(f"{at}: a DO_WHILE cannot be forked dynamically")
