@@ -359,6 +359,8 @@ class _Walker:
         deadline = schedule_to_close_at if attempt > 1 else timeouts.first_schedule_to_close(policy.timeouts, first)
         if input_ is None:
             input_ = self._inputs(task) if task else {}
+            if task is not None:
+                input_.update(_call_spec(task))
         kind = task.type if task else TaskType.SIMPLE
         self._emit(
             ScheduleTask(
@@ -926,6 +928,16 @@ def _object(value: object, what: str) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise TypeError(f"{what} is not a JSON object")
     return dict(value)
+
+
+def _call_spec(task: WorkflowTask) -> dict[str, Any]:
+    """What a system task's runner needs besides its inputs, kept on its row
+    with them (the runner sees the leased row, not the workflow)."""
+    if task.type is TaskType.GRPC and task.grpc is not None:
+        return {"grpc": task.grpc.to_wire()}
+    if task.type is TaskType.WEBHOOK and task.signing is not None:
+        return {"signing": task.signing.to_wire()}
+    return {}
 
 
 def _progress(iteration: int, items: list[Any] | None) -> dict[str, Any]:

@@ -76,6 +76,10 @@ PRINTER_COLUMNS: dict[str, list[Schema]] = {
         {"name": "Held", "type": "integer", "jsonPath": ".status.held"},
         {"name": "Ready", "type": "string", "jsonPath": _READY},
     ],
+    "Webhook": [
+        {"name": "Ready", "type": "string", "jsonPath": _READY},
+        {"name": "Path", "type": "string", "jsonPath": ".status.path"},
+    ],
     "Quota": [
         {"name": "Max-Running", "type": "integer", "jsonPath": ".spec.maxConcurrentExecutions"},
         {"name": "Running", "type": "integer", "jsonPath": ".status.used.concurrentExecutions"},

@@ -326,3 +326,40 @@ class ExecutionView(Spec):
     )
     quarantine_reason: str | None = None
     tasks: list[TaskView] = Field(default_factory=list)
+
+
+# --- Waiting tasks: people and messages ------------------------------------------
+
+MAX_MESSAGE_BYTES = 64 * 1024
+MAX_QUEUED_MESSAGES = 1000
+
+
+class HumanCompletion(Spec):
+    output: dict[str, Any] = Field(default_factory=dict, description="The task's output: the person's answer.")
+
+
+class HumanRejection(Spec):
+    reason: str = Field(min_length=1, max_length=MAX_REASON, description="Why; becomes the task's reason.")
+    output: dict[str, Any] = Field(default_factory=dict)
+
+
+class WaitingTaskView(Spec):
+    task_id: str
+    execution_id: str
+    workflow_name: str
+    reference_name: str
+    type: str
+    task_type: str
+    status: str
+    attempt: int
+    input: dict[str, Any] = Field(default_factory=dict)
+    output: dict[str, Any] = Field(default_factory=dict)
+    reason: str = ""
+    scheduled_at: str
+    ended_at: str | None = None
+    completed_by: str | None = None
+
+
+class WaitingTaskPage(Spec):
+    items: list[WaitingTaskView]
+    next_cursor: str | None = Field(None, description="Pass as `cursor` for the next page; null on the last.")

@@ -1,4 +1,4 @@
-"""The five custom resources: their names and the models of spec and status."""
+"""The six custom resources: their names and the models of spec and status."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from sluiceway.model.common import Spec, Status
 from sluiceway.model.quota import QuotaSpec, QuotaStatus
 from sluiceway.model.semaphore import SemaphoreSpec, SemaphoreStatus
 from sluiceway.model.taskdefinition import TaskDefinitionSpec, TaskDefinitionStatus
+from sluiceway.model.webhook import WebhookSpec, WebhookStatus
 from sluiceway.model.workflow import WorkflowSpec, WorkflowStatus
 from sluiceway.model.workflowrun import WorkflowRunSpec, WorkflowRunStatus
 
@@ -43,5 +44,6 @@ WORKFLOW_RUN = ResourceKind(
 )
 SEMAPHORE = ResourceKind("Semaphore", "semaphores", "semaphore", ("sem",), SemaphoreSpec, SemaphoreStatus)
 QUOTA = ResourceKind("Quota", "quotas", "quota", ("swquota",), QuotaSpec, QuotaStatus)
+WEBHOOK = ResourceKind("Webhook", "webhooks", "webhook", ("wh",), WebhookSpec, WebhookStatus)
 
-ALL_KINDS: tuple[ResourceKind, ...] = (TASK_DEFINITION, WORKFLOW, WORKFLOW_RUN, SEMAPHORE, QUOTA)
+ALL_KINDS: tuple[ResourceKind, ...] = (TASK_DEFINITION, WORKFLOW, WORKFLOW_RUN, SEMAPHORE, QUOTA, WEBHOOK)
