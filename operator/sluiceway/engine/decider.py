@@ -702,12 +702,13 @@ class _Walker:
         return changed
 
     def _start_dynamic_fork(self, task: WorkflowTask) -> Progress:
-        inputs = self._inputs(task)
         if "forkTasks" in task.input_parameters:
+            inputs = self._fork_inputs(task)
             branches = self._dynamic_branches(task, inputs.get("forkTasks"))
             refs = [branch[-1].task_reference_name for branch in branches]
             self._record(task, TaskStatus.COMPLETED, input_=inputs, output={"forkedTasks": refs})
             return Progress.DONE
+        inputs = self._inputs(task)
         name = inputs.get("forkTaskName")
         items = inputs.get("forkTaskInputs")
         where = f"tasks[{task.task_reference_name}].inputParameters"
@@ -718,6 +719,35 @@ class _Walker:
         refs = [dynamic_ref(task.task_reference_name, i) for i in range(len(items))]
         self._record(task, TaskStatus.COMPLETED, input_=inputs, output={"forkedTasks": refs, "forkTaskName": name})
         return Progress.DONE
+
+    def _fork_inputs(self, task: WorkflowTask) -> dict[str, Any]:
+        """A fork of task specs' inputs, resolved now except each spec's own
+        inputParameters: those are resolved when that task starts, so a task of
+        a branch may read the outputs of the tasks before it."""
+        where = f"tasks[{task.task_reference_name}].inputParameters"
+        params = dict(task.input_parameters)
+        raw = params.pop("forkTasks")
+        context = self._context()
+        resolved = expressions.resolve(params, context, where)
+        inputs = dict(resolved) if isinstance(resolved, dict) else {}
+
+        def spec(entry: Any, at: str) -> Any:
+            if not isinstance(entry, dict):
+                return expressions.resolve(entry, context, at)
+            own = entry.get("inputParameters")
+            rest = expressions.resolve({k: v for k, v in entry.items() if k != "inputParameters"}, context, at)
+            return {**rest, "inputParameters": own} if own is not None else rest
+
+        if isinstance(raw, list):
+            inputs["forkTasks"] = [
+                [spec(e, f"{where}.forkTasks[{i}][{j}]") for j, e in enumerate(entry)]
+                if isinstance(entry, list)
+                else spec(entry, f"{where}.forkTasks[{i}]")
+                for i, entry in enumerate(raw)
+            ]
+        else:  # a reference to a list of specs, from the input or an earlier task
+            inputs["forkTasks"] = expressions.resolve(raw, context, f"{where}.forkTasks")
+        return inputs
 
     def _dynamic_branches(self, task: WorkflowTask, raw: object) -> list[list[WorkflowTask]]:
         """The branches a dynamic fork's `forkTasks` resolved to: each a task

@@ -24,7 +24,11 @@ def problems(spec: WorkflowSpec) -> list[str]:
     for task in iter_tasks(spec.tasks):
         where = f"{_at(task)}.inputParameters"
         found.extend(reference_problems(task.input_parameters, where))
-        for name in sorted(references(task.input_parameters) - refs - {"workflow"}):
+        # A dynamic fork's task specs may refer to the tasks they create, which no spec names.
+        checked = {k: v for k, v in task.input_parameters.items() if k != "forkTasks"}
+        if task.type is TaskType.FORK_JOIN_DYNAMIC and isinstance(task.input_parameters.get("forkTasks"), str):
+            checked["forkTasks"] = task.input_parameters["forkTasks"]
+        for name in sorted(references(checked) - refs - {"workflow"}):
             found.append(f"{where}: refers to unknown task {name!r}")
     found.extend(reference_problems(spec.output_parameters, "outputParameters"))
     for name in sorted(references(spec.output_parameters) - refs - {"workflow"}):
