@@ -148,7 +148,7 @@ async def test_bodies_are_bounded_and_must_be_json_once_verified(plane: Plane) -
     status, body = await call(
         plane, f"/v1/ns/{NS}/webhooks/small", junk, signed_headers(SECRET, int(time.time()), junk)
     )
-    assert status == 400 and body["fields"][0]["field"] == "body"
+    assert status == 422 and body["fields"][0]["field"] == "body"
 
 
 async def test_cel_matches_see_the_payload_headers_and_the_tasks_input(plane: Plane) -> None:
@@ -280,7 +280,7 @@ async def test_messages_are_bounded_per_message_and_per_run(plane: Plane) -> Non
     status, body = await send(plane, run_id, "x" * MAX_MESSAGE_BYTES)
     assert status == 413 and "body" in body["message"]
     status, body = await call(plane, f"/v1/ns/{NS}/executions/{run_id}/messages", b"{nope")
-    assert status == 400 and body["fields"][0]["field"] == "body"
+    assert status == 422 and body["fields"][0]["field"] == "body"
     async with plane.pool.acquire() as conn:
         await conn.execute(
             "INSERT INTO run_messages (execution_id, payload, bytes) SELECT $1::uuid, to_jsonb(n), 1"
@@ -290,6 +290,15 @@ async def test_messages_are_bounded_per_message_and_per_run(plane: Plane) -> Non
     status, body = await send(plane, run_id, "one too many")
     assert status == 429 and (body["limit"], body["current"]) == (1000, 1000) and body["control"] == "messagesPerRun"
     assert (await send(plane, "00000000-0000-0000-0000-000000000000", 1))[0] == 404
+    assert (await post(plane, f"/v1/ns/{NS}/executions/{run_id}/terminate", {}))[0] == 202
+
+    async def dropped() -> bool:
+        async with plane.pool.acquire() as conn:
+            return (
+                int(await conn.fetchval("SELECT count(*) FROM run_messages WHERE execution_id = $1::uuid", run_id)) == 0
+            )
+
+    assert await until(dropped), "a finished run's untaken messages go with it"
 
 
 @pytest.mark.parametrize("concurrent", [20])

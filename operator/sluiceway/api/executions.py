@@ -218,7 +218,7 @@ async def _message(request: Request) -> object:
         payload = orjson.loads(b"".join(chunks))
     except orjson.JSONDecodeError as error:
         raise ApiError(
-            400, "INVALID_REQUEST", f"body: not JSON: {error}", fields=[{"field": "body", "message": "not JSON"}]
+            422, "INVALID_REQUEST", f"body: not JSON: {error}", fields=[{"field": "body", "message": "not JSON"}]
         ) from error
     problem = unstorable(payload)
     if problem:

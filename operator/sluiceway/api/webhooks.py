@@ -58,7 +58,7 @@ def _payload(body: bytes) -> Any:
         payload = orjson.loads(body) if body else {}
     except orjson.JSONDecodeError as error:
         raise ApiError(
-            400, "INVALID_REQUEST", f"body: not JSON: {error}", fields=[{"field": "body", "message": "not JSON"}]
+            422, "INVALID_REQUEST", f"body: not JSON: {error}", fields=[{"field": "body", "message": "not JSON"}]
         ) from error
     problem = unstorable(payload)
     if problem:

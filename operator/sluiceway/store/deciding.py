@@ -770,6 +770,8 @@ WITH cancelled AS (
 )
 SELECT child_execution_id, (SELECT count(*) FROM freed) FROM cancelled
 """
+# A finished run takes no more messages: those nobody took go with it.
+_DROP_MESSAGES = "DELETE FROM run_messages WHERE execution_id = ANY($1)"
 _TERMINATE_CHILDREN = """
 UPDATE executions SET terminate_requested = $2
  WHERE id = ANY($1) AND status = 'RUNNING' AND terminate_requested IS NULL
@@ -803,6 +805,7 @@ async def finish_runs(conn: asyncpg.Connection, finishes: list[Finishing]) -> li
     if not ended:
         return []
     cancelled = await conn.fetch(_CANCEL_ACTIVE, [uuid.UUID(run_id) for run_id in ended])
+    await conn.execute(_DROP_MESSAGES, [uuid.UUID(run_id) for run_id in ended])
     children = [r["child_execution_id"] for r in cancelled if r["child_execution_id"] is not None]
     if children:
         stopped = await conn.fetch(_TERMINATE_CHILDREN, children, "the parent run ended")
