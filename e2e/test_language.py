@@ -335,3 +335,39 @@ def test_a_webhook_task_sends_a_callback_signed_with_a_secret_from_kubernetes(
         assert _Receiver.received == [(True, b'{"order":5}')]
     finally:
         server.shutdown()
+
+
+def test_kubectl_refuses_a_loop_without_its_bound_and_a_task_without_its_type_is_simple(
+    kube: Kube, namespace: str
+) -> None:
+    """The CRD's CEL rules, at `kubectl apply`: a DO_WHILE needs maxIterations,
+    a Webhook exactly one way to verify; a task without a type is SIMPLE."""
+    unbounded = manifest(
+        "Workflow",
+        "unbounded",
+        {
+            "tasks": [
+                {
+                    "name": "l",
+                    "taskReferenceName": "l",
+                    "type": "DO_WHILE",
+                    "loopOver": [{"name": "x", "taskReferenceName": "x"}],
+                    "loopCondition": "true",
+                }
+            ]
+        },
+    )
+    refused = kube.apply(unbounded, namespace, check=False)
+    assert refused.returncode != 0 and "a DO_WHILE needs loopOver and maxIterations" in refused.stderr
+    too_many = manifest("Workflow", "too-many", {"tasks": [{**unbounded["spec"]["tasks"][0], "maxIterations": 10_001}]})
+    refused = kube.apply(too_many, namespace, check=False)
+    assert refused.returncode != 0 and "maxIterations" in refused.stderr
+    both = manifest(
+        "Webhook",
+        "both",
+        {"hmac": {"secretRef": {"name": "s", "key": "k"}}, "token": {"secretRef": {"name": "s", "key": "k"}}},
+    )
+    refused = kube.apply(both, namespace, check=False)
+    assert refused.returncode != 0 and "set exactly one of hmac and token" in refused.stderr
+    untyped = manifest("Workflow", "untyped", {"tasks": [{"name": "x", "taskReferenceName": "x"}]})
+    assert kube.apply(untyped, namespace, check=False).returncode == 0

@@ -251,8 +251,8 @@ class WorkflowTask(Spec):
         json_schema_extra={
             "x-kubernetes-validations": [
                 {
-                    "rule": "self.type != 'DO_WHILE' || (has(self.loopOver) && size(self.loopOver) > 0"
-                    " && has(self.maxIterations))",
+                    "rule": "!has(self.type) || self.type != 'DO_WHILE'"
+                    " || (has(self.loopOver) && size(self.loopOver) > 0 && has(self.maxIterations))",
                     "message": "a DO_WHILE needs loopOver and maxIterations",
                 },
                 {
@@ -261,11 +261,17 @@ class WorkflowTask(Spec):
                     "fieldPath": ".keepLastN",
                 },
                 {
-                    "rule": "self.type != 'WAIT_FOR_WEBHOOK' || has(self.webhook)",
+                    "rule": "!has(self.type) || self.type != 'WAIT_FOR_WEBHOOK' || has(self.webhook)",
                     "message": "a WAIT_FOR_WEBHOOK names its webhook",
                 },
-                {"rule": "self.type != 'GRPC' || has(self.grpc)", "message": "a GRPC task needs grpc"},
-                {"rule": "self.type != 'WEBHOOK' || has(self.signing)", "message": "a WEBHOOK task needs signing"},
+                {
+                    "rule": "!has(self.type) || self.type != 'GRPC' || has(self.grpc)",
+                    "message": "a GRPC task needs grpc",
+                },
+                {
+                    "rule": "!has(self.type) || self.type != 'WEBHOOK' || has(self.signing)",
+                    "message": "a WEBHOOK task needs signing",
+                },
             ]
         },
     )
