@@ -31,7 +31,7 @@ Manifest = dict[str, Any]
 Helm = Callable[..., subprocess.CompletedProcess[str]]
 
 # The rules the operator needs on namespaced resources, and on cluster-scoped ones.
-SLUICEWAY_KINDS = ["taskdefinitions", "workflows", "workflowruns", "semaphores", "quotas"]
+SLUICEWAY_KINDS = ["taskdefinitions", "workflows", "workflowruns", "semaphores", "quotas", "schedules"]
 NAMESPACED_RULES = [
     {"apiGroups": ["sluiceway.dev"], "resources": SLUICEWAY_KINDS, "verbs": ["get", "list", "watch", "patch"]},
     {

@@ -46,3 +46,9 @@ def sync_inventory(task: Task) -> dict[str, Any]:
 @worker.task("partner_api", concurrency=4)
 async def partner_api(task: Task) -> dict[str, Any]:
     return {"partner": "ok"}
+
+
+@worker.task("sync_page")
+async def sync_page(task: Task) -> dict[str, Any]:
+    cursor = int(task.input.get("cursor") or 0)
+    return {"synced": cursor, "nextCursor": str(cursor + 100)}  # examples/09-chain.yaml continues from here

@@ -13,8 +13,10 @@ from sluiceway.controls.budget import BudgetWindow
 from sluiceway.controls.policy import OperatorDefaults, resolve
 from sluiceway.engine.commands import (
     AdmitNext,
+    ArmChainDeadline,
     ArmRunTimeout,
     Consequence,
+    ContinueAsNew,
     Decision,
     FinishRun,
     NotifyParent,
@@ -42,6 +44,9 @@ class Simulation:
         definitions: dict[str, dict[str, Any]] | None = None,
         defaults: OperatorDefaults = OperatorDefaults(),
         seed: int = 1,
+        previous_run_id: str | None = None,
+        chain_id: str | None = None,
+        chain_deadline_at: datetime.datetime | None = None,
     ) -> None:
         self.workflow = WorkflowSpec.model_validate(workflow)
         self.input = input or {}
@@ -62,6 +67,9 @@ class Simulation:
         self.awaiting_admission = False
         self.budgets: dict[str, BudgetWindow] = {}
         self.decisions: list[Decision] = []
+        self.previous_run_id = previous_run_id
+        self.chain_id = chain_id
+        self.chain_deadline_at = chain_deadline_at
         self._ids = 0
 
     def snapshot(self) -> RunSnapshot:
@@ -81,6 +89,9 @@ class Simulation:
             policies={name: resolve(spec, self.defaults) for name, spec in self.definitions.items()},
             defaults=self.defaults,
             budgets=self.budgets,
+            chain_id=self.chain_id,
+            previous_run_id=self.previous_run_id,
+            chain_deadline_at=self.chain_deadline_at,
         )
 
     def step(self, event: Event = Event.TASK_UPDATED) -> Decision:
@@ -149,6 +160,8 @@ class Simulation:
                     del self.rows[ref]
         elif isinstance(command, ArmRunTimeout):
             self.timeout_at = command.at
+        elif isinstance(command, ArmChainDeadline):
+            self.chain_deadline_at = command.at
         elif isinstance(command, StartChild):
             self.children.append(command)
         elif isinstance(command, FinishRun):
@@ -156,7 +169,7 @@ class Simulation:
             for _ref, row in list(self.rows.items()):
                 if not row.status.is_terminal():
                     self._put(TaskRow(**{**row.__dict__, "status": TaskStatus.CANCELED}))
-        elif isinstance(command, (NotifyParent, AdmitNext, StartFailureWorkflow)):
+        elif isinstance(command, (NotifyParent, AdmitNext, StartFailureWorkflow, ContinueAsNew)):
             self.consequences.append(command)
 
     def failure_workflow(self) -> str | None:

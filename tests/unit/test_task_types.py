@@ -26,6 +26,7 @@ EXECUTORS = {
     TaskType.PULL_WORKFLOW_MESSAGES: Executor.ENGINE,
     TaskType.GRPC: Executor.SYSTEM,
     TaskType.WEBHOOK: Executor.SYSTEM,
+    TaskType.CONTINUE_AS_NEW: Executor.ENGINE,
 }
 
 

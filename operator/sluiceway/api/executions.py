@@ -129,6 +129,11 @@ async def get(
         sla_breached_at=_time(run.sla_breached_at),
         quarantined_at=_time(run.quarantined_at),
         quarantine_reason=run.quarantine_reason,
+        schedule=run.schedule_name,
+        chain_id=run.chain_id,
+        previous_run_id=run.previous_run_id,
+        next_run_id=run.next_run_id,
+        chain_deadline=_time(run.chain_deadline_at),
         tasks=[
             TaskView(
                 task_id=t.id,

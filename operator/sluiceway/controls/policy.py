@@ -37,6 +37,7 @@ class OperatorDefaults:
     retry_budget: float | None = None
     start_to_close_timeout: int | None = None
     max_retry_backoff_seconds: float = DEFAULT_MAX_RETRY_BACKOFF_SECONDS
+    max_chain_timeout_seconds: int | None = None  # caps every chainTimeoutSeconds, and is the default of those unset
 
 
 @dataclass(frozen=True)

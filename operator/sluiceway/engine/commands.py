@@ -91,6 +91,13 @@ class ArmRunTimeout:
 
 
 @dataclass(frozen=True)
+class ArmChainDeadline:
+    """The first run of a chain: its deadline, which every link carries verbatim."""
+
+    at: datetime.datetime
+
+
+@dataclass(frozen=True)
 class FinishRun:
     """End the run: cancel what is still active and terminate its child runs.
     What else follows from its end comes as the commands below, applied only
@@ -100,6 +107,7 @@ class FinishRun:
     reason: str = ""
     output: dict[str, Any] = field(default_factory=dict)
     failed_task_id: str | None = None
+    by_chain_deadline: bool = False  # TIMED_OUT by the chain's deadline rather than the run's own
 
 
 @dataclass(frozen=True)
@@ -133,6 +141,18 @@ class StartFailureWorkflow:
 
 
 @dataclass(frozen=True)
+class ContinueAsNew:
+    """The run ended by continuing as new: start the next link of its chain,
+    with this id and input, carrying the chain's id and deadline."""
+
+    workflow: str
+    input: dict[str, Any]
+    run_id: str
+    chain_id: str
+    chain_deadline_at: datetime.datetime | None
+
+
+@dataclass(frozen=True)
 class Quarantine:
     """The run could not be decided for a reason nothing foresaw (a stored
     row or spec the decider cannot read). It is set aside, alone, until an
@@ -151,7 +171,7 @@ class Hold:
 
 
 # What follows from a run's end, beyond ending it.
-Consequence = NotifyParent | AdmitNext | StartFailureWorkflow
+Consequence = NotifyParent | AdmitNext | StartFailureWorkflow | ContinueAsNew
 Command = (
     ScheduleTask
     | RecordTask
@@ -160,6 +180,7 @@ Command = (
     | DecideAgain
     | StartChild
     | ArmRunTimeout
+    | ArmChainDeadline
     | FinishRun
     | Consequence
     | Quarantine

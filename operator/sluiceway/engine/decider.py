@@ -30,14 +30,17 @@ from pydantic import ValidationError
 
 from sluiceway.controls import expressions, retries, timeouts
 from sluiceway.controls.budget import BudgetWindow
+from sluiceway.controls.chains import chain_timeout_seconds, deadline_fraction, next_run_id
 from sluiceway.controls.durations import parse_duration, parse_instant
 from sluiceway.controls.expressions import ExpressionError
 from sluiceway.controls.policy import TaskPolicy, resolve
 from sluiceway.engine.commands import (
     AdmitNext,
+    ArmChainDeadline,
     ArmRunTimeout,
     Command,
     Consequence,
+    ContinueAsNew,
     DecideAgain,
     Decision,
     FinishRun,
@@ -167,6 +170,8 @@ class _Walker:
         self.rows: dict[str, TaskRow] = dict(snapshot.tasks)  # plus what this pass records
         self.branches: dict[str, list[Progress]] = {}  # fork ref -> progress of each branch
         self.finish: FinishRun | None = None
+        self.continuation: ContinueAsNew | None = None
+        self.chain_deadline = snapshot.chain_deadline_at
         workflow = snapshot.workflow
         self.cap = workflow.max_concurrent_tasks
         self.active_workers = sum(
@@ -191,8 +196,16 @@ class _Walker:
         if not snap.evaluated and snap.workflow.timeout_seconds > 0:
             # Armed on the one evaluation guaranteed to happen exactly once: the first.
             self.commands.append(ArmRunTimeout(self.now + datetime.timedelta(seconds=snap.workflow.timeout_seconds)))
+        self._arm_chain_deadline()
         if snap.terminate_requested is not None:
             self._finish(RunStatus.TERMINATED, snap.terminate_requested)
+        elif self.chain_deadline is not None and self.now >= self.chain_deadline:
+            self._finish(
+                RunStatus.TIMED_OUT,
+                f"the chain's deadline passed ({self.chain_deadline.isoformat()}, chainTimeoutSeconds from the "
+                f"chain's first run {snap.chain_id or snap.id})",
+                by_chain_deadline=True,
+            )
         elif snap.timeout_at is not None and self.now >= snap.timeout_at:
             self._finish(RunStatus.TIMED_OUT, f"workflow timeoutSeconds {snap.workflow.timeout_seconds} exceeded")
         elif snap.awaiting_admission:
@@ -204,13 +217,31 @@ class _Walker:
         if self.finish is not None:
             self.commands.append(self.finish)
             self.commands.extend(consequences(snap.links(), self.finish))
+            if self.continuation is not None and self.finish.status is RunStatus.COMPLETED:
+                self.commands.append(self.continuation)
         return Decision(self.commands, self.holds, frozenset(self.needs))
 
+    def _arm_chain_deadline(self) -> None:
+        """A chain's first run arms the chain's deadline, once; every later
+        link was started with it (a continuation has a previous run)."""
+        snap = self.snap
+        if snap.evaluated or snap.previous_run_id is not None or snap.chain_deadline_at is not None:
+            return
+        seconds = chain_timeout_seconds(snap.workflow.chain_timeout_seconds, snap.defaults.max_chain_timeout_seconds)
+        if seconds > 0:
+            self.chain_deadline = self.now + datetime.timedelta(seconds=seconds)
+            self.commands.append(ArmChainDeadline(self.chain_deadline))
+
     def _finish(
-        self, status: RunStatus, reason: str, output: dict[str, Any] | None = None, failed_task_id: str | None = None
+        self,
+        status: RunStatus,
+        reason: str,
+        output: dict[str, Any] | None = None,
+        failed_task_id: str | None = None,
+        by_chain_deadline: bool = False,
     ) -> None:
         if self.finish is None:
-            self.finish = FinishRun(status, reason, output or {}, failed_task_id)
+            self.finish = FinishRun(status, reason, output or {}, failed_task_id, by_chain_deadline)
 
     def _complete(self) -> None:
         try:
@@ -310,6 +341,8 @@ class _Walker:
             return self._inline(task)
         if kind is TaskType.TERMINATE:
             return self._terminate(task)
+        if kind is TaskType.CONTINUE_AS_NEW:
+            return self._continue_as_new(task)
         if kind is TaskType.WAIT:
             return self._wait(task)
         if kind is TaskType.SUB_WORKFLOW:
@@ -469,6 +502,28 @@ class _Walker:
             status,
             str(inputs.get("terminationReason", "")),
             dict(output) if isinstance(output, dict) else {"result": output},
+        )
+        return Progress.HALT
+
+    def _continue_as_new(self, task: WorkflowTask) -> Progress:
+        """End the run COMPLETED and start the next link of its chain on the
+        new input, in the same transaction (see ContinueAsNew)."""
+        inputs = self._inputs(task)
+        where = f"tasks[{task.task_reference_name}].inputParameters"
+        new_input = inputs.get("input", {})
+        if not isinstance(new_input, dict):
+            raise ValueError(f"{where}.input must resolve to an object, got {_kind(new_input)}")
+        output = inputs.get("workflowOutput") or {}
+        snap = self.snap
+        following = next_run_id(snap.id)
+        self._record(task, TaskStatus.COMPLETED, input_=inputs, output={"nextRunId": following})
+        self._finish(
+            RunStatus.COMPLETED,
+            f"continued as new: run {following}",
+            dict(output) if isinstance(output, dict) else {"result": output},
+        )
+        self.continuation = ContinueAsNew(
+            snap.workflow_name, dict(new_input), following, snap.chain_id or snap.id, self.chain_deadline
         )
         return Progress.HALT
 
@@ -911,6 +966,9 @@ class _Walker:
                 "correlationId": snap.correlation_id,
                 "workflowType": snap.workflow_name,
                 "version": snap.version,
+                "deadlineFraction": deadline_fraction(snap.timeout_at, snap.workflow.timeout_seconds, self.now),
+                "chainId": snap.chain_id or snap.id,
+                "previousRunId": snap.previous_run_id,
             },
         }
         for ref, row in self.rows.items():

@@ -100,6 +100,10 @@ def _check_task(task: WorkflowTask, previous: WorkflowTask | None, refs: set[str
             found.append(f"{at}: a WEBHOOK needs inputParameters.url")
         elif _literal(url) and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
             found.append(f"{at}.inputParameters.url: must be an http(s) URL")
+    if task.type is TaskType.CONTINUE_AS_NEW:
+        new_input = params.get("input", {})
+        if _literal(new_input) and not isinstance(new_input, dict):
+            found.append(f"{at}.inputParameters.input: must be an object (the next run's input)")
     if task.type is TaskType.WAIT:
         for key, parse in (("duration", parse_duration), ("until", parse_instant)):
             value = params.get(key)

@@ -72,6 +72,9 @@ class RunSnapshot:
     parent_task_id: str | None = None
     admission_key: str | None = None
     task_overrides: Mapping[str, TaskOverride] = field(default_factory=dict)  # the start's, by task reference
+    chain_id: str | None = None  # the chain's first run; None (or its own id) for a first run
+    previous_run_id: str | None = None  # the run this one continues as new, if any
+    chain_deadline_at: datetime.datetime | None = None  # the chain's absolute deadline: never moved by a pause
 
     def links(self) -> RunLinks:
         config = self.workflow.rate_limit_config

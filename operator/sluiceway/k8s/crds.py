@@ -93,6 +93,17 @@ PRINTER_COLUMNS: dict[str, list[Schema]] = {
         {"name": "Per-Minute", "type": "integer", "jsonPath": ".spec.maxExecutionsPerMinute"},
         {"name": "Ready", "type": "string", "jsonPath": _READY},
     ],
+    "Schedule": [
+        {"name": "Workflow", "type": "string", "jsonPath": ".spec.workflow"},
+        {"name": "Next", "type": "string", "jsonPath": ".status.nextFireTimes[0]"},
+        {"name": "Last", "type": "string", "jsonPath": ".status.lastFireTime"},
+        {"name": "Active", "type": "integer", "jsonPath": ".status.activeRuns"},
+        {"name": "Suspended", "type": "boolean", "jsonPath": ".spec.suspend"},
+        {"name": "Ready", "type": "string", "jsonPath": _READY},
+        {"name": "Cron", "type": "string", "jsonPath": ".spec.cron", "priority": 1},
+        {"name": "Every", "type": "string", "jsonPath": ".spec.every", "priority": 1},
+        {"name": "Policy", "type": "string", "jsonPath": ".spec.overlapPolicy", "priority": 1},
+    ],
 }
 _AGE: Schema = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 

@@ -325,6 +325,11 @@ class ExecutionView(Spec):
         "terminated or released by forcing an evaluation (POST .../decide).",
     )
     quarantine_reason: str | None = None
+    schedule: str | None = Field(None, description="The Schedule that started it, if any.")
+    chain_id: str | None = Field(None, description="Its continue-as-new chain: the id of the chain's first run.")
+    previous_run_id: str | None = Field(None, description="The run it continues as new, if any.")
+    next_run_id: str | None = Field(None, description="The run that continues it, once it continued as new.")
+    chain_deadline: str | None = Field(None, description="The chain's deadline: set at its first run, never moved.")
     tasks: list[TaskView] = Field(default_factory=list)
 
 

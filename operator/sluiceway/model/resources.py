@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from sluiceway.model.common import Spec, Status
 from sluiceway.model.quota import QuotaSpec, QuotaStatus
+from sluiceway.model.schedule import ScheduleSpec, ScheduleStatus
 from sluiceway.model.semaphore import SemaphoreSpec, SemaphoreStatus
 from sluiceway.model.taskdefinition import TaskDefinitionSpec, TaskDefinitionStatus
 from sluiceway.model.webhook import WebhookSpec, WebhookStatus
@@ -46,4 +47,6 @@ SEMAPHORE = ResourceKind("Semaphore", "semaphores", "semaphore", ("sem",), Semap
 QUOTA = ResourceKind("Quota", "quotas", "quota", ("swquota",), QuotaSpec, QuotaStatus)
 WEBHOOK = ResourceKind("Webhook", "webhooks", "webhook", ("wh",), WebhookSpec, WebhookStatus)
 
-ALL_KINDS: tuple[ResourceKind, ...] = (TASK_DEFINITION, WORKFLOW, WORKFLOW_RUN, SEMAPHORE, QUOTA, WEBHOOK)
+SCHEDULE = ResourceKind("Schedule", "schedules", "schedule", ("sched", "swsched"), ScheduleSpec, ScheduleStatus)
+
+ALL_KINDS: tuple[ResourceKind, ...] = (TASK_DEFINITION, WORKFLOW, WORKFLOW_RUN, SEMAPHORE, QUOTA, SCHEDULE, WEBHOOK)

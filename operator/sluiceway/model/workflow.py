@@ -59,6 +59,7 @@ class TaskType(StrEnum):
     PULL_WORKFLOW_MESSAGES = "PULL_WORKFLOW_MESSAGES"
     GRPC = "GRPC"
     WEBHOOK = "WEBHOOK"
+    CONTINUE_AS_NEW = "CONTINUE_AS_NEW"
 
     def executor(self) -> Executor:
         return _EXECUTORS.get(self, Executor.ENGINE)
@@ -333,6 +334,9 @@ class RateLimitConfig(Spec):
     concurrent_exec_limit: int = Field(ge=1, le=1_000_000, description="Runs per key at once.")
 
 
+MAX_CHAIN_TIMEOUT_SECONDS = 10 * 31_536_000
+
+
 class WorkflowTimeoutPolicy(StrEnum):
     TIME_OUT_WF = "TIME_OUT_WF"
     ALERT_ONLY = "ALERT_ONLY"
@@ -388,6 +392,14 @@ class WorkflowSpec(Spec):
         ge=0,
         le=31_536_000,
         description="Soft SLA: a run past it is flagged and counted, nothing more.",
+    )
+    chain_timeout_seconds: int = Field(
+        0,
+        ge=0,
+        le=MAX_CHAIN_TIMEOUT_SECONDS,
+        description="Whole-chain deadline across CONTINUE_AS_NEW links, from the chain's first run, never moved by "
+        "a pause: past it the running link ends TIMED_OUT. 0 is none (SLUICEWAY_MAX_CHAIN_TIMEOUT caps it, and "
+        "applies when it is 0).",
     )
     active_runs_policy: ActiveRunsPolicy = Field(
         ActiveRunsPolicy.FINISH,

@@ -58,6 +58,12 @@ def _why(args: argparse.Namespace) -> int:
     return why.run(args)
 
 
+def _schedules(args: argparse.Namespace) -> int:
+    from sluiceway.cli import schedules
+
+    return schedules.run(args)
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="sluiceway", description=__doc__)
     root.add_argument("--version", action="version", version=f"sluiceway {__version__}")
@@ -82,6 +88,17 @@ def parser() -> argparse.ArgumentParser:
     )
     why_cli.add_arguments(why)
     why.set_defaults(run=_why)
+
+    from sluiceway.cli import schedules as schedules_cli
+
+    schedules = commands.add_parser(
+        "schedules",
+        help="list, read, trigger, pause, resume or backfill Schedules; print their next fire times",
+        description=schedules_cli.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    schedules_cli.add_arguments(schedules)
+    schedules.set_defaults(run=_schedules)
 
     crd = commands.add_parser("crds", help="print, write or check the CRDs generated from the models")
     crd.add_argument("dirs", nargs="*", default=["crds", "charts/sluiceway/crds"])

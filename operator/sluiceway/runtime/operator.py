@@ -1,7 +1,7 @@
 """`sluiceway operator`: one process with every part of the operator.
 
 - the reconcilers (kopf) and the WorkflowRun status mirror,
-- the decider and the sweeper,
+- the decider, the sweeper and the scheduler (schedule fires),
 - the HTTP API (worker protocol, runs, metrics).
 
 Every part runs on every replica against the same PostgreSQL; transactions
@@ -35,6 +35,7 @@ from sluiceway.k8s.handlers import register
 from sluiceway.k8s.leadership import LeaderElector
 from sluiceway.k8s.mirror import run_mirror
 from sluiceway.k8s.reconciling import Context
+from sluiceway.k8s.schedules import post_events
 from sluiceway.k8s.worker_pods import DEFAULT_API_URL, WorkerPods
 from sluiceway.kubeapi.client import Events, KubeClient, Leases
 from sluiceway.kubeapi.secrets import KubeSecrets
@@ -45,6 +46,7 @@ from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.errors import StoreUnavailable
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.policies import Policies
+from sluiceway.store.schedules import PassReport
 from sluiceway.systemtasks.grpc import GrpcTasks
 from sluiceway.systemtasks.http import HttpTasks
 from sluiceway.systemtasks.runner import SystemTaskRunner
@@ -162,6 +164,14 @@ async def _own_signals_when(ready: asyncio.Event, stop: asyncio.Event) -> None:
     _own_signals(stop)
 
 
+def _schedule_events(kube: KubeClient | None) -> Callable[[PassReport], None] | None:
+    """Every replica fires schedules, so every replica posts their Events."""
+    if kube is None:
+        return None
+    recorder = EventRecorder(Events(kube))
+    return lambda report: post_events(recorder, report)
+
+
 class _Memo(kopf.Memo):
     context: Context
     worker_pods: WorkerPods
@@ -248,6 +258,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         ("system task", system_tasks.run(stop)),
         *((f"decider {i + 1}", loops.run_decider(pool, notifications, config, stop)) for i in range(settings.deciders)),
         ("sweeper", loops.run_sweeper(pool, stop)),
+        ("scheduler", loops.run_scheduler(pool, stop, on_report=_schedule_events(kube))),
         ("gauges", loops.run_gauges(pool, stop)),
         ("API server", server.serve_until(stop)),
     ]

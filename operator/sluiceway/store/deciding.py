@@ -34,8 +34,10 @@ from sluiceway.controls.budget import WINDOW_SECONDS, BudgetWindow
 from sluiceway.controls.policy import TaskPolicy
 from sluiceway.engine.commands import (
     AdmitNext,
+    ArmChainDeadline,
     ArmRunTimeout,
     Consequence,
+    ContinueAsNew,
     DecideAgain,
     Decision,
     FinishRun,
@@ -93,6 +95,7 @@ SELECT now() AS now, e.id, e.namespace, e.workflow_name, e.workflow_version, e.s
        e.correlation_id, e.evaluated, e.timeout_at, e.terminate_requested, e.awaiting_admission,
        e.admission_key, e.parent_execution_id, e.parent_task_id, e.task_overrides,
        e.resource_name IS NOT NULL AS mirrored, e.quarantined_at IS NOT NULL AS quarantined, v.spec::text AS spec,
+       e.chain_id, e.previous_run_id, e.chain_deadline_at,
        ARRAY(SELECT q.id FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now()) AS event_ids,
        ARRAY(SELECT DISTINCT q.event FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now())
            AS events
@@ -457,6 +460,9 @@ async def _snapshots(
                 admission_key=run["admission_key"],
                 parent_run_id=_str_or_none(run["parent_execution_id"]),
                 parent_task_id=_str_or_none(run["parent_task_id"]),
+                chain_id=_str_or_none(run["chain_id"]),
+                previous_run_id=_str_or_none(run["previous_run_id"]),
+                chain_deadline_at=run["chain_deadline_at"],
                 policies=found,
                 defaults=config.policies.defaults,
                 budgets=budgets[run["namespace"]],
@@ -523,8 +529,9 @@ _MARK_DECIDED = f"""
 WITH consumed AS (DELETE FROM decide_queue WHERE id = ANY($3)),
      notified AS (SELECT pg_notify('{executions.READY_CHANNEL}', queue) FROM unnest($4::text[]) AS queue)
 UPDATE executions e SET evaluated = true, mirror_seq = e.mirror_seq + 1,
-       timeout_at = coalesce(t.timeout_at, e.timeout_at)
-  FROM unnest($1::uuid[], $2::timestamptz[]) AS t(id, timeout_at)
+       timeout_at = coalesce(t.timeout_at, e.timeout_at),
+       chain_deadline_at = coalesce(e.chain_deadline_at, t.chain_deadline_at)
+  FROM unnest($1::uuid[], $2::timestamptz[], $5::timestamptz[]) AS t(id, timeout_at, chain_deadline_at)
  WHERE e.id = t.id AND (SELECT count(*) FROM notified) >= 0
 """
 
@@ -536,7 +543,7 @@ class _Applier:
         self.now = now
         self.tasks: list[tuple[Any, ...]] = []
         self.updates: list[tuple[Any, ...]] = []
-        self.decided: list[tuple[uuid.UUID, datetime.datetime | None]] = []
+        self.decided: list[tuple[uuid.UUID, datetime.datetime | None, datetime.datetime | None]] = []
         self.finishes: list[Finishing] = []
         self.quarantines: list[tuple[uuid.UUID, str]] = []
         self.children: list[tuple[RunSnapshot, StartChild, uuid.UUID]] = []
@@ -549,6 +556,7 @@ class _Applier:
     def add(self, snapshot: RunSnapshot, decision: Decision, mirrored: bool = False) -> None:
         run_id = uuid.UUID(snapshot.id)
         timeout_at: datetime.datetime | None = None
+        chain_deadline_at: datetime.datetime | None = None
         ids_by_ref: dict[str, uuid.UUID] = {}
         ending: Finishing | None = None
         for command in decision.commands:
@@ -564,16 +572,18 @@ class _Applier:
                 self.again.append(run_id)
             elif isinstance(command, ArmRunTimeout):
                 timeout_at = command.at
+            elif isinstance(command, ArmChainDeadline):
+                chain_deadline_at = command.at
             elif isinstance(command, StartChild):
                 self.children.append((snapshot, command, ids_by_ref[command.parent_ref]))
             elif isinstance(command, FinishRun):
                 ending = Finishing(snapshot.id, snapshot.namespace, command)
                 self.finishes.append(ending)
-            elif isinstance(command, (NotifyParent, AdmitNext, StartFailureWorkflow)) and ending is not None:
+            elif isinstance(command, (NotifyParent, AdmitNext, StartFailureWorkflow, ContinueAsNew)) and ending:
                 ending.consequences.append(command)  # the decider emits them after its FinishRun
         # Write the run's row only when something about it changed: each write is a new row version.
         if ending is None and (not snapshot.evaluated or timeout_at is not None or (mirrored and decision.commands)):
-            self.decided.append((run_id, timeout_at))
+            self.decided.append((run_id, timeout_at, chain_deadline_at))
 
     def quarantine(self, run_id: uuid.UUID, reason: str) -> None:
         self.quarantines.append((run_id, reason))
@@ -702,6 +712,7 @@ class _Applier:
             [d[1] for d in self.decided],
             event_ids,
             [f"{namespace}/{name}" for namespace, name in sorted(self.ready)],
+            [d[2] for d in self.decided],
         )
         return outcome
 
@@ -829,7 +840,40 @@ async def _follow(conn: asyncpg.Connection, finishing: Finishing, command: Conse
         )
         await executions.enqueue_decide(conn, command.parent_run_id, "child_finished")
         return []
+    if isinstance(command, ContinueAsNew):
+        await _continue_as_new(conn, finishing, command)
+        return []
     started = await executions.start_run(conn, finishing.namespace, command.workflow, None, command.input)
     if not isinstance(started, executions.Started):
         log.warning("run %s: failureWorkflow %s not started: %s", finishing.run_id, command.workflow, started.message)
     return []
+
+
+_CONTINUED = "SELECT correlation_id, schedule_name FROM executions WHERE id = $1"
+
+
+async def _continue_as_new(conn: asyncpg.Connection, finishing: Finishing, command: ContinueAsNew) -> None:
+    """Start the next link of the chain, in the transaction that ended this
+    one: on the latest version, with the chain's id and deadline, and the
+    same correlation id and schedule (whose overlap policy sees the chain as
+    one run). A start the gates refuse leaves the chain ended here, said in
+    the ended run's reason."""
+    previous = await conn.fetchrow(_CONTINUED, uuid.UUID(finishing.run_id))
+    started = await executions.start_run(
+        conn,
+        finishing.namespace,
+        command.workflow,
+        None,
+        command.input,
+        correlation_id=previous["correlation_id"],
+        run_id=command.run_id,
+        schedule=previous["schedule_name"],
+        chain=executions.ChainLink(uuid.UUID(command.chain_id), uuid.UUID(finishing.run_id), command.chain_deadline_at),
+    )
+    if not isinstance(started, executions.Started):
+        log.warning("run %s: could not continue as new: %s", finishing.run_id, started.message)
+        await conn.execute(
+            "UPDATE executions SET reason = $2 WHERE id = $1",
+            uuid.UUID(finishing.run_id),
+            f"could not continue as new: {started.message}",
+        )

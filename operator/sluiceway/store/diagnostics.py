@@ -102,7 +102,8 @@ _USAGE = """
 SELECT (SELECT count(*) FROM executions WHERE namespace = $1 AND status = 'RUNNING')::int AS running,
        (SELECT count(*) FROM executions WHERE namespace = $1
           AND created_at >= date_trunc('minute', now()))::int AS this_minute,
-       (SELECT count(*) FROM workflows WHERE namespace = $1)::int AS definitions
+       (SELECT count(*) FROM workflows WHERE namespace = $1)::int AS definitions,
+       (SELECT count(*) FROM schedules WHERE namespace = $1)::int AS schedules
 """
 _QUOTA_ROWS = """
 SELECT resource_name, max_concurrent_executions, max_executions_per_minute, max_workflow_definitions, max_schedules
@@ -166,7 +167,7 @@ class Usage:
     concurrent_executions: int
     executions_this_minute: int
     workflow_definitions: int
-    schedules: int = 0  # no Schedule resource exists yet
+    schedules: int = 0
 
 
 async def quota_rows(conn: asyncpg.Connection, namespace: str) -> list[QuotaRow]:
@@ -184,7 +185,7 @@ async def quota_rows(conn: asyncpg.Connection, namespace: str) -> list[QuotaRow]
 
 async def usage(conn: asyncpg.Connection, namespace: str) -> Usage:
     row = await conn.fetchrow(_USAGE, namespace)
-    return Usage(row["running"], row["this_minute"], row["definitions"])
+    return Usage(row["running"], row["this_minute"], row["definitions"], row["schedules"])
 
 
 _RUN = """

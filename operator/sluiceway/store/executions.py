@@ -70,12 +70,25 @@ class InvalidOverrides:
 StartOutcome = Started | Refused | WorkflowNotFound | InvalidOverrides
 
 
+@dataclass(frozen=True)
+class ChainLink:
+    """Where a continued run sits in its chain: the chain (its first run's id),
+    the run it continues, and the chain's deadline, carried verbatim."""
+
+    chain_id: uuid.UUID
+    previous_run_id: uuid.UUID
+    deadline_at: datetime.datetime | None
+
+
+# A run that continues none starts a chain of its own: chain_id is its id.
 _INSERT_RUN = """
 INSERT INTO executions (id, namespace, workflow_name, workflow_version, status, input, correlation_id,
                         resource_name, parent_execution_id, parent_task_id, sla_at, admission_key,
-                        awaiting_admission, task_overrides)
+                        awaiting_admission, schedule_name, chain_id, previous_run_id, chain_deadline_at,
+                        task_overrides)
 VALUES ($1, $2, $3, $4, 'RUNNING', $5, $6, $7, $8, $9,
-        CASE WHEN $10::int > 0 THEN now() + make_interval(secs => $10::int) END, $11, $12, $13)
+        CASE WHEN $10::int > 0 THEN now() + make_interval(secs => $10::int) END, $11, $12,
+        $13, coalesce($14::uuid, $1::uuid), $15, $16, $17)
 ON CONFLICT (id) DO NOTHING
 RETURNING id
 """
@@ -111,13 +124,17 @@ async def start_run(
     run_id: str | None = None,
     resource_name: str | None = None,
     parent: tuple[uuid.UUID, uuid.UUID] | None = None,
+    schedule: str | None = None,
+    chain: ChainLink | None = None,
     task_overrides: Mapping[str, TaskOverride] | None = None,
 ) -> StartOutcome:
     """Create a run and wake the decider, in the caller's transaction.
 
-    `run_id` makes the start idempotent (a WorkflowRun passes its uid): a
-    second start with the same id returns the existing run. `task_overrides`
-    must name references of the version the run starts on."""
+    `run_id` makes the start idempotent (a WorkflowRun passes its uid, a
+    schedule one derived from the fire): a second start with the same id
+    returns the existing run. `schedule` names the Schedule that started it;
+    `chain` links a continue-as-new run to the run it continues.
+    `task_overrides` must name references of the version the run starts on."""
     found = await workflows.find_version(conn, namespace, name, version)
     if found is None:
         return WorkflowNotFound(name, version)
@@ -157,6 +174,10 @@ async def start_run(
         sla,
         admitted.key,
         admitted.awaiting,
+        schedule,
+        chain.chain_id if chain else None,
+        chain.previous_run_id if chain else None,
+        chain.deadline_at if chain else None,
         {ref: o.model_dump(mode="json", by_alias=True, exclude_none=True) for ref, o in overrides.items()},
     )
     if inserted is None:  # raced with an identical start
@@ -185,6 +206,11 @@ class RunView:
     sla_breached_at: datetime.datetime | None
     quarantined_at: datetime.datetime | None = None
     quarantine_reason: str | None = None
+    schedule_name: str | None = None
+    chain_id: str | None = None
+    previous_run_id: str | None = None
+    next_run_id: str | None = None
+    chain_deadline_at: datetime.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -214,8 +240,9 @@ class TaskView:
 _GET_RUN = """
 SELECT id, namespace, workflow_name, workflow_version, status, input, output, reason, correlation_id,
        awaiting_admission, resource_name, parent_execution_id, created_at, ended_at, sla_breached_at,
-       quarantined_at, quarantine_reason
-  FROM executions WHERE id = $1 AND namespace = $2
+       quarantined_at, quarantine_reason, schedule_name, chain_id, previous_run_id, chain_deadline_at,
+       (SELECT n.id FROM executions n WHERE n.previous_run_id = e.id LIMIT 1) AS next_run_id
+  FROM executions e WHERE id = $1 AND namespace = $2
 """
 _GET_TASKS = """
 SELECT id, ref, type, name, status, attempt, reason, input, output, worker_id, created_at, available_at,
@@ -239,7 +266,8 @@ async def get_run(conn: asyncpg.Connection, namespace: str, execution_id: str) -
     values = dict(row)
     values["id"] = str(values["id"])
     values["status"] = RunStatus(values["status"])
-    values["parent_execution_id"] = _str_or_none(values["parent_execution_id"])
+    for column in ("parent_execution_id", "chain_id", "previous_run_id", "next_run_id"):
+        values[column] = _str_or_none(values[column])
     return RunView(**values)
 
 

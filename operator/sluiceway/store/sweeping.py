@@ -3,7 +3,7 @@
 Each due task is locked, the pure `expiry` says which deadline was missed and
 what that means, and the transition is applied in the same transaction as the
 decide event it causes. Run-level timers (the workflow timeout) wake the
-decider; a passed soft SLA is only flagged. Rows are claimed with
+decider, and so does a chain's deadline; a passed soft SLA is only flagged. Rows are claimed with
 SKIP LOCKED, so several replicas sweep without firing a timer twice. A
 quarantined run's own timeout is not fired: the decider passes it over, so the
 timer would fire again on every pass; releasing the run lets it fire."""
@@ -51,7 +51,9 @@ UPDATE tasks SET schedule_to_start_at = $2, start_to_close_at = $3, total_at = $
 """
 _DUE_RUNS = """
 SELECT e.id FROM executions e
- WHERE e.status = 'RUNNING' AND e.timeout_at IS NOT NULL AND e.timeout_at <= now() AND e.quarantined_at IS NULL
+ WHERE e.status = 'RUNNING' AND e.quarantined_at IS NULL
+   AND ((e.timeout_at IS NOT NULL AND e.timeout_at <= now())
+        OR (e.chain_deadline_at IS NOT NULL AND e.chain_deadline_at <= now()))
    AND NOT EXISTS (SELECT 1 FROM decide_queue q WHERE q.execution_id = e.id)
  LIMIT $1
    FOR UPDATE SKIP LOCKED
@@ -164,6 +166,8 @@ async def seconds_until_due(pool: Pool) -> float | None:
             "   AND next_deadline IS NOT NULL),"
             " (SELECT min(timeout_at) FROM executions WHERE status = 'RUNNING' AND timeout_at IS NOT NULL"
             "   AND quarantined_at IS NULL),"
+            " (SELECT min(chain_deadline_at) FROM executions WHERE status = 'RUNNING'"
+            "   AND chain_deadline_at IS NOT NULL AND quarantined_at IS NULL),"
             " (SELECT min(sla_at) FROM executions WHERE status = 'RUNNING' AND sla_at IS NOT NULL"
             "   AND sla_breached_at IS NULL)) - clock_timestamp())"
         )
