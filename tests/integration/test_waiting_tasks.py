@@ -252,16 +252,22 @@ async def send(plane: Plane, run_id: str, message: Any) -> tuple[int, Any]:
 
 
 async def test_messages_arrive_in_order_each_once_in_batches(plane: Plane) -> None:
+    gate = {"name": "gate", "taskReferenceName": "gate", "type": "HUMAN"}
     await define_workflow(
-        plane.pool, "chat", INBOX, outputParameters={"a": "${first.output.messages}", "b": "${second.output.messages}"}
+        plane.pool,
+        "chat",
+        [gate, *INBOX],
+        outputParameters={"a": "${first.output.messages}", "b": "${second.output.messages}"},
     )
     run_id = await _start(plane, "chat", {})
-    for n in range(1, 4):  # queued before any task waits: kept
+    held = await waiting(plane.pool, run_id, "gate")  # the run holds here while messages queue up
+    for n in range(1, 4):
         assert (await send(plane, run_id, {"n": n}))[0] == 202
+    assert (await post(plane, f"/v1/ns/{NS}/tasks/{held['id']}/complete", {}))[0] == 200
     view = await finished(plane, run_id)
     first = [m["payload"]["n"] for m in view["output"]["a"]]
     second = [m["payload"]["n"] for m in view["output"]["b"]]
-    assert (first, second) == ([1, 2], [3]), "in order, two then the rest, none twice"
+    assert (first, second) == ([1, 2], [3]), "in order, two (its batchSize) then the rest, none twice"
 
 
 async def test_a_message_to_a_waiting_task_is_delivered_at_once(plane: Plane) -> None:
