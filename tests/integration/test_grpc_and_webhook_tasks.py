@@ -68,7 +68,7 @@ class Shop:
         seen = dict(context.invocation_metadata() or ()).get("authorization", "")
         return self.reply(reservation=f"{request.sku}x{request.quantity}", metadata_seen=seen)
 
-    async def start(self) -> None:
+    async def start(self, tls: tuple[bytes, bytes] | None = None) -> None:
         self.server = grpc.aio.server()
         handler = grpc.unary_unary_rpc_method_handler(
             self.reserve,
@@ -77,7 +77,10 @@ class Shop:
         )
         self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Reserve": handler}),))
         reflection.enable_server_reflection([SERVICE, reflection.SERVICE_NAME], self.server, pool=self.pool)
-        port = self.server.add_insecure_port("127.0.0.1:0")
+        if tls is None:
+            port = self.server.add_insecure_port("127.0.0.1:0")
+        else:
+            port = self.server.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials([tls]))
         await self.server.start()
         self.target = f"127.0.0.1:{port}"
 
@@ -99,9 +102,11 @@ async def system_tasks(plane: Plane) -> AsyncIterator[Callable[[], tuple[Breaker
     stop = asyncio.Event()
     running: list[asyncio.Task[None]] = []
 
-    def start() -> tuple[Breakers, Breakers]:
+    def start(extra: dict[str, bytes] | None = None) -> tuple[Breakers, Breakers]:
         by_host, by_service = Breakers(BREAKER), Breakers(BREAKER)
-        secrets = StaticSecrets({(NS, "creds"): {"token": b"Bearer s3cret", "hmac": b"callback-key-123"}})
+        secrets = StaticSecrets(
+            {(NS, "creds"): {"token": b"Bearer s3cret", "hmac": b"callback-key-123", **(extra or {})}}
+        )
         runner = SystemTaskRunner(
             plane.pool,
             [HttpTasks(by_host), WebhookTasks(by_host, secrets), GrpcTasks(by_service, secrets)],
@@ -149,6 +154,29 @@ async def test_a_descriptor_set_in_the_spec_replaces_reflection(plane: Plane, sh
     await define_workflow(plane.pool, "described", [grpc_task(shop, descriptorSet=encoded)])
     system_tasks()
     assert (await run(plane, "described", {"sku": "B2"}))["output"]["response"]["reservation"] == "B2x2"
+
+
+async def test_a_grpc_call_over_tls_verifies_the_server_against_the_ca_from_a_secret(
+    plane: Plane, system_tasks: Any, tmp_path: Any
+) -> None:
+    from sluiceway.devenv.certificates import Authority
+
+    authority = Authority(tmp_path)
+    pair = authority.issue("shop", "shop.test", hosts=("shop.test",), server=True)
+    secure = Shop()
+    await secure.start(tls=(pair.key.read_bytes(), pair.cert.read_bytes()))
+    try:
+        trusted = {"caSecretRef": {"name": "creds", "key": "ca"}, "serverName": "shop.test"}
+        await define_task(plane.pool, "reserve", retryCount=0)
+        await define_workflow(plane.pool, "secure", [grpc_task(secure, tls=trusted)])
+        await define_workflow(plane.pool, "wrong_name", [grpc_task(secure, tls={**trusted, "serverName": "evil.test"})])
+        system_tasks({"ca": authority.pair.cert.read_bytes()})
+        assert (await run(plane, "secure", {"sku": "T1"}))["output"]["response"]["reservation"] == "T1x2"
+        refused = await run(plane, "wrong_name", {"sku": "T1"})
+        assert refused["status"] == "FAILED" and "gRPC UNAVAILABLE" in refused["reasonForIncompletion"]
+    finally:
+        assert secure.server is not None
+        await secure.server.stop(None)
 
 
 @pytest.mark.parametrize(
