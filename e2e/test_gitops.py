@@ -14,7 +14,7 @@ from tests.support.operators import STATUS_INTERVAL
 from tests.support.waiting import eventually
 
 EXAMPLES = str(Path(__file__).resolve().parents[1] / "examples")
-KINDS = "taskdefinitions,workflows,workflowruns,semaphores,quotas"
+KINDS = "taskdefinitions,workflows,workflowruns,semaphores,quotas,webhooks"
 
 
 def objects(kube: Kube, namespace: str) -> dict[str, dict[str, Any]]:

@@ -17,6 +17,7 @@ import uvicorn
 from sluiceway.api.app import create_app
 from sluiceway.api.services import Services
 from sluiceway.devenv.processes import free_port
+from sluiceway.kubeapi.secrets import StaticSecrets
 from sluiceway.runtime import loops
 from sluiceway.store.database import Pool
 from sluiceway.store.deciding import DeciderConfig
@@ -30,6 +31,7 @@ from tests.support.waiting import eventually_async
 class Plane:
     url: str
     pool: Pool
+    secrets: StaticSecrets  # what webhooks verify with: put Secrets in it, by (namespace, name)
 
 
 class _QuietServer(uvicorn.Server):
@@ -43,9 +45,14 @@ async def execution_plane(pool: Pool, database_url: str) -> AsyncIterator[Plane]
     notifications = Notifications(database_url)
     await notifications.start()
     port = free_port()
+    secrets = StaticSecrets()
     server = _QuietServer(
         uvicorn.Config(
-            create_app(Services(pool, notifications)), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+            create_app(Services(pool, notifications, secrets=secrets)),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="off",
         )
     )
     stop = asyncio.Event()
@@ -59,7 +66,7 @@ async def execution_plane(pool: Pool, database_url: str) -> AsyncIterator[Plane]
     while not server.started:
         await asyncio.sleep(0.01)
     try:
-        yield Plane(f"http://127.0.0.1:{port}", pool)
+        yield Plane(f"http://127.0.0.1:{port}", pool, secrets)
     finally:
         stop.set()
         server.should_exit = True

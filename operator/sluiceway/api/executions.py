@@ -4,15 +4,26 @@ from __future__ import annotations
 
 import datetime
 
-from fastapi import APIRouter, Depends
+import orjson
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from sluiceway.api.errors import INVALID, ApiError, refusal
 from sluiceway.api.guards import requires
 from sluiceway.api.params import EXECUTION_ID, NAMESPACE
 from sluiceway.api.services import Services, services
-from sluiceway.model.execution import ExecutionView, StartRequest, StartResponse, TaskView, TerminateRequest
-from sluiceway.store import admission, executions
+from sluiceway.model.common import unstorable
+from sluiceway.model.execution import (
+    MAX_MESSAGE_BYTES,
+    MAX_QUEUED_MESSAGES,
+    ExecutionView,
+    StartRequest,
+    StartResponse,
+    TaskView,
+    TerminateRequest,
+)
+from sluiceway.observability import metrics
+from sluiceway.store import admission, executions, messages
 
 router = APIRouter(prefix="/v1/ns/{namespace}/executions", tags=["executions"], responses=INVALID)
 
@@ -36,9 +47,18 @@ def _time(value: datetime.datetime | None) -> str | None:
 _REFUSED_STATUS = {admission.QuotaExceeded: 429, admission.LimitExceeded: 409}
 
 
-def start_error(outcome: executions.Refused | executions.WorkflowNotFound) -> ApiError:
+def start_error(
+    outcome: executions.Refused | executions.WorkflowNotFound | executions.InvalidOverrides,
+) -> ApiError:
     if isinstance(outcome, executions.WorkflowNotFound):
         return ApiError(404, "WORKFLOW_NOT_FOUND", outcome.message)
+    if isinstance(outcome, executions.InvalidOverrides):
+        return ApiError(
+            422,
+            "INVALID_REQUEST",
+            f"{outcome.field}: {outcome.message}",
+            fields=[{"field": outcome.field, "message": outcome.message}],
+        )
     return ApiError(
         _REFUSED_STATUS[type(outcome)], outcome.code, outcome.message, control=outcome.control, **outcome.details()
     )
@@ -61,7 +81,13 @@ def start_error(outcome: executions.Refused | executions.WorkflowNotFound) -> Ap
 async def start(namespace: NAMESPACE, request: StartRequest, svc: Services = Depends(services)) -> StartResponse:
     async with svc.pool.acquire() as conn, conn.transaction():
         outcome = await executions.start_run(
-            conn, namespace, request.name, request.version, request.input, correlation_id=request.correlation_id
+            conn,
+            namespace,
+            request.name,
+            request.version,
+            request.input,
+            correlation_id=request.correlation_id,
+            task_overrides=request.task_overrides,
         )
     if not isinstance(outcome, executions.Started):
         raise start_error(outcome)
@@ -125,6 +151,11 @@ async def get(
                 input=t.input,
                 output=t.output,
                 sub_workflow_id=t.child_execution_id,
+                loop=t.loop_ref,
+                iteration=t.iteration,
+                snooze_count=t.snooze_count,
+                interrupt_count=t.interrupt_count,
+                completed_by=t.completed_by,
             )
             for t in tasks
         ],
@@ -177,3 +208,65 @@ async def terminate(
         if not await executions.request_termination(conn, namespace, run.id, reason):
             raise ApiError(409, "NOT_RUNNING", f"run {execution_id} is {run.status.value}")
     return JSONResponse({"status": "terminating", "id": run.id}, status_code=202)
+
+
+async def _message(request: Request) -> object:
+    """The body as one JSON value, at most MAX_MESSAGE_BYTES long."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_MESSAGE_BYTES:
+            raise ApiError(413, "PAYLOAD_TOO_LARGE", f"body: a message is at most {MAX_MESSAGE_BYTES} bytes")
+        chunks.append(chunk)
+    try:
+        payload = orjson.loads(b"".join(chunks))
+    except orjson.JSONDecodeError as error:
+        raise ApiError(
+            422, "INVALID_REQUEST", f"body: not JSON: {error}", fields=[{"field": "body", "message": "not JSON"}]
+        ) from error
+    problem = unstorable(payload)
+    if problem:
+        raise ApiError(422, "INVALID_REQUEST", f"body: {problem}", fields=[{"field": "body", "message": problem}])
+    return payload
+
+
+@router.post(
+    "/{execution_id}/messages",
+    status_code=202,
+    summary="Send a message to a run: PULL_WORKFLOW_MESSAGES tasks take them in order, each once",
+    responses={
+        202: {"description": "`{id, delivered}`: queued; `delivered` when a waiting task took it at once"},
+        404: refusal("No such run"),
+        409: refusal("The run is not running"),
+        413: refusal(f"The message is larger than {MAX_MESSAGE_BYTES} bytes"),
+        429: refusal(f"The run holds {MAX_QUEUED_MESSAGES} messages nobody took yet: {{limit, current}}"),
+    },
+    dependencies=[requires("update", "workflowruns")],
+)
+async def send_message(
+    namespace: NAMESPACE, execution_id: EXECUTION_ID, request: Request, svc: Services = Depends(services)
+) -> JSONResponse:
+    """The body is the message: any JSON value. Messages are kept in the run's
+    durable queue until a PULL_WORKFLOW_MESSAGES task takes them."""
+    payload = await _message(request)
+    size = len(orjson.dumps(payload))
+    async with svc.pool.acquire() as conn, conn.transaction():
+        outcome = await messages.append(conn, namespace, str(execution_id), payload, size, MAX_QUEUED_MESSAGES)
+    if isinstance(outcome, messages.NoSuchRun):
+        raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
+    if isinstance(outcome, messages.NotRunning):
+        raise ApiError(409, "NOT_RUNNING", f"run {execution_id} is {outcome.status}")
+    if isinstance(outcome, messages.QueueFull):
+        metrics.RUN_MESSAGES.labels("refused").inc()
+        raise ApiError(
+            429,
+            "QUEUE_FULL",
+            f"run {execution_id} holds {outcome.current} messages nobody took yet (at most {outcome.limit})",
+            control="messagesPerRun",
+            limit=outcome.limit,
+            current=outcome.current,
+            retryAfterSeconds=5,
+        )
+    metrics.RUN_MESSAGES.labels("queued").inc()
+    return JSONResponse({"id": outcome.id, "delivered": bool(outcome.delivered_to)}, status_code=202)

@@ -9,6 +9,7 @@ from fastapi import Request
 
 from sluiceway.api.authenticator import Authenticator
 from sluiceway.kubeapi.client import KubeClient
+from sluiceway.kubeapi.secrets import SecretSource
 from sluiceway.store.database import Pool
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.policies import Policies
@@ -22,6 +23,7 @@ class Services:
     kube: KubeClient | None = None  # the operator's own client; None without Kubernetes
     authenticate: bool = False  # False: local development, writes use the operator's identity
     authenticator: Authenticator | None = None  # identities and access decisions when authenticate is on
+    secrets: SecretSource | None = None  # the Secrets webhooks verify with; None: no webhook verifies
     # Poller bookkeeping is written at most once per interval per worker and
     # queue: "who polled and when" needs seconds, not every poll.
     poll_record_interval: float = 5.0

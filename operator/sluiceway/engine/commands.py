@@ -28,11 +28,17 @@ class ScheduleTask:
     deadlines: Deadlines
     first_scheduled_at: datetime.datetime
     timeouts: Timeouts = field(default_factory=Timeouts)  # the policy this attempt runs under, kept on its row
+    # A first attempt of an indefinite task: its deadline is the insert's now()
+    # plus this many seconds (the database's clock), if earlier than deadlines.
+    time_budget: int = 0
+    loop: str | None = None  # the DO_WHILE and iteration this task belongs to
+    iteration: int | None = None
 
 
 @dataclass(frozen=True)
 class RecordTask:
-    """A task the decider ran itself (fork, join, switch, inline, terminate)."""
+    """A task the decider ran itself (fork, join, switch, inline, terminate),
+    or one it keeps running (a DO_WHILE, IN_PROGRESS until its loop ends)."""
 
     ref: str
     type: TaskType
@@ -42,6 +48,8 @@ class RecordTask:
     input: dict[str, Any] = field(default_factory=dict)
     output: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
+    loop: str | None = None
+    iteration: int | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,22 @@ class UpdateTask:
     task_id: str
     status: TaskStatus
     reason: str
+    output: dict[str, Any] | None = None  # replaces the output when set (a DO_WHILE's progress)
+
+
+@dataclass(frozen=True)
+class PruneIterations:
+    """Delete the task rows of a DO_WHILE's iterations before `before`: its
+    keepLastN. The loop's own output keeps their summary."""
+
+    loop: str
+    before: int
+
+
+@dataclass(frozen=True)
+class DecideAgain:
+    """Wake the decider for this run once this decision is applied: a loop of
+    engine tasks advances a bounded number of iterations per pass."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +176,8 @@ Command = (
     ScheduleTask
     | RecordTask
     | UpdateTask
+    | PruneIterations
+    | DecideAgain
     | StartChild
     | ArmRunTimeout
     | ArmChainDeadline
@@ -165,6 +191,9 @@ Command = (
 class Decision:
     commands: list[Command]
     holds: list[Hold] = field(default_factory=list)
+    # Task types whose policy the snapshot lacked (a dynamic fork's children):
+    # the store loads them and decides again rather than apply this decision.
+    needs: frozenset[str] = frozenset()
 
     def finish(self) -> FinishRun | None:
         return next((c for c in self.commands if isinstance(c, FinishRun)), None)

@@ -21,9 +21,12 @@ import contextlib
 import datetime
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from enum import Enum, StrEnum
 from random import Random
 from typing import Any
+
+from pydantic import ValidationError
 
 from sluiceway.controls import expressions, retries, timeouts
 from sluiceway.controls.budget import BudgetWindow
@@ -38,10 +41,12 @@ from sluiceway.engine.commands import (
     Command,
     Consequence,
     ContinueAsNew,
+    DecideAgain,
     Decision,
     FinishRun,
     Hold,
     NotifyParent,
+    PruneIterations,
     Quarantine,
     RecordTask,
     ScheduleTask,
@@ -52,9 +57,14 @@ from sluiceway.engine.commands import (
 from sluiceway.engine.snapshot import RunLinks, RunSnapshot, TaskRow
 from sluiceway.model.common import ENGINE_NAME_PATTERN
 from sluiceway.model.execution import RunStatus, TaskStatus
-from sluiceway.model.workflow import EvaluatorType, TaskType, WorkflowTask
+from sluiceway.model.workflow import EvaluatorType, TaskType, WorkflowTask, iter_tasks
 
 _HAS_CHILDREN = (TaskType.FORK_JOIN, TaskType.FORK_JOIN_DYNAMIC, TaskType.SWITCH)
+# A loop of engine tasks only would run all its iterations in one pass; it
+# advances this many at most, then asks to be decided again.
+ITERATIONS_PER_PASS = 50
+# A dynamic fork's task specs: branches at most.
+MAX_DYNAMIC_BRANCHES = 1000
 
 
 class Progress(Enum):
@@ -126,6 +136,30 @@ def dynamic_ref(fork_ref: str, index: int) -> str:
     return f"{fork_ref}__{index}"
 
 
+def iteration_ref(ref: str, iteration: int) -> str:
+    """How one iteration of a DO_WHILE addresses its task `ref`: `ref__3`."""
+    return f"{ref}__{iteration}"
+
+
+def renamed(tasks: Sequence[WorkflowTask], iteration: int, inner: frozenset[str]) -> list[WorkflowTask]:
+    """One iteration's copy of a loop's tasks: every reference in `inner`
+    (the loop's own) becomes `ref__N`, in nested lists and joins too."""
+    return [_renamed(task, iteration, inner) for task in tasks]
+
+
+def _renamed(task: WorkflowTask, iteration: int, inner: frozenset[str]) -> WorkflowTask:
+    update: dict[str, Any] = {"task_reference_name": iteration_ref(task.task_reference_name, iteration)}
+    if task.fork_tasks:
+        update["fork_tasks"] = [renamed(branch, iteration, inner) for branch in task.fork_tasks]
+    if task.decision_cases:
+        update["decision_cases"] = {k: renamed(v, iteration, inner) for k, v in task.decision_cases.items()}
+    if task.default_case:
+        update["default_case"] = renamed(task.default_case, iteration, inner)
+    if task.join_on:
+        update["join_on"] = [iteration_ref(r, iteration) if r in inner else r for r in task.join_on]
+    return task.model_copy(update=update)
+
+
 class _Walker:
     def __init__(self, snapshot: RunSnapshot, now: datetime.datetime, rng: Random) -> None:
         self.snap = snapshot
@@ -143,6 +177,17 @@ class _Walker:
         self.active_workers = sum(
             1 for row in snapshot.tasks.values() if row.type.executor().leases() and not row.status.is_terminal()
         )
+        self.needs: set[str] = set()  # task types whose policy the snapshot lacks
+        self.origin: dict[str, str] = {}  # a generated reference -> the declared one its overrides are keyed by
+        # DO_WHILE loops: their reference -> the references of their tasks, and
+        # the iteration being walked (its references are aliased by their names).
+        self.loops: dict[str, frozenset[str]] = {
+            t.task_reference_name: frozenset(c.task_reference_name for c in iter_tasks(list(t.loop_over or [])))
+            for t in iter_tasks(workflow.tasks)
+            if t.type is TaskType.DO_WHILE
+        }
+        self.stamp: tuple[str, int] | None = None
+        self.scope: dict[str, str] = {}
 
     # -- the run ---------------------------------------------------------------
 
@@ -174,7 +219,7 @@ class _Walker:
             self.commands.extend(consequences(snap.links(), self.finish))
             if self.continuation is not None and self.finish.status is RunStatus.COMPLETED:
                 self.commands.append(self.continuation)
-        return Decision(self.commands, self.holds)
+        return Decision(self.commands, self.holds, frozenset(self.needs))
 
     def _arm_chain_deadline(self) -> None:
         """A chain's first run arms the chain's deadline, once; every later
@@ -238,6 +283,8 @@ class _Walker:
         row = self.rows.get(task.task_reference_name)
         if row is None:
             return self._start(task, previous)
+        if task.type is TaskType.DO_WHILE and row.status is TaskStatus.IN_PROGRESS:
+            return self._loop(task, row)
         if not row.status.is_terminal():
             return Progress.BLOCKED
         if row.status.is_failure():
@@ -267,6 +314,8 @@ class _Walker:
         except _EVALUATION_ERRORS as error:
             return self._operator_failed(task, str(error))
         row = self.rows.get(task.task_reference_name)
+        if task.type is TaskType.DO_WHILE and row is not None and row.status is TaskStatus.IN_PROGRESS:
+            return self._loop(task, row)  # outside the try too: an iteration's failure is its task's
         if task.type in _HAS_CHILDREN and row is not None and row.status is TaskStatus.COMPLETED:
             # Walked outside the try: a child's failure is the child's, never its parent's.
             return self._continue(task, row)
@@ -298,11 +347,30 @@ class _Walker:
             return self._wait(task)
         if kind is TaskType.SUB_WORKFLOW:
             return self._sub_workflow(task, attempt=1, inputs=self._inputs(task))
+        if kind is TaskType.DO_WHILE:
+            return self._start_loop(task)
+        if kind.waits():
+            return self._await(task)
         raise AssertionError(f"unhandled task type {kind}")  # pragma: no cover - the enum is exhaustive
 
     def _policy(self, task: WorkflowTask | None, name: str) -> TaskPolicy:
         policy = self.snap.policies.get(name)
-        return (policy or resolve(None, self.snap.defaults)).for_task(task)
+        if policy is None:
+            self.needs.add(name)  # decided again once the store has it: never the defaults by mistake
+        policy = (policy or resolve(None, self.snap.defaults)).for_task(task)
+        if task is None:
+            return policy
+        ref = task.task_reference_name
+        override = self.snap.task_overrides.get(self.origin.get(ref, ref))
+        if override is None:
+            return policy
+        return policy.overridden(override.retry_count, override.start_to_close_timeout)
+
+    def _emit(self, command: ScheduleTask | RecordTask) -> None:
+        """Append a new task row's command, stamped with the iteration being walked."""
+        if self.stamp is not None:
+            command = replace(command, loop=self.stamp[0], iteration=self.stamp[1])
+        self.commands.append(command)
 
     def _schedule_worker_task(
         self,
@@ -324,8 +392,10 @@ class _Walker:
         deadline = schedule_to_close_at if attempt > 1 else timeouts.first_schedule_to_close(policy.timeouts, first)
         if input_ is None:
             input_ = self._inputs(task) if task else {}
+            if task is not None:
+                input_.update(_call_spec(task))
         kind = task.type if task else TaskType.SIMPLE
-        self.commands.append(
+        self._emit(
             ScheduleTask(
                 ref=ref,
                 type=kind,
@@ -337,6 +407,7 @@ class _Walker:
                 deadlines=timeouts.on_ready(policy.timeouts, ready_at, deadline),
                 first_scheduled_at=first,
                 timeouts=policy.timeouts,
+                time_budget=policy.retry.deadline_budget() if attempt == 1 else 0,
             )
         )
         self.active_workers += 1
@@ -365,7 +436,7 @@ class _Walker:
         previous = self.rows.get(ref)
         attempt = previous.attempt + 1 if previous else 1
         command = RecordTask(ref, task.type, task.name, attempt, status, input_ or {}, output or {}, reason)
-        self.commands.append(command)
+        self._emit(command)
         row = TaskRow(
             id="",
             ref=ref,
@@ -376,6 +447,8 @@ class _Walker:
             input=command.input,
             output=command.output,
             reason=reason,
+            loop=self.stamp[0] if self.stamp else None,
+            iteration=self.stamp[1] if self.stamp else None,
         )
         self.rows[ref] = row
         return row
@@ -471,7 +544,7 @@ class _Walker:
         deadlines = timeouts.on_ready(policy.timeouts, self.now, None, waiting=True)
         if until is not None:
             deadlines = timeouts.Deadlines(total=deadlines.total, wait_until=until)
-        self.commands.append(
+        self._emit(
             ScheduleTask(
                 ref=task.task_reference_name,
                 type=TaskType.WAIT,
@@ -491,7 +564,7 @@ class _Walker:
         param = task.sub_workflow_param
         assert param is not None  # the model guarantees it
         policy = self._policy(task, task.name)
-        self.commands.append(
+        self._emit(
             ScheduleTask(
                 ref=task.task_reference_name,
                 type=TaskType.SUB_WORKFLOW,
@@ -508,7 +581,188 @@ class _Walker:
         self.commands.append(StartChild(task.task_reference_name, param.name, param.version, inputs))
         return Progress.BLOCKED
 
+    # -- waiting tasks ---------------------------------------------------------
+
+    def _await(self, task: WorkflowTask) -> Progress:
+        """WAIT_FOR_WEBHOOK, HUMAN, PULL_WORKFLOW_MESSAGES: IN_PROGRESS until
+        their own intake ends them (a verified webhook, a person, a message).
+        Only timeoutSeconds applies: the only thing that ends a wait nobody answers."""
+        inputs = self._inputs(task)
+        where = f"tasks[{task.task_reference_name}]"
+        if task.type is TaskType.WAIT_FOR_WEBHOOK:
+            matches = inputs.get("matches")
+            if matches is not None and not isinstance(matches, dict | str):
+                raise ValueError(
+                    f"{where}.inputParameters.matches must be an object or a CEL string, got {_kind(matches)}"
+                )
+            if isinstance(matches, str):
+                with _at(f"{where}.inputParameters.matches"):
+                    expressions.check_cel(matches)
+            inputs["webhook"] = task.webhook
+        elif task.type is TaskType.PULL_WORKFLOW_MESSAGES:
+            inputs["batchSize"] = task.batch_size or 1
+        policy = self._policy(task, task.name)
+        self._emit(
+            ScheduleTask(
+                ref=task.task_reference_name,
+                type=task.type,
+                name=task.name,
+                attempt=1,
+                input=inputs,
+                status=TaskStatus.IN_PROGRESS,
+                available_at=self.now,
+                deadlines=timeouts.on_ready(policy.timeouts, self.now, None, waiting=True),
+                first_scheduled_at=self.now,
+                timeouts=policy.timeouts,
+            )
+        )
+        return Progress.BLOCKED
+
+    # -- DO_WHILE --------------------------------------------------------------
+
+    def _start_loop(self, task: WorkflowTask) -> Progress:
+        inputs = self._inputs(task)
+        where = f"tasks[{task.task_reference_name}]"
+        limit = task.max_iterations or 0
+        items = inputs.get("items") if "items" in task.input_parameters else None
+        if "items" in task.input_parameters:
+            if not isinstance(items, list):
+                raise ValueError(f"{where}.inputParameters.items must resolve to a list, got {_kind(items)}")
+            if len(items) > limit:
+                raise ValueError(
+                    f"{where}.inputParameters.items has {len(items)} items, more than maxIterations {limit}"
+                )
+            if not items:
+                self._record(task, TaskStatus.COMPLETED, input_=inputs, output={"iteration": 0})
+                return Progress.DONE
+        self._record(task, TaskStatus.IN_PROGRESS, input_=inputs, output=_progress(1, items))
+        return Progress.BLOCKED
+
+    def _loop(self, task: WorkflowTask, row: TaskRow) -> Progress:
+        """Walk the current iteration; when it is done, ask the loop condition
+        whether another follows, and start it in the same pass."""
+        iteration = int(row.output.get("iteration", 1))
+        advanced = 0
+        while True:
+            with self._in_iteration(task, iteration):
+                progress = self._sequence(
+                    renamed(task.loop_over or [], iteration, self.loops[task.task_reference_name])
+                )
+                if progress is not Progress.DONE:
+                    return progress
+                try:
+                    again = self._loop_goes_on(task, row, iteration)
+                except _EVALUATION_ERRORS as error:
+                    return self._loop_failed(task, row, str(error))
+            if not again:
+                self._end_loop(task, row, iteration)
+                return Progress.DONE
+            if iteration >= (task.max_iterations or 0):
+                return self._loop_failed(
+                    task,
+                    row,
+                    f"tasks[{task.task_reference_name}].maxIterations {task.max_iterations} reached while the loop "
+                    "would go on",
+                )
+            if advanced >= ITERATIONS_PER_PASS:
+                self.commands.append(DecideAgain())
+                return Progress.BLOCKED
+            iteration += 1
+            advanced += 1
+            row = self._advance(task, row, iteration)
+
+    @contextlib.contextmanager
+    def _in_iteration(self, task: WorkflowTask, iteration: int) -> Iterator[None]:
+        """While walking one iteration: new rows are stamped with it, and its
+        tasks are found by their declared references in expressions."""
+        inner = self.loops[task.task_reference_name]
+        self.stamp = (task.task_reference_name, iteration)
+        self.scope = {ref: iteration_ref(ref, iteration) for ref in inner}
+        for ref in inner:
+            self.origin[iteration_ref(ref, iteration)] = ref
+        try:
+            yield
+        finally:
+            self.stamp, self.scope = None, {}
+
+    def _loop_goes_on(self, task: WorkflowTask, row: TaskRow, iteration: int) -> bool:
+        items = row.input.get("items") if "items" in task.input_parameters else None
+        if isinstance(items, list) and iteration >= len(items):
+            return False
+        if not task.loop_condition:
+            return isinstance(items, list)
+        variables = self._cel_variables(row.input)
+        variables.update(iteration=iteration, items=items if isinstance(items, list) else [])
+        variables.update(item=row.output.get("item"), index=iteration - 1)
+        with _at(f"tasks[{task.task_reference_name}].loopCondition"):
+            value = expressions.evaluate_cel(task.loop_condition, variables)
+        if not isinstance(value, bool):
+            raise ExpressionError(
+                f"tasks[{task.task_reference_name}].loopCondition must be true or false, got {_kind(value)}"
+            )
+        return value
+
+    def _advance(self, task: WorkflowTask, row: TaskRow, iteration: int) -> TaskRow:
+        """Start the next iteration: the loop's output says which, and the
+        iteration falling out of keepLastN is deleted, its rows summarized."""
+        items = row.input.get("items") if "items" in task.input_parameters else None
+        summary = dict(row.output.get("summarized") or {})
+        keep = task.keep_last_n
+        if keep is not None and iteration - keep >= 1:
+            dropped = iteration - keep
+            statuses = dict(summary.get("tasks") or {})
+            for ref, kept in list(self.rows.items()):
+                if kept.loop == task.task_reference_name and kept.iteration is not None and kept.iteration <= dropped:
+                    statuses[kept.status.value] = int(statuses.get(kept.status.value, 0)) + 1
+                    del self.rows[ref]
+            summary = {"iterations": dropped, "tasks": statuses}
+            self.commands.append(PruneIterations(task.task_reference_name, dropped + 1))
+        output = _progress(iteration, items if isinstance(items, list) else None)
+        if summary:
+            output["summarized"] = summary
+        return self._amend(row, TaskStatus.IN_PROGRESS, output=output)
+
+    def _end_loop(self, task: WorkflowTask, row: TaskRow, iteration: int) -> None:
+        """The loop's output: its iteration count and, by iteration, the
+        outputs of the iterations it kept (Conductor's shape)."""
+        inner = self.loops[task.task_reference_name]
+        output: dict[str, Any] = {"iteration": iteration}
+        first = max(1, iteration - task.keep_last_n + 1) if task.keep_last_n else 1
+        for n in range(first, iteration + 1):
+            found = {ref: dict(r.output) for ref in inner if (r := self.rows.get(iteration_ref(ref, n))) is not None}
+            if found:
+                output[str(n)] = found
+        if row.output.get("summarized"):
+            output["summarized"] = row.output["summarized"]
+        self._amend(row, TaskStatus.COMPLETED, output=output)
+
+    def _loop_failed(self, task: WorkflowTask, row: TaskRow, message: str) -> Progress:
+        failed = self._amend(row, TaskStatus.FAILED_WITH_TERMINAL_ERROR, reason=message)
+        return self._failed(task, failed)
+
+    def _amend(
+        self, row: TaskRow, status: TaskStatus, *, output: Mapping[str, Any] | None = None, reason: str = ""
+    ) -> TaskRow:
+        """Change a row the decider keeps (a DO_WHILE): stored, or recorded in this pass."""
+        changed = replace(row, status=status, reason=reason, output=dict(output if output is not None else row.output))
+        self.rows[row.ref] = changed
+        if row.id:
+            self.commands.append(UpdateTask(row.id, status, reason, dict(changed.output)))
+            return changed
+        for index in range(len(self.commands) - 1, -1, -1):
+            command = self.commands[index]
+            if isinstance(command, RecordTask) and command.ref == row.ref:
+                self.commands[index] = replace(command, status=status, reason=reason, output=dict(changed.output))
+                break
+        return changed
+
     def _start_dynamic_fork(self, task: WorkflowTask) -> Progress:
+        if "forkTasks" in task.input_parameters:
+            inputs = self._fork_inputs(task)
+            branches = self._dynamic_branches(task, inputs.get("forkTasks"))
+            refs = [branch[-1].task_reference_name for branch in branches]
+            self._record(task, TaskStatus.COMPLETED, input_=inputs, output={"forkedTasks": refs})
+            return Progress.DONE
         inputs = self._inputs(task)
         name = inputs.get("forkTaskName")
         items = inputs.get("forkTaskInputs")
@@ -521,7 +775,79 @@ class _Walker:
         self._record(task, TaskStatus.COMPLETED, input_=inputs, output={"forkedTasks": refs, "forkTaskName": name})
         return Progress.DONE
 
+    def _fork_inputs(self, task: WorkflowTask) -> dict[str, Any]:
+        """A fork of task specs' inputs, resolved now except each spec's own
+        inputParameters: those are resolved when that task starts, so a task of
+        a branch may read the outputs of the tasks before it."""
+        where = f"tasks[{task.task_reference_name}].inputParameters"
+        params = dict(task.input_parameters)
+        raw = params.pop("forkTasks")
+        context = self._context()
+        resolved = expressions.resolve(params, context, where)
+        inputs = dict(resolved) if isinstance(resolved, dict) else {}
+
+        def spec(entry: Any, at: str) -> Any:
+            if not isinstance(entry, dict):
+                return expressions.resolve(entry, context, at)
+            own = entry.get("inputParameters")
+            rest = expressions.resolve({k: v for k, v in entry.items() if k != "inputParameters"}, context, at)
+            return {**rest, "inputParameters": own} if own is not None else rest
+
+        if isinstance(raw, list):
+            inputs["forkTasks"] = [
+                [spec(e, f"{where}.forkTasks[{i}][{j}]") for j, e in enumerate(entry)]
+                if isinstance(entry, list)
+                else spec(entry, f"{where}.forkTasks[{i}]")
+                for i, entry in enumerate(raw)
+            ]
+        else:  # a reference to a list of specs, from the input or an earlier task
+            inputs["forkTasks"] = expressions.resolve(raw, context, f"{where}.forkTasks")
+        return inputs
+
+    def _dynamic_branches(self, task: WorkflowTask, raw: object) -> list[list[WorkflowTask]]:
+        """The branches a dynamic fork's `forkTasks` resolved to: each a task
+        spec, or a list of them run in sequence. A spec without a reference
+        gets `fork__i` (`fork__i__j` in a sequence); every reference must be
+        new to the run."""
+        where = f"tasks[{task.task_reference_name}].inputParameters.forkTasks"
+        if not isinstance(raw, list):
+            raise ValueError(f"{where} must resolve to a list of task specs, got {_kind(raw)}")
+        if len(raw) > MAX_DYNAMIC_BRANCHES:
+            raise ValueError(f"{where} has {len(raw)} branches, more than {MAX_DYNAMIC_BRANCHES}")
+        taken = {t.task_reference_name for t in iter_tasks(self.snap.workflow.tasks)}
+        branches: list[list[WorkflowTask]] = []
+        for i, entry in enumerate(raw):
+            specs = entry if isinstance(entry, list) else [entry]
+            if not specs:
+                raise ValueError(f"{where}[{i}] is an empty branch")
+            branch = []
+            for j, spec in enumerate(specs):
+                at = f"{where}[{i}]" if not isinstance(entry, list) else f"{where}[{i}][{j}]"
+                if not isinstance(spec, dict):
+                    raise ValueError(f"{at} must be a task spec (an object), got {_kind(spec)}")
+                default = dynamic_ref(task.task_reference_name, i) + (f"__{j}" if isinstance(entry, list) else "")
+                try:
+                    child = WorkflowTask.model_validate({"taskReferenceName": default, **spec})
+                except ValidationError as error:
+                    first = error.errors()[0]
+                    path = ".".join(str(p) for p in first["loc"])
+                    raise ValueError(f"{at}{'.' + path if path else ''}: {first['msg']}") from error
+                for nested in iter_tasks([child]):
+                    if nested.type is TaskType.DO_WHILE:
+                        raise ValueError(f"{at}: a DO_WHILE cannot be forked dynamically")
+                    if nested.task_reference_name in taken:
+                        raise ValueError(f"{at}: taskReferenceName {nested.task_reference_name!r} is already used")
+                    taken.add(nested.task_reference_name)
+                    self.origin[nested.task_reference_name] = task.task_reference_name
+                branch.append(child)
+            branches.append(branch)
+        return branches
+
     def _dynamic_children(self, task: WorkflowTask, fork_row: TaskRow) -> Progress:
+        if "forkTaskName" not in fork_row.output:  # a fork of task specs: its branches walk like FORK_JOIN's
+            branches = self._dynamic_branches(task, fork_row.input.get("forkTasks"))
+            self.branches[task.task_reference_name] = [self._sequence(b) for b in branches]
+            return Progress.HALT if Progress.HALT in self.branches[task.task_reference_name] else Progress.DONE
         refs = list(fork_row.output.get("forkedTasks", []))
         name = str(fork_row.output.get("forkTaskName", ""))
         items = list(fork_row.input.get("forkTaskInputs", []))
@@ -533,6 +859,7 @@ class _Walker:
             optional=task.optional,
         )
         for index, ref in enumerate(refs):
+            self.origin[ref] = task.task_reference_name
             row = self.rows.get(ref)
             if row is None:
                 item = items[index] if index < len(items) else None
@@ -574,7 +901,14 @@ class _Walker:
         policy = self._policy(task, row.name)
         budget = self.snap.budgets.get(row.name, BudgetWindow())
         failed = retries.FailedAttempt(
-            row.status, row.reason, row.attempt, row.retry_after_seconds, row.schedule_to_close_at
+            row.status,
+            row.reason,
+            row.attempt,
+            row.retry_after_seconds,
+            row.schedule_to_close_at,
+            kind=row.retry_kind,
+            delay_source=row.delay_source,
+            task_id=row.id,
         )
         decision = retries.decide(failed, policy, budget, self.now, self.rng)
         if isinstance(decision, retries.Retry):
@@ -644,7 +978,22 @@ class _Walker:
                 "status": row.status.value,
                 "reason": row.reason,
             }
+        for ref, actual in self._aliases().items():
+            if actual in context:
+                context[ref] = context[actual]
         return context
+
+    def _aliases(self) -> dict[str, str]:
+        """A loop's tasks by their declared references: inside an iteration,
+        that iteration's; elsewhere, the loop's latest."""
+        aliases: dict[str, str] = {}
+        for loop, inner in self.loops.items():
+            row = self.rows.get(loop)
+            iteration = row.output.get("iteration") if row is not None else None
+            if isinstance(iteration, int) and iteration > 0:
+                aliases.update({ref: iteration_ref(ref, iteration) for ref in inner})
+        aliases.update(self.scope)
+        return aliases
 
     def _cel_variables(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         context = self._context()
@@ -667,6 +1016,24 @@ def _object(value: object, what: str) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise TypeError(f"{what} is not a JSON object")
     return dict(value)
+
+
+def _call_spec(task: WorkflowTask) -> dict[str, Any]:
+    """What a system task's runner needs besides its inputs, kept on its row
+    with them (the runner sees the leased row, not the workflow)."""
+    if task.type is TaskType.GRPC and task.grpc is not None:
+        return {"grpc": task.grpc.to_wire()}
+    if task.type is TaskType.WEBHOOK and task.signing is not None:
+        return {"signing": task.signing.to_wire()}
+    return {}
+
+
+def _progress(iteration: int, items: list[Any] | None) -> dict[str, Any]:
+    """A running loop's output: its iteration and, over items, the current one."""
+    output: dict[str, Any] = {"iteration": iteration}
+    if items is not None and iteration <= len(items):
+        output.update(item=items[iteration - 1], index=iteration - 1)
+    return output
 
 
 def _kind(value: object) -> str:

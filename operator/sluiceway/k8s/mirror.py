@@ -45,6 +45,7 @@ async def mirror_once(pool: Pool, kube: KubeClient, batch: int = 100, recorder: 
             task_counts=run.counts,
             quarantined_at=run.quarantined_at,
             quarantine_reason=run.quarantine_reason,
+            iterations=run.iterations,
         )
         try:
             await kube.patch_status(WORKFLOW_RUN.plural, run.namespace, run.resource_name, status)

@@ -108,12 +108,17 @@ async def start_workflow_run(
                 correlation_id=parsed.correlation_id,
                 run_id=uid,
                 resource_name=name,
+                task_overrides=parsed.task_overrides,
             )
         patch.status["observedGeneration"] = int(meta.get("generation", 1))
         if isinstance(outcome, executions.WorkflowNotFound):
             patch.status["phase"] = RunPhase.PENDING.value
             patch.status["reasonForIncompletion"] = f"waiting: {outcome.message}"
             raise kopf.TemporaryError(outcome.message, delay=10)
+        if isinstance(outcome, executions.InvalidOverrides):
+            patch.status["phase"] = RunPhase.FAILED.value
+            patch.status["reasonForIncompletion"] = f"spec.{outcome.field}: {outcome.message}"
+            return
         if isinstance(outcome, executions.Refused):
             patch.status.update(
                 {

@@ -9,6 +9,8 @@ from typing import Annotated, Any, TypeVar
 from pydantic import Field, SkipValidation, ValidationError
 
 from sluiceway.model.common import INT32_MAX, EngineName, Epoch, SetOf, Spec, Uuid
+from sluiceway.model.taskdefinition import RetryKind
+from sluiceway.model.workflow import REF_PATTERN
 
 TaskId = Annotated[Uuid, Field(description="A task id, as leased")]
 # What one result or heartbeat may ask: a year, the longest timer the store arms.
@@ -52,11 +54,33 @@ class TaskStatus(StrEnum):
 # --- Starting runs ------------------------------------------------------------
 
 
+class TaskOverride(Spec):
+    """What one start may change about one task of its run: the highest
+    precedence, above the workflow task and the TaskDefinition, within the
+    same bounds."""
+
+    retry_count: int | None = Field(None, ge=0, le=100, description="Attempts after the first, for this run.")
+    start_to_close_timeout: int | None = Field(
+        None, ge=0, le=31_536_000, description="Seconds from lease to result, for this run; 0 arms no timer."
+    )
+
+
+TaskReferenceKey = Annotated[str, Field(pattern=REF_PATTERN)]
+MAX_TASK_OVERRIDES = 100
+
+
 class StartRequest(Spec):
     name: EngineName = Field(description="The workflow to run.")
     version: int | None = Field(None, ge=1, le=INT32_MAX, description="Pinned version; the latest when unset.")
     input: dict[str, Any] = Field(default_factory=dict)
     correlation_id: str | None = Field(None, max_length=256)
+    task_overrides: dict[TaskReferenceKey, TaskOverride] = Field(
+        default_factory=dict,
+        max_length=MAX_TASK_OVERRIDES,
+        description="Per task reference: retryCount and startToCloseTimeout for this run only (a DO_WHILE's inner "
+        "reference covers every iteration; a FORK_JOIN_DYNAMIC's covers its branches). Unknown references are "
+        "refused.",
+    )
 
 
 class StartResponse(Spec):
@@ -107,6 +131,16 @@ class ResultStatus(StrEnum):
     FAILED = "FAILED"
     FAILED_WITH_TERMINAL_ERROR = "FAILED_WITH_TERMINAL_ERROR"
     IN_PROGRESS = "IN_PROGRESS"
+    # A graceful shutdown hands the task back: the attempt is spent (the next
+    # lease is a new attempt number) and the task's interruptCount goes up.
+    INTERRUPTED = "INTERRUPTED"
+
+
+class DelaySource(StrEnum):
+    """Where a FAILED result's `retryAfterSeconds` came from."""
+
+    HINT = "hint"  # a classifier read it (a server's Retry-After): clamped by maxRetryBackoff
+    SIGNAL = "signal"  # the handler asked for exactly this delay: only scheduleToCloseTimeout gates it
 
 
 class TaskResult(Spec):
@@ -119,8 +153,18 @@ class TaskResult(Spec):
         None,
         ge=0,
         le=MAX_DELAY_SECONDS,
-        description="FAILED only: retry after exactly this delay (a server's Retry-After), "
-        "still spending an attempt; clamped by the operator's maxRetryBackoff.",
+        description="FAILED only: retry after exactly this delay (never jittered), still spending an attempt, "
+        "and at least 1 s. As a `hint` (default: a server's Retry-After) it is clamped by the operator's "
+        "maxRetryBackoff; as a `signal` only scheduleToCloseTimeout gates it.",
+    )
+    retry_after_source: DelaySource = Field(
+        DelaySource.HINT, description="What `retryAfterSeconds` is: a classifier's `hint` or the handler's `signal`."
+    )
+    retry_kind: RetryKind | None = Field(
+        None,
+        description="FAILED only: this failure's verdict, overriding the TaskDefinition's retryKind: `indefinite` "
+        "retries with no attempt ceiling until the task's deadline; `nonRetryable` is final; `transient` "
+        "spends retryCount.",
     )
     callback_after_seconds: float | None = Field(
         None,
@@ -252,6 +296,11 @@ class TaskView(Spec):
     input: dict[str, Any] = Field(default_factory=dict)
     output: dict[str, Any] = Field(default_factory=dict)
     sub_workflow_id: str | None = None
+    loop: str | None = Field(None, description="The DO_WHILE this task belongs to, if any.")
+    iteration: int | None = Field(None, description="Its iteration of that DO_WHILE, 1-based.")
+    snooze_count: int = Field(0, description="Snoozes of this attempt: each handed the task back, attempt refunded.")
+    interrupt_count: int = Field(0, description="Graceful worker shutdowns that handed this task back.")
+    completed_by: str | None = Field(None, description="HUMAN: who completed or rejected it.")
 
 
 class ExecutionView(Spec):
@@ -282,3 +331,40 @@ class ExecutionView(Spec):
     next_run_id: str | None = Field(None, description="The run that continues it, once it continued as new.")
     chain_deadline: str | None = Field(None, description="The chain's deadline: set at its first run, never moved.")
     tasks: list[TaskView] = Field(default_factory=list)
+
+
+# --- Waiting tasks: people and messages ------------------------------------------
+
+MAX_MESSAGE_BYTES = 64 * 1024
+MAX_QUEUED_MESSAGES = 1000
+
+
+class HumanCompletion(Spec):
+    output: dict[str, Any] = Field(default_factory=dict, description="The task's output: the person's answer.")
+
+
+class HumanRejection(Spec):
+    reason: str = Field(min_length=1, max_length=MAX_REASON, description="Why; becomes the task's reason.")
+    output: dict[str, Any] = Field(default_factory=dict)
+
+
+class WaitingTaskView(Spec):
+    task_id: str
+    execution_id: str
+    workflow_name: str
+    reference_name: str
+    type: str
+    task_type: str
+    status: str
+    attempt: int
+    input: dict[str, Any] = Field(default_factory=dict)
+    output: dict[str, Any] = Field(default_factory=dict)
+    reason: str = ""
+    scheduled_at: str
+    ended_at: str | None = None
+    completed_by: str | None = None
+
+
+class WaitingTaskPage(Spec):
+    items: list[WaitingTaskView]
+    next_cursor: str | None = Field(None, description="Pass as `cursor` for the next page; null on the last.")

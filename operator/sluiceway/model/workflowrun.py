@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from sluiceway.model.common import EngineName, Spec, Status
+from sluiceway.model.execution import MAX_TASK_OVERRIDES, TaskOverride, TaskReferenceKey
 
 
 class RunPhase(StrEnum):
@@ -34,6 +35,12 @@ class WorkflowRunSpec(Spec):
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
     correlation_id: str | None = Field(None, max_length=256)
+    task_overrides: dict[TaskReferenceKey, TaskOverride] | None = Field(
+        None,
+        max_length=MAX_TASK_OVERRIDES,
+        description="Per task reference: retryCount and startToCloseTimeout for this run only, the highest "
+        "precedence. A reference the workflow does not have refuses the run (phase Failed).",
+    )
 
     model_config = ConfigDict(
         **Spec.model_config,
@@ -68,6 +75,9 @@ class WorkflowRunStatus(Status):
     tasks: TaskCounts | None = None
     start_time: str | None = None
     end_time: str | None = None
+    iterations: dict[str, int] | None = Field(
+        None, description="Each running or finished DO_WHILE by reference: the iteration it is on (or ended at)."
+    )
     quarantined_at: str | None = Field(
         None,
         description="Set while the decider cannot evaluate the run: it is set aside (control quarantine, the "

@@ -53,6 +53,16 @@ BREAKER_REJECTIONS = Counter(
     "sluiceway_circuit_breaker_rejections_total", "System-task calls failed fast by an open breaker.", ["target"]
 )
 HTTP_TASK_CALLS = Counter("sluiceway_http_task_calls_total", "HTTP system-task calls, by outcome class.", ["outcome"])
+GRPC_TASK_CALLS = Counter(
+    "sluiceway_grpc_task_calls_total", "GRPC system-task calls, by service and status code.", ["service", "code"]
+)
+WEBHOOK_CALLS = Counter(
+    "sluiceway_webhook_calls_total",
+    "Webhook intake calls: refused, matched (completed tasks) or unmatched.",
+    ["outcome"],
+)
+HUMAN_DECISIONS = Counter("sluiceway_human_decisions_total", "HUMAN tasks completed or rejected.", ["decision"])
+RUN_MESSAGES = Counter("sluiceway_run_messages_total", "Messages sent to runs, by outcome.", ["outcome"])
 
 SCHEDULE_FIRES = Counter(
     "sluiceway_schedule_fires_total",

@@ -38,6 +38,7 @@ from sluiceway.k8s.reconciling import Context
 from sluiceway.k8s.schedules import post_events
 from sluiceway.k8s.worker_pods import DEFAULT_API_URL, WorkerPods
 from sluiceway.kubeapi.client import Events, KubeClient, Leases
+from sluiceway.kubeapi.secrets import KubeSecrets
 from sluiceway.runtime import loops
 from sluiceway.runtime.settings import Settings
 from sluiceway.store.database import Pool, open_pool
@@ -46,8 +47,10 @@ from sluiceway.store.errors import StoreUnavailable
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.policies import Policies
 from sluiceway.store.schedules import PassReport
+from sluiceway.systemtasks.grpc import GrpcTasks
 from sluiceway.systemtasks.http import HttpTasks
 from sluiceway.systemtasks.runner import SystemTaskRunner
+from sluiceway.systemtasks.webhook import WebhookTasks
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +217,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     # One policy object for the process: every part reads task types' policies through it.
     policies = Policies(settings.operator_defaults())
     notifications.caches.append(policies)
+    secrets = KubeSecrets(kube) if kube is not None else None  # webhook, GRPC and WEBHOOK secrets
     services = Services(
         pool,
         notifications,
@@ -221,6 +225,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         kube=kube,
         authenticate=settings.auth == "kubernetes",
         authenticator=authenticator,
+        secrets=secrets,
     )
     server = _Server(
         uvicorn.Config(
@@ -234,10 +239,16 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         )
     )
     config = DeciderConfig(policies=policies)
+    # HTTP, HTTP_POLL and WEBHOOK share the breakers by host; gRPC's are by service name.
+    by_host = Breakers(settings.circuit_breaker)
     system_tasks = SystemTaskRunner(
         pool,
         # Every kind of system task this operator runs: a new system task type adds its own.
-        [HttpTasks(Breakers(settings.circuit_breaker), settings.http_allowed_hosts)],
+        [
+            HttpTasks(by_host, settings.http_allowed_hosts),
+            WebhookTasks(by_host, secrets, settings.http_allowed_hosts),
+            GrpcTasks(Breakers(settings.circuit_breaker), secrets, settings.http_allowed_hosts),
+        ],
         notifications=notifications,
         policies=policies,
         concurrency=settings.http_concurrency,

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
-from sluiceway.model.execution import RunStatus
+from sluiceway.model.execution import RunStatus, TaskOverride
+from sluiceway.model.workflow import iter_tasks
 from sluiceway.store import admission, workflows
 
 DECIDE_CHANNEL = "sluiceway_decide"
@@ -57,7 +59,15 @@ class WorkflowNotFound:
         return f"workflow {self.name}{pinned} not found"
 
 
-StartOutcome = Started | Refused | WorkflowNotFound
+@dataclass(frozen=True)
+class InvalidOverrides:
+    """A start's taskOverrides name a reference its workflow version does not have."""
+
+    field: str
+    message: str
+
+
+StartOutcome = Started | Refused | WorkflowNotFound | InvalidOverrides
 
 
 @dataclass(frozen=True)
@@ -74,10 +84,11 @@ class ChainLink:
 _INSERT_RUN = """
 INSERT INTO executions (id, namespace, workflow_name, workflow_version, status, input, correlation_id,
                         resource_name, parent_execution_id, parent_task_id, sla_at, admission_key,
-                        awaiting_admission, schedule_name, chain_id, previous_run_id, chain_deadline_at)
+                        awaiting_admission, schedule_name, chain_id, previous_run_id, chain_deadline_at,
+                        task_overrides)
 VALUES ($1, $2, $3, $4, 'RUNNING', $5, $6, $7, $8, $9,
         CASE WHEN $10::int > 0 THEN now() + make_interval(secs => $10::int) END, $11, $12,
-        $13, coalesce($14::uuid, $1::uuid), $15, $16)
+        $13, coalesce($14::uuid, $1::uuid), $15, $16, $17)
 ON CONFLICT (id) DO NOTHING
 RETURNING id
 """
@@ -115,16 +126,27 @@ async def start_run(
     parent: tuple[uuid.UUID, uuid.UUID] | None = None,
     schedule: str | None = None,
     chain: ChainLink | None = None,
+    task_overrides: Mapping[str, TaskOverride] | None = None,
 ) -> StartOutcome:
     """Create a run and wake the decider, in the caller's transaction.
 
     `run_id` makes the start idempotent (a WorkflowRun passes its uid, a
     schedule one derived from the fire): a second start with the same id
     returns the existing run. `schedule` names the Schedule that started it;
-    `chain` links a continue-as-new run to the run it continues."""
+    `chain` links a continue-as-new run to the run it continues.
+    `task_overrides` must name references of the version the run starts on."""
     found = await workflows.find_version(conn, namespace, name, version)
     if found is None:
         return WorkflowNotFound(name, version)
+    overrides = dict(task_overrides or {})
+    if overrides and found.spec is not None:
+        known = {t.task_reference_name for t in iter_tasks(found.spec.tasks)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            return InvalidOverrides(
+                f"taskOverrides.{unknown[0]}",
+                f"workflow {name} version {found.version} has no task {unknown[0]!r}",
+            )
     execution_id = _uuid(run_id) if run_id else uuid.uuid4()
     existing = await conn.fetchrow(_EXISTING, execution_id)
     if existing is not None:
@@ -156,6 +178,7 @@ async def start_run(
         chain.chain_id if chain else None,
         chain.previous_run_id if chain else None,
         chain.deadline_at if chain else None,
+        {ref: o.model_dump(mode="json", by_alias=True, exclude_none=True) for ref, o in overrides.items()},
     )
     if inserted is None:  # raced with an identical start
         row = await conn.fetchrow(_EXISTING, execution_id)
@@ -207,6 +230,11 @@ class TaskView:
     leased_at: datetime.datetime | None
     ended_at: datetime.datetime | None
     child_execution_id: str | None
+    loop_ref: str | None = None
+    iteration: int | None = None
+    snooze_count: int = 0
+    interrupt_count: int = 0
+    completed_by: str | None = None
 
 
 _GET_RUN = """
@@ -218,7 +246,7 @@ SELECT id, namespace, workflow_name, workflow_version, status, input, output, re
 """
 _GET_TASKS = """
 SELECT id, ref, type, name, status, attempt, reason, input, output, worker_id, created_at, available_at,
-       leased_at, ended_at, child_execution_id
+       leased_at, ended_at, child_execution_id, loop_ref, iteration, snooze_count, interrupt_count, completed_by
   FROM tasks WHERE execution_id = $1 ORDER BY created_at, ref, attempt
 """
 

@@ -27,6 +27,7 @@ class PendingMirror:
     counts: dict[str, int]
     quarantined_at: datetime.datetime | None = None
     quarantine_reason: str | None = None
+    iterations: dict[str, int] | None = None  # each DO_WHILE: its iteration
 
 
 _PENDING = """
@@ -43,6 +44,10 @@ SELECT execution_id, status, count(*)::int AS n FROM (
      WHERE execution_id = ANY($1) ORDER BY execution_id, ref, attempt DESC
 ) latest GROUP BY execution_id, status
 """
+_ITERATIONS = """
+SELECT DISTINCT ON (execution_id, ref) execution_id, ref, output -> 'iteration' AS iteration FROM tasks
+ WHERE execution_id = ANY($1) AND type = 'DO_WHILE' ORDER BY execution_id, ref, attempt DESC
+"""
 _MARK = """
 UPDATE executions e SET mirrored_seq = m.seq
   FROM unnest($1::uuid[], $2::bigint[]) AS m(id, seq)
@@ -57,6 +62,10 @@ async def pending(conn: asyncpg.Connection, limit: int) -> list[PendingMirror]:
     counts: dict[uuid.UUID, dict[str, int]] = {r["id"]: {} for r in rows}
     for row in await conn.fetch(_COUNTS, list(counts)):
         counts[row["execution_id"]][row["status"]] = row["n"]
+    iterations: dict[uuid.UUID, dict[str, int]] = {}
+    for row in await conn.fetch(_ITERATIONS, list(counts)):
+        if isinstance(row["iteration"], int):
+            iterations.setdefault(row["execution_id"], {})[row["ref"]] = row["iteration"]
     return [
         PendingMirror(
             id=str(r["id"]),
@@ -73,6 +82,7 @@ async def pending(conn: asyncpg.Connection, limit: int) -> list[PendingMirror]:
             counts=counts[r["id"]],
             quarantined_at=r["quarantined_at"],
             quarantine_reason=r["quarantine_reason"],
+            iterations=iterations.get(r["id"]),
         )
         for r in rows
     ]

@@ -20,6 +20,7 @@ from sluiceway.engine.commands import (
     Decision,
     FinishRun,
     NotifyParent,
+    PruneIterations,
     RecordTask,
     ScheduleTask,
     StartChild,
@@ -129,6 +130,8 @@ class Simulation:
                     None,
                     command.deadlines.schedule_to_close,
                     command.first_scheduled_at,
+                    loop=command.loop,
+                    iteration=command.iteration,
                 )
             )
         elif isinstance(command, RecordTask):
@@ -143,11 +146,18 @@ class Simulation:
                     command.input,
                     command.output,
                     command.reason,
+                    loop=command.loop,
+                    iteration=command.iteration,
                 )
             )
         elif isinstance(command, UpdateTask):
             row = next(r for r in self.rows.values() if r.id == command.task_id)
-            self._put(TaskRow(**{**row.__dict__, "status": command.status, "reason": command.reason}))
+            output = row.output if command.output is None else command.output
+            self._put(TaskRow(**{**row.__dict__, "status": command.status, "reason": command.reason, "output": output}))
+        elif isinstance(command, PruneIterations):
+            for ref, row in list(self.rows.items()):
+                if row.loop == command.loop and row.iteration is not None and row.iteration < command.before:
+                    del self.rows[ref]
         elif isinstance(command, ArmRunTimeout):
             self.timeout_at = command.at
         elif isinstance(command, ArmChainDeadline):
