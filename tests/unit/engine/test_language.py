@@ -1,15 +1,14 @@
 """The rest of the workflow language in the pure decider: DO_WHILE, the
-waiting types (webhook, person, messages), and dynamic forks of task specs."""
+waiting types (webhook, person, messages), and dynamic forks of task specs.
+What the model refuses is in tests/unit/model/test_language.py, what `why`
+says of these types in tests/unit/controls/test_why_language.py."""
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
 
-from sluiceway.controls.why import TaskFacts, explain_task
 from sluiceway.engine.commands import DecideAgain, PruneIterations, ScheduleTask
 from sluiceway.engine.decider import ITERATIONS_PER_PASS, Event
 from sluiceway.engine.graph import problems
@@ -195,17 +194,6 @@ def test_loop_problems_are_reported_when_the_workflow_is_applied(task: dict[str,
     assert any(problem in p for p in found), found
 
 
-def test_a_loop_without_max_iterations_is_refused_by_the_model() -> None:
-    with pytest.raises(ValidationError, match="maxIterations"):
-        WorkflowSpec.model_validate({"tasks": [loop([simple("x")], loopCondition="true")]})
-    with pytest.raises(ValidationError, match="less than or equal to 10000"):
-        WorkflowSpec.model_validate({"tasks": [loop([simple("x")], loopCondition="true", maxIterations=10_001)]})
-    with pytest.raises(ValidationError, match="keepLastN cannot exceed"):
-        WorkflowSpec.model_validate(
-            {"tasks": [loop([simple("x")], loopCondition="true", maxIterations=3, keepLastN=4)]}
-        )
-
-
 # -- waiting types --------------------------------------------------------------------
 
 
@@ -359,48 +347,3 @@ def test_children_of_a_fork_named_in_its_own_pass_ask_for_their_policy() -> None
         }
     )
     assert "resize" in sim.step(Event.STARTED).needs
-
-
-# -- why -------------------------------------------------------------------------------
-
-AT = datetime.datetime(2026, 11, 29, 10, 2, 3, tzinfo=datetime.UTC)
-
-
-def facts(type_: str, **extra: Any) -> TaskFacts:
-    values: dict[str, Any] = {
-        "task_id": "t1",
-        "ref": "w",
-        "type": type_,
-        "name": "w",
-        "status": "IN_PROGRESS",
-        "attempt": 1,
-        "seconds_until_available": 0,
-        "scheduled_at": AT,
-    }
-    return TaskFacts(**{**values, **extra})
-
-
-def test_why_names_the_webhook_its_matches_and_since_when() -> None:
-    [reason] = explain_task(
-        facts(
-            "WAIT_FOR_WEBHOOK", input={"webhook": "orders-paid", "matches": {"orderId": 42}}, seconds_until_timeout=90
-        )
-    )
-    assert reason.message == (
-        "waiting for webhook orders-paid matching orderId=42 since 10:02:03Z; timeoutSeconds ends the wait in 90 s"
-    )
-    assert not reason.blocking
-    [missing] = explain_task(facts("WAIT_FOR_WEBHOOK", input={"webhook": "typo"}, webhook_defined=False))
-    assert missing.blocking and "does not exist" in missing.message
-
-
-def test_why_for_people_messages_loops_and_iterations() -> None:
-    assert "waits for a person" in explain_task(facts("HUMAN"))[0].message
-    [messages] = explain_task(facts("PULL_WORKFLOW_MESSAGES", input={"batchSize": 5}, queued_messages=0))
-    assert "batchSize 5, 0 queued" in messages.message
-    [looping] = explain_task(facts("DO_WHILE", output={"iteration": 37}, max_iterations=1000, keep_last_n=10))
-    assert looping.message == "w is on iteration 37 of at most 1000, keeping the last 10"
-    [inner] = explain_task(
-        facts("SIMPLE", status="SCHEDULED", attempt=2, seconds_until_available=20, iteration=37, previous_reason="429")
-    )
-    assert inner.control == "retryBackoff" and "(iteration 37)" in inner.message and "after: 429" in inner.message
