@@ -12,4 +12,5 @@ or drives; the conftest files only turn these into fixtures.
 - api:        a small HTTP client for the e2e tests
 - waiting:    `eventually` (blocking) and `eventually_async`
 - fuzzing:    the schemathesis pass and its hooks
+- grpc_shop:  a real gRPC server with reflection, for the e2e GRPC tasks
 """
