@@ -73,8 +73,8 @@ ORDER_WORKFLOW = {
 def run_phase(kube: Kube, name: str, namespace: str, *, terminal: bool = True) -> dict[str, Any] | None:
     obj = kube.get("workflowrun", name, namespace)
     phase = (obj or {}).get("status", {}).get("phase")
-    if terminal and phase in (None, "Pending", "Running"):
-        return None
+    if phase is None or (terminal and phase in ("Pending", "Running")):
+        return None  # not reconciled yet (an object without a status), or not finished
     return obj
 
 
