@@ -45,15 +45,27 @@ def cluster() -> Iterator[Cluster]:
         kubectl = shutil.which("kubectl")
         assert kubectl, "kubectl must be on PATH to test an existing cluster"
         kube = Kube(kubectl, Path(existing))
-        kube.run("apply", "-f", str(REPO_ROOT / "crds"))
-        kube.run("wait", "--for=condition=Established", "-f", str(REPO_ROOT / "crds"), "--timeout=60s")
+        install_crds(kube)
         yield Cluster(kube, None)
         return
     with ControlPlane() as plane:
         kube = Kube(str(plane.bin / "kubectl"), plane.kubeconfig)
-        kube.run("apply", "-f", str(REPO_ROOT / "crds"))
-        kube.run("wait", "--for=condition=Established", "-f", str(REPO_ROOT / "crds"), "--timeout=60s")
+        install_crds(kube)
         yield Cluster(kube, plane)
+
+
+def install_crds(kube: Kube) -> None:
+    """Apply the CRDs and wait until each is listed, not only Established: a
+    CRD's storage answers 429 "(re)initializing" for a while after that, and an
+    operator started then waits out kopf's retry backoff before it sees anything."""
+    kube.run("apply", "-f", str(REPO_ROOT / "crds"))
+    kube.run("wait", "--for=condition=Established", "-f", str(REPO_ROOT / "crds"), "--timeout=60s")
+    resources = ",".join(path.name.removesuffix(".yaml") for path in sorted((REPO_ROOT / "crds").glob("*.yaml")))
+    wait_until(
+        lambda: kube.run("get", resources, "-A", "-o", "name", check=False).returncode == 0,
+        timeout=60,
+        what="every CRD's storage to serve a list",
+    )
 
 
 @pytest.fixture(scope="session")
