@@ -29,6 +29,7 @@ from sluiceway.controls import expressions, retries, timeouts
 from sluiceway.controls.budget import BudgetWindow
 from sluiceway.controls.durations import parse_duration, parse_instant
 from sluiceway.controls.expressions import ExpressionError
+from sluiceway.controls.pausing import RunClocks, timed_out
 from sluiceway.controls.policy import TaskPolicy, resolve
 from sluiceway.engine.commands import (
     AdmitNext,
@@ -130,13 +131,18 @@ class _Walker:
         self.rng = rng
         self.commands: list[Command] = []
         self.holds: list[Hold] = []
-        self.rows: dict[str, TaskRow] = dict(snapshot.tasks)  # plus what this pass records
+        # Superseded attempts are history: the walk starts those tasks afresh.
+        self.rows: dict[str, TaskRow] = {
+            ref: row
+            for ref, row in snapshot.tasks.items()
+            if ref not in snapshot.superseded or row.attempt > snapshot.superseded[ref]
+        }  # plus what this pass records
         self.branches: dict[str, list[Progress]] = {}  # fork ref -> progress of each branch
         self.finish: FinishRun | None = None
         workflow = snapshot.workflow
         self.cap = workflow.max_concurrent_tasks
         self.active_workers = sum(
-            1 for row in snapshot.tasks.values() if row.type.executor().leases() and not row.status.is_terminal()
+            1 for row in self.rows.values() if row.type.executor().leases() and not row.status.is_terminal()
         )
 
     # -- the run ---------------------------------------------------------------
@@ -146,9 +152,14 @@ class _Walker:
         if not snap.evaluated and snap.workflow.timeout_seconds > 0:
             # Armed on the one evaluation guaranteed to happen exactly once: the first.
             self.commands.append(ArmRunTimeout(self.now + datetime.timedelta(seconds=snap.workflow.timeout_seconds)))
+        passed = timed_out(RunClocks(timeout_at=snap.timeout_at, chain_deadline_at=snap.chain_deadline_at), self.now)
         if snap.terminate_requested is not None:
             self._finish(RunStatus.TERMINATED, snap.terminate_requested)
-        elif snap.timeout_at is not None and self.now >= snap.timeout_at:
+        elif snap.paused:  # results are recorded; nothing new starts and no deadline fires until it resumes
+            self._hold("", "paused", "the run is paused")
+        elif passed == "chain":
+            self._finish(RunStatus.TIMED_OUT, "the chain's deadline passed")
+        elif passed == "run":
             self._finish(RunStatus.TIMED_OUT, f"workflow timeoutSeconds {snap.workflow.timeout_seconds} exceeded")
         elif snap.awaiting_admission:
             self._hold("", "rateLimitConfig", "awaiting admission")
@@ -245,7 +256,9 @@ class _Walker:
         """Start one task: every expression it needs is evaluated here."""
         kind = task.type
         if kind.executor().leases():
-            return self._schedule_worker_task(task, task.task_reference_name, task.name, None, attempt=1)
+            return self._schedule_worker_task(
+                task, task.task_reference_name, task.name, None, attempt=self._first_attempt(task.task_reference_name)
+            )
         if kind is TaskType.FORK_JOIN:
             self._record(task, TaskStatus.COMPLETED)
             return Progress.DONE
@@ -264,8 +277,14 @@ class _Walker:
         if kind is TaskType.WAIT:
             return self._wait(task)
         if kind is TaskType.SUB_WORKFLOW:
-            return self._sub_workflow(task, attempt=1, inputs=self._inputs(task))
+            return self._sub_workflow(
+                task, attempt=self._first_attempt(task.task_reference_name), inputs=self._inputs(task)
+            )
         raise AssertionError(f"unhandled task type {kind}")  # pragma: no cover - the enum is exhaustive
+
+    def _first_attempt(self, ref: str) -> int:
+        """The number of a task's first attempt: 1, or the next after the attempts a retry superseded."""
+        return self.snap.superseded.get(ref, 0) + 1
 
     def _policy(self, task: WorkflowTask | None, name: str) -> TaskPolicy:
         policy = self.snap.policies.get(name)
@@ -288,7 +307,9 @@ class _Walker:
         policy = self._policy(task, name)
         ready_at = self.now + datetime.timedelta(seconds=delay)
         first = first_scheduled_at or self.now
-        deadline = schedule_to_close_at if attempt > 1 else timeouts.first_schedule_to_close(policy.timeouts, first)
+        # A retry carries its first attempt's deadline; a first attempt (or one a retry restarts) arms its own.
+        retrying = first_scheduled_at is not None
+        deadline = schedule_to_close_at if retrying else timeouts.first_schedule_to_close(policy.timeouts, first)
         if input_ is None:
             input_ = self._inputs(task) if task else {}
         kind = task.type if task else TaskType.SIMPLE
@@ -316,7 +337,12 @@ class _Walker:
     def _inputs(self, task: WorkflowTask) -> dict[str, Any]:
         where = f"tasks[{task.task_reference_name}].inputParameters"
         resolved = expressions.resolve(dict(task.input_parameters), self._context(), where)
-        return dict(resolved) if isinstance(resolved, dict) else {}
+        return self._overridden(task.task_reference_name, dict(resolved) if isinstance(resolved, dict) else {})
+
+    def _overridden(self, ref: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        """A rerun's new input for this task, merged over what it resolved to."""
+        override = self.snap.input_overrides.get(ref)
+        return {**inputs, **override} if override else inputs
 
     def _record(
         self,
@@ -330,7 +356,7 @@ class _Walker:
     ) -> TaskRow:
         ref = ref or task.task_reference_name
         previous = self.rows.get(ref)
-        attempt = previous.attempt + 1 if previous else 1
+        attempt = previous.attempt + 1 if previous else self._first_attempt(ref)
         command = RecordTask(ref, task.type, task.name, attempt, status, input_ or {}, output or {}, reason)
         self.commands.append(command)
         row = TaskRow(
@@ -421,7 +447,7 @@ class _Walker:
                 ref=task.task_reference_name,
                 type=TaskType.WAIT,
                 name=task.name,
-                attempt=1,
+                attempt=self._first_attempt(task.task_reference_name),
                 input=inputs,
                 status=TaskStatus.IN_PROGRESS,
                 available_at=self.now,
@@ -481,8 +507,10 @@ class _Walker:
             row = self.rows.get(ref)
             if row is None:
                 item = items[index] if index < len(items) else None
-                child_input = dict(item) if isinstance(item, dict) else {"item": item}
-                progress.append(self._schedule_worker_task(child_task, ref, name, child_input, attempt=1))
+                child_input = self._overridden(ref, dict(item) if isinstance(item, dict) else {"item": item})
+                progress.append(
+                    self._schedule_worker_task(child_task, ref, name, child_input, attempt=self._first_attempt(ref))
+                )
             elif not row.status.is_terminal():
                 progress.append(Progress.BLOCKED)
             elif row.status.is_failure():
@@ -518,8 +546,10 @@ class _Walker:
     def _failed(self, task: WorkflowTask, row: TaskRow) -> Progress:
         policy = self._policy(task, row.name)
         budget = self.snap.budgets.get(row.name, BudgetWindow())
+        # Counted from the first attempt since the last retry: a manual retry buys a fresh retryCount.
+        attempt = row.attempt - self.snap.superseded.get(row.ref, 0)
         failed = retries.FailedAttempt(
-            row.status, row.reason, row.attempt, row.retry_after_seconds, row.schedule_to_close_at
+            row.status, row.reason, attempt, row.retry_after_seconds, row.schedule_to_close_at
         )
         decision = retries.decide(failed, policy, budget, self.now, self.rng)
         if isinstance(decision, retries.Retry):

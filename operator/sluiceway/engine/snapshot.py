@@ -66,6 +66,12 @@ class RunSnapshot:
     parent_run_id: str | None = None
     parent_task_id: str | None = None
     admission_key: str | None = None
+    paused: bool = False  # schedules nothing new while set; only a terminate request acts
+    chain_deadline_at: datetime.datetime | None = None  # the chain's absolute bound: never moved by a pause
+    # Retry and rerun start tasks afresh: a ref's attempts up to this number are
+    # history, invisible to the walk, and its next attempt is numbered after them.
+    superseded: Mapping[str, int] = field(default_factory=dict)
+    input_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # rerun's new input, by ref
 
     def links(self) -> RunLinks:
         config = self.workflow.rate_limit_config
