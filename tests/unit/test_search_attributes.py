@@ -97,7 +97,7 @@ def test_text_is_read_by_the_type_as_labels_and_filters_write_it() -> None:
 
 def test_a_run_starts_with_given_values_then_labels_then_sources() -> None:
     checked = at_start(
-        ORDERS,
+        ORDERS.search_attributes,
         {"priority": 2},
         run_input={"tenantId": "acme", "amount": 12},
         labels={"team": "payments", "tenant": "from-label", "vip": "true"},
@@ -114,12 +114,12 @@ def test_a_run_starts_with_given_values_then_labels_then_sources() -> None:
 
 
 def test_a_source_that_resolves_to_nothing_leaves_the_attribute_unset() -> None:
-    assert at_start(ORDERS, {}, run_input={}).attributes == {}
+    assert at_start(ORDERS.search_attributes, {}, run_input={}).attributes == {}
 
 
 def test_bad_starts_name_every_attribute() -> None:
     checked = at_start(
-        ORDERS,
+        ORDERS.search_attributes,
         {"priority": "high", "colour": "red"},
         run_input={"tenantId": 7, "amount": "lots"},
         labels={"vip": "maybe"},
@@ -134,8 +134,8 @@ def test_bad_starts_name_every_attribute() -> None:
 
 
 def test_a_task_may_upsert_declared_attributes_only() -> None:
-    assert upserted(ORDERS, {"priority": 5}).attributes["priority"].value == 5
-    assert [str(p) for p in upserted(ORDERS, {"stage": "x", "vip": 1}).problems] == [
+    assert upserted(ORDERS.search_attributes, {"priority": 5}).attributes["priority"].value == 5
+    assert [str(p) for p in upserted(ORDERS.search_attributes, {"stage": "x", "vip": 1}).problems] == [
         "searchAttributes.stage: not declared by the workflow (it declares tenant, amount, priority, vip, due)",
         "searchAttributes.vip: bool: a bool is true or false, not the number 1",
     ]
@@ -185,7 +185,7 @@ def test_filters_that_cannot_be_read(text: str, message: str) -> None:
 
 
 def test_filter_values_take_the_declared_type() -> None:
-    types = declared_types([ORDERS])
+    types = declared_types([ORDERS.search_attributes])
     assert typed_filter(parse_filter("amount>=100"), filter_type("amount", types)).values == (100.0,)
     assert filter_type("app.kubernetes.io/name", types) is K, "undeclared: a label, so a keyword"
     with pytest.raises(FilterError, match="priority \\(int\\)"):
@@ -194,4 +194,4 @@ def test_filter_values_take_the_declared_type() -> None:
         typed_filter(parse_filter("vip>true"), B)
     other = spec({"name": "priority", "type": "keyword"})
     with pytest.raises(FilterError, match="declare it as int, keyword"):
-        filter_type("priority", declared_types([ORDERS, other]))
+        filter_type("priority", declared_types([ORDERS.search_attributes, other.search_attributes]))

@@ -8,15 +8,16 @@ from __future__ import annotations
 import datetime
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from sluiceway.controls.expressions import ExpressionError, resolve
-from sluiceway.model.attributes import ATTRIBUTE_NAME_PATTERN, MAX_KEYWORD, MAX_PER_RUN, AttributeType
+from sluiceway.model.attributes import ATTRIBUTE_NAME_PATTERN, MAX_KEYWORD, MAX_PER_RUN, AttributeType, SearchAttribute
 from sluiceway.model.common import INT64_MAX, INT64_MIN
-from sluiceway.model.workflow import WorkflowSpec
+
+Declared = Sequence[SearchAttribute]  # a workflow version's searchAttributes
 
 Value = str | int | float | bool | datetime.datetime
 FIELD = "searchAttributes"
@@ -139,8 +140,12 @@ class Checked:
     problems: list[Problem]
 
 
+def _find(declared: Declared, name: str) -> SearchAttribute | None:
+    return next((a for a in declared if a.name == name), None)
+
+
 def at_start(
-    spec: WorkflowSpec,
+    declared: Declared,
     given: Mapping[str, Any],
     *,
     run_input: Mapping[str, Any],
@@ -157,63 +162,63 @@ def at_start(
     problems: list[Problem] = []
     for name, raw in given.items():
         field = f"{FIELD}.{name}"
-        declared = spec.attribute(name)
-        if declared is None:
-            problems.append(Problem(field, f"not declared by the workflow ({_declared(spec)})"))
+        attribute = _find(declared, name)
+        if attribute is None:
+            problems.append(Problem(field, f"not declared by the workflow ({_listed(declared)})"))
             continue
         try:
-            found[name] = Attribute(name, declared.type, typed(declared.type, raw))
+            found[name] = Attribute(name, attribute.type, typed(attribute.type, raw))
         except BadValue as error:
-            problems.append(Problem(field, f"{declared.type.value}: {error}"))
+            problems.append(Problem(field, f"{attribute.type.value}: {error}"))
     for name, raw in (labels or {}).items():
         if name in found or not _NAME.fullmatch(name):
             continue
-        declared = spec.attribute(name)
-        kind = declared.type if declared is not None else AttributeType.KEYWORD
+        attribute = _find(declared, name)
+        kind = attribute.type if attribute is not None else AttributeType.KEYWORD
         try:
             found[name] = Attribute(name, kind, typed(kind, raw, text=True))
         except BadValue as error:
             problems.append(Problem(f"metadata.labels.{name}", f"{kind.value}: {error}"))
     context = {"workflow": {"input": dict(run_input), "correlationId": correlation_id}}
-    for declared in spec.search_attributes:
-        if declared.name in found or declared.source is None:
+    for attribute in declared:
+        if attribute.name in found or attribute.source is None:
             continue
-        field = f"{FIELD}.{declared.name}"
+        field = f"{FIELD}.{attribute.name}"
         try:
-            raw = resolve(declared.source, context, f"searchAttributes[{declared.name}].source")
+            raw = resolve(attribute.source, context, f"searchAttributes[{attribute.name}].source")
         except ExpressionError as error:
             problems.append(Problem(field, str(error)))
             continue
         if raw is None:
             continue
         try:
-            found[declared.name] = Attribute(declared.name, declared.type, typed(declared.type, raw))
+            found[attribute.name] = Attribute(attribute.name, attribute.type, typed(attribute.type, raw))
         except BadValue as error:
-            problems.append(Problem(field, f"{declared.type.value} from {declared.source}: {error}"))
+            problems.append(Problem(field, f"{attribute.type.value} from {attribute.source}: {error}"))
     if len(found) > MAX_PER_RUN:
         problems.append(Problem(FIELD, f"a run carries at most {MAX_PER_RUN} attributes, not {len(found)}"))
     return Checked(found, problems)
 
 
-def upserted(spec: WorkflowSpec, given: Mapping[str, Any]) -> Checked:
+def upserted(declared: Declared, given: Mapping[str, Any]) -> Checked:
     """What a task result may set: declared attributes, each of its type."""
     found: dict[str, Attribute] = {}
     problems: list[Problem] = []
     for name, raw in given.items():
         field = f"{FIELD}.{name}"
-        declared = spec.attribute(name)
-        if declared is None:
-            problems.append(Problem(field, f"not declared by the workflow ({_declared(spec)})"))
+        attribute = _find(declared, name)
+        if attribute is None:
+            problems.append(Problem(field, f"not declared by the workflow ({_listed(declared)})"))
             continue
         try:
-            found[name] = Attribute(name, declared.type, typed(declared.type, raw))
+            found[name] = Attribute(name, attribute.type, typed(attribute.type, raw))
         except BadValue as error:
-            problems.append(Problem(field, f"{declared.type.value}: {error}"))
+            problems.append(Problem(field, f"{attribute.type.value}: {error}"))
     return Checked(found, problems)
 
 
-def _declared(spec: WorkflowSpec) -> str:
-    names = [a.name for a in spec.search_attributes]
+def _listed(declared: Declared) -> str:
+    names = [a.name for a in declared]
     return f"it declares {', '.join(names)}" if names else "it declares none"
 
 
@@ -301,11 +306,11 @@ def typed_filter(condition: Filter, kind: AttributeType) -> TypedFilter:
     return TypedFilter(condition.name, kind, condition.op, tuple(values))
 
 
-def declared_types(specs: Iterable[WorkflowSpec]) -> dict[str, set[AttributeType]]:
+def declared_types(workflows: Iterable[Declared]) -> dict[str, set[AttributeType]]:
     """Each attribute name, with every type the given workflows declare it as."""
     types: dict[str, set[AttributeType]] = {}
-    for spec in specs:
-        for attribute in spec.search_attributes:
+    for declared in workflows:
+        for attribute in declared:
             types.setdefault(attribute.name, set()).add(attribute.type)
     return types
 

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from sluiceway.engine.commands import Decision
 from sluiceway.observability import metrics
-from sluiceway.store import diagnostics
+from sluiceway.store import diagnostics, retention
 from sluiceway.store.database import Pool
 from sluiceway.store.deciding import DeciderConfig, Quarantined, decide_batch
 from sluiceway.store.errors import StoreError
@@ -110,9 +110,9 @@ def _report(report: SweepReport) -> None:
     for task_type, expiry in report.alerts:
         metrics.TIMEOUT_ALERTS.labels(task_type, expiry.missed.value).inc()
         log.warning("ALERT_ONLY timeout of a %s task: %s", task_type, expiry.reason)
-    for namespace, workflow in report.sla_breaches:
+    for run_id, namespace, workflow in report.sla_breaches:
         metrics.SLA_BREACHES.labels(namespace, workflow).inc()
-        log.warning("a run of workflow %s/%s passed its SLA", namespace, workflow)
+        log.warning("run %s of workflow %s/%s passed its SLA", run_id, namespace, workflow)
 
 
 async def run_sweeper(pool: Pool, stop: asyncio.Event, batch: int = 500) -> None:
@@ -153,3 +153,23 @@ async def run_gauges(pool: Pool, stop: asyncio.Event, interval: float = 5.0) -> 
         return False
 
     await _guarded("gauges", stop, step)
+
+
+async def run_purger(
+    pool: Pool, stop: asyncio.Event, *, batch: int, interval: float, idempotency_window: float
+) -> None:
+    """Delete expired runs in small batches: a full batch goes again after a
+    breath (so a backlog drains without starving anything else of the
+    database), an empty one waits `interval`."""
+
+    async def step() -> bool:
+        async with pool.acquire() as conn:
+            purged = await retention.purge(conn, batch, idempotency_window)
+        metrics.RUNS_PURGED.inc(purged.runs)
+        metrics.TASKS_PURGED.inc(purged.tasks)
+        if purged.runs:
+            log.debug("purged %d runs, %d tasks, %d log lines", purged.runs, purged.tasks, purged.logs)
+        await _pause(stop, 0.05 if purged.runs >= batch else interval)
+        return False
+
+    await _guarded("purger", stop, step)

@@ -211,6 +211,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         kube=kube,
         authenticate=settings.auth == "kubernetes",
         authenticator=authenticator,
+        idempotency_window=settings.idempotency_window,
+        log_cap_bytes=settings.task_log_bytes,
     )
     server = _Server(
         uvicorn.Config(
@@ -223,7 +225,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             timeout_graceful_shutdown=3,
         )
     )
-    config = DeciderConfig(policies=policies)
+    config = DeciderConfig(policies=policies, retention_seconds=settings.retention)
     system_tasks = SystemTaskRunner(
         pool,
         # Every kind of system task this operator runs: a new system task type adds its own.
@@ -238,6 +240,16 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         *((f"decider {i + 1}", loops.run_decider(pool, notifications, config, stop)) for i in range(settings.deciders)),
         ("sweeper", loops.run_sweeper(pool, stop)),
         ("gauges", loops.run_gauges(pool, stop)),
+        (
+            "purger",
+            loops.run_purger(
+                pool,
+                stop,
+                batch=settings.purge_batch,
+                interval=settings.purge_interval,
+                idempotency_window=settings.idempotency_window,
+            ),
+        ),
         ("API server", server.serve_until(stop)),
     ]
     if kube is not None:
@@ -250,7 +262,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         register(registry, worker_pods=worker_pods, status_interval=settings.status_interval)
         recorder = EventRecorder(Events(kube))
         memo = _Memo()
-        memo.context = Context(pool=pool, clock=utc_now, events=recorder)
+        memo.context = Context(pool=pool, clock=utc_now, events=recorder, kube=kube)
         memo.worker_pods = worker_pods
 
         async def reconcile(stepped_down: asyncio.Event) -> None:
