@@ -113,13 +113,15 @@ ON CONFLICT (id) DO NOTHING
 RETURNING created_at
 """
 _EXISTING = "SELECT status, awaiting_admission, paused_at FROM executions WHERE id = $1"
-# A key names its run for the window; past it (or once its run was deleted) a start takes it over.
+# A key names its run for the window; past it a start takes it over. (A run
+# deleted by retention takes its keys with it.) The condition reads only the
+# key's row, which a concurrent start holds locked until it commits: a
+# subquery here would read the snapshot from before that wait.
 _CLAIM_REQUEST = """
 INSERT INTO start_requests AS r (namespace, request_id, execution_id, fingerprint) VALUES ($1, $2, $3, $4)
 ON CONFLICT (namespace, request_id) DO UPDATE
    SET execution_id = EXCLUDED.execution_id, fingerprint = EXCLUDED.fingerprint, created_at = now()
  WHERE r.created_at < now() - make_interval(secs => $5::float8)
-    OR NOT EXISTS (SELECT 1 FROM executions e WHERE e.id = r.execution_id)
 RETURNING execution_id
 """
 _PRIOR_REQUEST = """

@@ -120,7 +120,9 @@ def _attribute_condition(where: _Where, alias: str, condition: TypedFilter) -> s
 def _status_condition(where: _Where, statuses: tuple[RunStatus, ...]) -> str:
     parts = []
     stored = [s.value for s in statuses if s not in (RunStatus.RUNNING, RunStatus.PAUSED)]
-    if stored:
+    if len(stored) == 1:  # one value: an equality, which the status index serves in page order
+        parts.append(f"e.status = {where.param(stored[0])}")
+    elif stored:
         parts.append(f"e.status = ANY({where.param(stored)}::text[])")
     if RunStatus.RUNNING in statuses and RunStatus.PAUSED in statuses:
         parts.append("e.status = 'RUNNING'")

@@ -119,7 +119,7 @@ _UNPARK = f"""
 WITH restored AS (DELETE FROM parked_tasks WHERE execution_id = $1 RETURNING *),
 back AS (
     UPDATE tasks t
-       SET available_at = r.available_at + $2,
+       SET available_at = greatest(r.available_at, $3) + $2,  -- a backoff keeps what it had left
            schedule_to_start_at = CASE WHEN t.status = r.status THEN r.schedule_to_start_at + $2 END,
            total_at = CASE WHEN t.status = r.status THEN r.total_at + $2 ELSE t.total_at END,
            schedule_to_close_at = CASE WHEN t.status = r.status THEN r.schedule_to_close_at + $2 END,
@@ -170,7 +170,7 @@ async def resume(conn: asyncpg.Connection, namespace: str, run_id: str) -> Outco
     after = resumed(before, run["paused_at"], now)
     span = max(now - run["paused_at"], datetime.timedelta(0))
     await conn.execute(_RESUME, run["id"], span.total_seconds(), after.timeout_at, after.sla_at)
-    await conn.execute(_UNPARK, run["id"], span)
+    await conn.execute(_UNPARK, run["id"], span, run["paused_at"])
     await executions.enqueue_decide(conn, run["id"], "resumed")
     return Done(str(run["id"]), RunStatus.RUNNING)
 

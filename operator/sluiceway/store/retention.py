@@ -35,6 +35,8 @@ WITH doomed AS (
     DELETE FROM decide_queue WHERE execution_id IN (SELECT id FROM doomed)
 ), parked_gone AS (
     DELETE FROM parked_tasks WHERE execution_id IN (SELECT id FROM doomed)
+), keys_gone AS (
+    DELETE FROM start_requests WHERE execution_id IN (SELECT id FROM doomed)
 ), runs_gone AS (
     DELETE FROM executions e WHERE e.id IN (SELECT id FROM doomed) RETURNING 1
 )
