@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from sluiceway import __version__
-from sluiceway.cli import definitions, logs, output, runs, why
+from sluiceway.cli import definitions, logs, output, runs, tasks, why
 from sluiceway.cli.client import CommandError
 from sluiceway.cli.common import fail
 from sluiceway.cli.config import write_server
@@ -76,6 +76,7 @@ def build(name: str = "sluiceway") -> typer.Typer:
     )
     app.callback()(root)
     app.add_typer(runs.app, name="runs")
+    app.add_typer(tasks.app, name="tasks")
     logs.register(app)
     why.register(app)
     app.add_typer(definitions.app, name="definitions")

@@ -180,7 +180,7 @@ TASK_COLUMNS: list[output.Column] = [
 def describe(body: dict[str, Any]) -> Group:
     """`runs get` as a table: the run's facts, then its tasks."""
     facts = Table.grid(padding=(0, 2))
-    facts.add_column(style="bold")
+    facts.add_column(style="bold", width=14)  # one width whatever rows a run has: output stays comparable
     facts.add_column()
     rows: list[tuple[str, str | Text]] = [
         ("Run", body["id"]),

@@ -22,7 +22,6 @@ from sluiceway.k8s.reconciling import (
     retrying_outages,
     set_ready,
 )
-from sluiceway.k8s.runs import timestamp
 from sluiceway.kubeapi.client import KubeError
 from sluiceway.model import GROUP, VERSION
 from sluiceway.model.execution import RunStatus
@@ -147,17 +146,10 @@ async def start_workflow_run(
             if context.events is not None:
                 context.events.record("WorkflowRun", namespace, name, uid, True, "Refused", outcome.message)
             return
-        running = RunPhase.PAUSED if parsed.paused else RunPhase.RUNNING
-        patch.status.update(
-            {
-                "phase": running.value if not outcome.status.is_terminal() else outcome.status.value,
-                "executionId": outcome.id,
-                "awaitingAdmission": outcome.awaiting_admission,
-                "control": "rateLimitConfig" if outcome.awaiting_admission else None,
-                "startTime": timestamp(context.clock()),
-                "reasonForIncompletion": None,
-            }
-        )
+        # The run's state (phase, times, admission) is the status mirror's to
+        # write: a run can end before this patch lands, and a phase written
+        # here would then overwrite the mirror's Completed with Running.
+        patch.status.update({"executionId": outcome.id, "reasonForIncompletion": None})
 
     await retrying_outages(start())
 
