@@ -57,7 +57,7 @@ async def test_a_paused_run_holds_its_queue_and_moves_its_deadline_on_resume(poo
     assert (await run_status(pool, run_id)).status is RunStatus.PAUSED
 
     # The leased task finishes and its result is recorded; nothing new is scheduled.
-    assert (await report(pool, fetch, output={"total": 3})).code == 200
+    assert (await report(pool, fetch, output={"total": 3})).applied
     await settle(pool)
     assert await lease(pool, "charge") == []
     assert await one(pool, "SELECT count(*) FROM tasks WHERE execution_id = $1", uuid.UUID(run_id)) == 1
