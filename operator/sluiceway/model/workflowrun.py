@@ -46,11 +46,6 @@ class RunRetry(Spec):
     )
 
 
-# Fields a WorkflowRun may change after it is created: the declarative
-# operations (pause, retry) and how long it is kept. The rest is the run.
-MUTABLE_FIELDS = frozenset({"paused", "retry", "ttlSecondsAfterFinished"})
-
-
 class WorkflowRunSpec(Spec):
     """One execution of a Workflow, started by creating this object."""
 

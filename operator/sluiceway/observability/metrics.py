@@ -55,6 +55,3 @@ BREAKER_REJECTIONS = Counter(
 HTTP_TASK_CALLS = Counter("sluiceway_http_task_calls_total", "HTTP system-task calls, by outcome class.", ["outcome"])
 RUNS_PURGED = Counter("sluiceway_runs_purged_total", "Finished runs deleted by retention, with their tasks and logs.")
 TASKS_PURGED = Counter("sluiceway_tasks_purged_total", "Task attempts deleted with their runs by retention.")
-RUN_OPERATIONS = Counter(
-    "sluiceway_run_operations_total", "Operations on runs, by operation and outcome.", ["operation", "outcome"]
-)
