@@ -114,6 +114,8 @@ async def fill(dsn: str, runs: int, chunk: int = 100_000) -> None:
             await conn.execute(_FILL, NS, first, min(first + chunk, runs), spread)
             print(f"  {min(first + chunk, runs):>9,} runs stored ({time.monotonic() - started:.0f} s)", flush=True)
         await conn.execute("VACUUM ANALYZE")
+        # The fill leaves gigabytes of dirty pages; a measurement must not pay for writing them out.
+        await conn.execute("CHECKPOINT")
         sizes = await conn.fetch(
             "SELECT relname, pg_size_pretty(pg_total_relation_size(oid)) AS size FROM pg_class "
             "WHERE relname IN ('executions', 'tasks', 'run_attributes') ORDER BY relname"
@@ -240,6 +242,46 @@ async def dispatch(dsn: str, api: str, tasks: int, workers: int, batch: int, log
     return tasks / drained
 
 
+# The indexes migration 0010 adds for pages: what they cost dispatch is
+# measured by dropping them for one drain (--index-cost).
+PAGE_INDEXES = (
+    "executions_page",
+    "executions_page_workflow",
+    "executions_page_status",
+    "executions_page_correlation",
+    "executions_page_ended",
+    "executions_page_sla",
+    "executions_page_awaiting",
+    "executions_page_paused",
+    "executions_expiry",
+    "tasks_page",
+    "tasks_page_type",
+    "tasks_page_worker",
+    "tasks_page_failed",
+)
+
+
+async def index_cost(dsn: str, api: str, tasks: int, workers: int, batch: int, logs: Path) -> None:
+    pool = await open_pool(dsn, min_size=1, max_size=1)
+    async with pool.acquire() as conn:
+        definitions = [
+            r["indexdef"]
+            for r in await conn.fetch("SELECT indexdef FROM pg_indexes WHERE indexname = ANY($1)", list(PAGE_INDEXES))
+        ]
+        for name in PAGE_INDEXES:
+            await conn.execute(f"DROP INDEX IF EXISTS {name}")
+    without = await dispatch(dsn, api, tasks, workers, batch, logs)
+    async with pool.acquire() as conn:
+        for definition in definitions:
+            await conn.execute(definition)
+    with_them = await dispatch(dsn, api, tasks, workers, batch, logs)
+    await pool.close()
+    print(
+        f"  without the {len(definitions)} page indexes: {without:8.0f} runs/s; "
+        f"with them again: {with_them:8.0f} runs/s"
+    )
+
+
 async def purge(dsn: str, api: str, tasks: int, workers: int, batch: int, logs: Path) -> None:
     pool = await open_pool(dsn, max_size=2)
     async with pool.acquire() as conn:
@@ -280,6 +322,7 @@ async def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=20, help="requests per page measured")
+    parser.add_argument("--index-cost", action="store_true", help="also drain once without the page indexes")
     args = parser.parse_args()
     with LocalPostgres(durable=True, settings={"max_connections": "300"}) as server:
         print(f"PostgreSQL (embedded, fsync on), {os.cpu_count()} cores shared by everything")
@@ -313,6 +356,8 @@ async def main() -> None:
                 f"  {args.tasks} one-task runs started and completed, {args.workers} workers x batch {args.batch}: "
                 f"{rate:8.0f} runs/s"
             )
+            if args.index_cost:
+                await index_cost(dsn, api, args.tasks, args.workers, args.batch, logs)
             print("4. purge")
             await purge(dsn, api, args.tasks, args.workers, args.batch, logs)
         finally:

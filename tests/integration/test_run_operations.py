@@ -247,3 +247,17 @@ async def test_a_finished_run_expires_after_its_workflows_retention(pool: asyncp
     assert view.expires_at is not None and view.ended_at is not None
     assert abs((view.expires_at - view.ended_at).total_seconds() - 600) < 5, "a failure keeps failedSeconds"
     assert view.expires_at > datetime.datetime.now(datetime.UTC)
+
+
+async def test_a_task_handed_back_while_its_run_is_paused_waits_for_the_resume(pool: asyncpg.Pool) -> None:
+    await define_workflow(pool, "handed_back", [simple("work")])
+    run_id = await start(pool, "handed_back")
+    await settle(pool)
+    [work] = await lease(pool, "work")
+    await act(pool, operations.pause, run_id)
+    # Its worker shuts down and hands the task back with a zero snooze.
+    assert (await report(pool, work, ResultStatus.IN_PROGRESS, callback_after_seconds=0)).applied
+    assert await lease(pool, "work") == [], "held with the paused run, not leased again"
+    await act(pool, operations.resume, run_id)
+    [again] = await lease(pool, "work")
+    assert again.task_id == work.task_id and again.epoch == work.epoch + 1

@@ -155,21 +155,29 @@ async def run_gauges(pool: Pool, stop: asyncio.Event, interval: float = 5.0) -> 
     await _guarded("gauges", stop, step)
 
 
+# A purge takes at most a quarter of the time while it drains a backlog: it
+# pauses three times as long as each full batch took. Retention is never
+# urgent; dispatch, sharing the database with it, is.
+PURGE_PAUSE_RATIO = 3.0
+
+
 async def run_purger(
     pool: Pool, stop: asyncio.Event, *, batch: int, interval: float, idempotency_window: float
 ) -> None:
-    """Delete expired runs in small batches: a full batch goes again after a
-    breath (so a backlog drains without starving anything else of the
-    database), an empty one waits `interval`."""
+    """Delete expired runs in small batches: after a full batch, a pause of
+    PURGE_PAUSE_RATIO times what it took (so a backlog drains without
+    crowding out dispatch), after a partial one, `interval`."""
 
     async def step() -> bool:
+        started = time.perf_counter()
         async with pool.acquire() as conn:
             purged = await retention.purge(conn, batch, idempotency_window)
+        spent = time.perf_counter() - started
         metrics.RUNS_PURGED.inc(purged.runs)
         metrics.TASKS_PURGED.inc(purged.tasks)
         if purged.runs:
-            log.debug("purged %d runs, %d tasks, %d log lines", purged.runs, purged.tasks, purged.logs)
-        await _pause(stop, 0.05 if purged.runs >= batch else interval)
+            log.debug("purged %d runs, %d tasks, %d log lines in %.2f s", purged.runs, purged.tasks, purged.logs, spent)
+        await _pause(stop, max(0.05, spent * PURGE_PAUSE_RATIO) if purged.runs >= batch else interval)
         return False
 
     await _guarded("purger", stop, step)

@@ -98,7 +98,7 @@ WITH parked AS (
     SELECT id, execution_id, status, available_at, schedule_to_start_at, total_at, schedule_to_close_at,
            wait_until, close_deadline
       FROM tasks
-     WHERE execution_id = $1
+     WHERE execution_id = $1 AND ($3::uuid IS NULL OR id = $3)
        AND (status = 'SCHEDULED' OR (status = 'IN_PROGRESS' AND executor = 'engine'))
     ON CONFLICT (task_id) DO NOTHING
     RETURNING task_id
@@ -147,8 +147,14 @@ async def pause(conn: asyncpg.Connection, namespace: str, run_id: str, reason: s
     if run["paused_at"] is not None:
         return Done(str(run["id"]), RunStatus.PAUSED, "already paused")
     await conn.execute(_PAUSE, run["id"], reason)
-    await conn.execute(_PARK, run["id"], PARKED_UNTIL)
+    await park(conn, run["id"])
     return Done(str(run["id"]), RunStatus.PAUSED)
+
+
+async def park(conn: asyncpg.Connection, run_id: uuid.UUID, task_id: uuid.UUID | None = None) -> None:
+    """Set a paused run's queued and waiting tasks aside (or one of them: a
+    task its worker handed back while the run was paused)."""
+    await conn.execute(_PARK, run_id, PARKED_UNTIL, task_id)
 
 
 async def resume(conn: asyncpg.Connection, namespace: str, run_id: str) -> Outcome:

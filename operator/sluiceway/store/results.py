@@ -17,7 +17,7 @@ import asyncpg
 
 from sluiceway.model.execution import ResultStatus, TaskResult
 from sluiceway.model.workflow import TaskType
-from sluiceway.store import executions
+from sluiceway.store import executions, operations
 from sluiceway.store.sql import types_where
 
 _CLEAR_TIMERS = """
@@ -161,10 +161,23 @@ def _is_uuid(value: str) -> bool:
     return True
 
 
+# The run's row first, then the task's: the order a pause takes them in, so a
+# task handed back while its run is being paused is parked by one or the other.
+_LOCK_RUN_OF_TASK = """
+SELECT e.id, e.paused_at FROM tasks t JOIN executions e ON e.id = t.execution_id
+ WHERE t.id = $1 AND t.namespace = $2
+   FOR SHARE OF e
+"""
+
+
 async def _snooze(conn: asyncpg.Connection, namespace: str, result: TaskResult) -> uuid.UUID | bool:
-    """True when snoozed; the run's id when the snooze hit the deadline instead; False when refused."""
+    """True when snoozed; the run's id when the snooze hit the deadline instead; False when refused.
+    A task handed back while its run is paused waits with the run's other held tasks."""
     task_id = uuid.UUID(result.task_id)
     delay = float(result.callback_after_seconds or 0)
+    run = await conn.fetchrow(_LOCK_RUN_OF_TASK, task_id, namespace)
+    if run is None:
+        return False
     row = await conn.fetchrow(_LOCK_FOR_SNOOZE, namespace, task_id, result.epoch, delay)
     if row is None:
         return False
@@ -172,6 +185,9 @@ async def _snooze(conn: asyncpg.Connection, namespace: str, result: TaskResult) 
         execution: uuid.UUID = await conn.fetchval(_DEADLINE_EXCEEDED, task_id)
         return execution
     name = await conn.fetchval(_SNOOZE, task_id, row["due"], result.output)
+    if run["paused_at"] is not None:
+        await operations.park(conn, run["id"], task_id)
+        return True
     await conn.execute(f"SELECT pg_notify('{executions.READY_CHANNEL}', $1)", f"{namespace}/{name}")
     return True
 
