@@ -177,3 +177,9 @@ def test_retention_and_windows_are_durations_and_a_bad_one_names_its_variable() 
     ):
         with pytest.raises(SettingsError, match=variable):
             Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", variable: value})
+
+
+def test_the_purge_share_is_a_fraction_of_time() -> None:
+    assert Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x"}).purge_share == 0.25
+    with pytest.raises(SettingsError, match="SLUICEWAY_PURGE_SHARE"):
+        Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_PURGE_SHARE": "1.5"})

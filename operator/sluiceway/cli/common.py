@@ -233,3 +233,26 @@ def pairs(values: list[str], what: str) -> dict[str, Any]:
             raise CommandError(f"{what} {item!r}: expected key=value", ExitCode.USAGE)
         found[key] = json_value(value)
     return found
+
+
+def complete_workflows(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of workflow names, asked of the API the command line
+    would use; nothing when it cannot be reached quickly."""
+    given = ctx.params
+    flags = Flags(
+        server=given.get("server"),
+        namespace=given.get("namespace"),
+        token=given.get("token"),
+        token_file=given.get("token_file"),
+        api_key=given.get("api_key"),
+        kubeconfig=given.get("kubeconfig"),
+        context=given.get("context"),
+        timeout=2.0,
+    )
+    try:
+        conn = resolve(flags)
+        found = asyncio.run(conn.api.request("GET", "v1", "ns", conn.namespace, "metadata", "workflow"))
+    except (CommandError, OSError, ValueError):
+        return []
+    names = [str(w.get("name", "")) for w in found if isinstance(w, dict)] if isinstance(found, list) else []
+    return [name for name in names if name.startswith(incomplete)]

@@ -23,7 +23,7 @@ from rich.text import Text
 
 from sluiceway.cli import output
 from sluiceway.cli.client import CommandError, ExitCode
-from sluiceway.cli.common import OUTPUT, connected, json_object, pairs, run, run_id
+from sluiceway.cli.common import OUTPUT, complete_workflows, connected, json_object, pairs, run, run_id
 from sluiceway.cli.config import Connection
 from sluiceway.controls.durations import parse_duration
 
@@ -81,7 +81,10 @@ WIDE_COLUMNS: list[output.Column] = [
 @connected
 def list_runs(
     conn: Connection,
-    workflow: Annotated[str | None, typer.Option("--workflow", "-w", help="Runs of this workflow")] = None,
+    workflow: Annotated[
+        str | None,
+        typer.Option("--workflow", "-w", help="Runs of this workflow", autocompletion=complete_workflows),
+    ] = None,
     version: Annotated[int | None, typer.Option(help="Of this workflow version")] = None,
     status: Annotated[
         list[str] | None, typer.Option("--status", "-s", help="RUNNING, PAUSED, COMPLETED, FAILED, ... (repeat)")
@@ -338,7 +341,7 @@ async def _until_done(conn: Connection, execution: str) -> dict[str, Any]:
 @connected
 def start(
     conn: Connection,
-    workflow: Annotated[str, typer.Argument(help="The workflow to run")],
+    workflow: Annotated[str, typer.Argument(help="The workflow to run", autocompletion=complete_workflows)],
     input_json: Annotated[str | None, typer.Option("--input", "-i", help="The input, as a JSON object")] = None,
     input_file: Annotated[
         Path | None, typer.Option("--input-file", "-f", help="The input from a file (- is stdin)")

@@ -155,18 +155,19 @@ async def run_gauges(pool: Pool, stop: asyncio.Event, interval: float = 5.0) -> 
     await _guarded("gauges", stop, step)
 
 
-# A purge takes at most a quarter of the time while it drains a backlog: it
-# pauses three times as long as each full batch took. Retention is never
-# urgent; dispatch, sharing the database with it, is.
-PURGE_PAUSE_RATIO = 3.0
-
-
 async def run_purger(
-    pool: Pool, stop: asyncio.Event, *, batch: int, interval: float, idempotency_window: float
+    pool: Pool,
+    stop: asyncio.Event,
+    *,
+    batch: int,
+    interval: float,
+    idempotency_window: float,
+    share: float = 0.25,
 ) -> None:
-    """Delete expired runs in small batches: after a full batch, a pause of
-    PURGE_PAUSE_RATIO times what it took (so a backlog drains without
-    crowding out dispatch), after a partial one, `interval`."""
+    """Delete expired runs in small batches. While a backlog drains, the
+    purger takes at most `share` of the time: after a full batch it pauses
+    long enough for that (retention is never urgent; dispatch, sharing the
+    database with it, is). After a partial batch it waits `interval`."""
 
     async def step() -> bool:
         started = time.perf_counter()
@@ -177,7 +178,8 @@ async def run_purger(
         metrics.TASKS_PURGED.inc(purged.tasks)
         if purged.runs:
             log.debug("purged %d runs, %d tasks, %d log lines in %.2f s", purged.runs, purged.tasks, purged.logs, spent)
-        await _pause(stop, max(0.05, spent * PURGE_PAUSE_RATIO) if purged.runs >= batch else interval)
+        backlog = purged.runs >= batch
+        await _pause(stop, max(0.05, spent * (1 - share) / share) if backlog else interval)
         return False
 
     await _guarded("purger", stop, step)

@@ -248,6 +248,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                 batch=settings.purge_batch,
                 interval=settings.purge_interval,
                 idempotency_window=settings.idempotency_window,
+                share=settings.purge_share,
             ),
         ),
         ("API server", server.serve_until(stop)),

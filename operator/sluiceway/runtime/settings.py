@@ -70,6 +70,7 @@ class Settings(BaseModel):
     task_log_bytes: int = Field(256 * 1024, ge=1024, le=64 * 1024 * 1024)
     purge_batch: int = Field(500, ge=1, le=100_000)
     purge_interval: float = Field(10.0, gt=0, le=3600)
+    purge_share: float = Field(0.25, gt=0, le=1)  # of the time, at most, while a backlog drains
 
     @field_validator("retention", "idempotency_window", mode="before")
     @classmethod
@@ -146,6 +147,7 @@ class Settings(BaseModel):
             ("SLUICEWAY_TASK_LOG_BYTES", "task_log_bytes"),
             ("SLUICEWAY_PURGE_BATCH", "purge_batch"),
             ("SLUICEWAY_PURGE_INTERVAL", "purge_interval"),
+            ("SLUICEWAY_PURGE_SHARE", "purge_share"),
         ):
             if env.get(variable):
                 raw[key] = env[variable]
