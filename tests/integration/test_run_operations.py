@@ -311,3 +311,30 @@ async def test_a_task_interrupted_while_its_run_is_paused_waits_and_comes_back_a
     await act(pool, operations.resume, run_id)
     [again] = await lease(pool, "work")
     assert again.task_id == work.task_id and again.attempt == work.attempt + 1
+
+
+async def test_the_purger_prunes_schedule_fires_older_than_the_retention_but_never_a_buffered_one(
+    pool: asyncpg.Pool,
+) -> None:
+    day = datetime.timedelta(days=1)
+    now = datetime.datetime.now(datetime.UTC)
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "INSERT INTO schedules (namespace, name, uid, generation, spec) VALUES ($1, 'nightly', 'uid-1', 1, '{}')",
+            NS,
+        )
+        fires = [(now - 40 * day, "started"), (now - 39 * day, "buffered"), (now - 2 * day, "skipped")]
+        for fire_at, outcome in fires:
+            await conn.execute(
+                "INSERT INTO schedule_fires (namespace, schedule, fire_at, kind, outcome, handled_at)"
+                " VALUES ($1, 'nightly', $2, 'scheduled', $3, $2)",
+                NS,
+                fire_at,
+                outcome,
+            )
+        kept_for_ever = await retention.purge(conn, 100, 86400, retention_seconds=0)
+        assert kept_for_ever.fires == 0, "a retention of 0 keeps everything"
+        purged = await retention.purge(conn, 100, 86400, retention_seconds=30 * 86400)
+        left = await conn.fetch("SELECT outcome FROM schedule_fires WHERE namespace = $1 ORDER BY fire_at", NS)
+    assert purged.fires == 1
+    assert [r["outcome"] for r in left] == ["buffered", "skipped"], "a buffered fire is pending work: kept"
