@@ -119,6 +119,7 @@ def operator(
         '"openMs": 1500, "maxOpenMs": 10000}',
         "SLUICEWAY_STATUS_INTERVAL": str(STATUS_INTERVAL),
         "SLUICEWAY_AUTOSCALING_INTERVAL": str(AUTOSCALING_INTERVAL),
+        "SLUICEWAY_PURGE_INTERVAL": "1",
     }
     child = Child("operator", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env)
     process = OperatorProcess(child, operator_database, f"http://127.0.0.1:{port}")
