@@ -5,11 +5,12 @@ from __future__ import annotations
 import datetime
 import json
 import urllib.request
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from e2e.conftest import OperatorProcess
+from e2e.conftest import OperatorProcess, fetch
 from e2e.kube import Kube, eventually
 from sluiceway.devenv.processes import Child
 
@@ -251,3 +252,62 @@ def test_the_spec_of_a_workflow_run_is_immutable(kube: Kube, namespace: str) -> 
         check=False,
     )
     assert result.returncode != 0 and "only paused, retry and ttlSecondsAfterFinished may change" in result.stderr
+
+
+def dead_letters(api_url: str) -> float:
+    with urllib.request.urlopen(f"{api_url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    lines = [line for line in text.splitlines() if line.startswith("sluiceway_outbox_dead_lettered")]
+    return sum(float(line.split()[-1]) for line in lines)
+
+
+def test_a_stale_status_never_overwrites_a_newer_one(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
+    """The status mirror is fenced by the API server, not by the Lease: each write
+    carries the run's mirrorSeq and a CRD transition rule refuses a lower one. A
+    replica that lost leadership while frozen (played here by resetting what the
+    database says was mirrored, under a status written by a "newer leader") has
+    its write refused, takes it as already written, and dead-letters nothing."""
+    kube.apply(
+        manifest(
+            "Workflow",
+            "fenced",
+            {
+                "name": "fenced",
+                "tasks": [
+                    {
+                        "name": "done",
+                        "taskReferenceName": "done",
+                        "type": "INLINE",
+                        "inputParameters": {"evaluatorType": "cel", "expression": "'ok'"},
+                    }
+                ],
+            },
+        ),
+        namespace,
+    )
+    kube.apply(manifest("WorkflowRun", "fenced-1", {"workflow": "fenced"}), namespace)
+    run = eventually(lambda: run_phase(kube, "fenced-1", namespace), timeout=60, what="the run to finish")
+    seq, execution = run["status"]["mirrorSeq"], run["status"]["executionId"]
+    assert run["status"]["phase"] == "Completed" and seq >= 1
+
+    def patch(status: dict[str, Any]) -> Any:
+        return kube.run(
+            "patch", "workflowrun", "fenced-1", "-n", namespace, "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": status}), check=False,
+        )  # fmt: skip
+
+    older = patch({"mirrorSeq": seq - 1, "phase": "Running"})
+    assert older.returncode != 0 and "mirrorSeq must not decrease" in older.stderr, older.stderr
+    assert patch({"mirrorSeq": seq + 100, "reasonForIncompletion": "written by a newer leader"}).returncode == 0
+
+    before = dead_letters(operator.api_url)
+    fetch(operator.database_url, "UPDATE executions SET mirrored_seq = 0 WHERE id = $1", uuid.UUID(execution))
+    eventually(
+        lambda: fetch(operator.database_url, "SELECT 1 FROM executions WHERE id = $1 AND mirrored_seq = $2",
+                      uuid.UUID(execution), seq),
+        what="the stale write to be taken as written",
+    )  # fmt: skip
+    status = kube.get("workflowrun", "fenced-1", namespace)["status"]
+    assert status["mirrorSeq"] == seq + 100 and status["reasonForIncompletion"] == "written by a newer leader"
+    assert status["phase"] == "Completed"
+    assert dead_letters(operator.api_url) == before, "a stale write is not a dead letter"

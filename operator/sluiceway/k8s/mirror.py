@@ -12,6 +12,7 @@ from sluiceway.k8s.runs import run_status, timestamp
 from sluiceway.kubeapi.client import KubeClient, KubeError
 from sluiceway.model.execution import RunStatus
 from sluiceway.model.resources import WORKFLOW_RUN
+from sluiceway.model.workflowrun import STALE_MIRROR
 from sluiceway.observability import metrics
 from sluiceway.store import mirroring
 from sluiceway.store.database import Pool
@@ -49,10 +50,17 @@ async def mirror_once(pool: Pool, kube: KubeClient, batch: int = 100, recorder: 
             paused_at=run.paused_at,
             sla_breached_at=run.sla_breached_at,
             iterations=run.iterations,
+            mirror_seq=run.mirror_seq,
         )
         try:
             await kube.patch_status(WORKFLOW_RUN.plural, run.namespace, run.resource_name, status)
         except KubeError as error:
+            if error.status == 422 and STALE_MIRROR in error.message:
+                # A newer status is already there (written by the replica that
+                # leads now): ours is history. It reports its own events.
+                log.info("WorkflowRun %s/%s already shows a newer status", run.namespace, run.resource_name)
+                written.append((run.id, run.mirror_seq, False))
+                continue
             if error.status in (400, 422):
                 # The API server will never accept this write: give it up, loudly.
                 log.error(

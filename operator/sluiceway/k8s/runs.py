@@ -69,6 +69,7 @@ def run_status(
     paused_at: datetime.datetime | None = None,
     sla_breached_at: datetime.datetime | None = None,
     iterations: dict[str, int] | None = None,
+    mirror_seq: int | None = None,
 ) -> dict[str, Any]:
     """The status patch; explicit nulls clear fields that no longer apply."""
     quarantined = quarantined_at is not None and not status.is_terminal()
@@ -89,6 +90,7 @@ def run_status(
         output=bounded_output(output, execution_id) if status.is_terminal() else None,
         paused_at=timestamp(paused_at) if paused else None,
         sla_breached_at=timestamp(sla_breached_at),
+        mirror_seq=mirror_seq,
     ).model_dump(mode="json", by_alias=True)
     for written_elsewhere in ("conditions", "observedGeneration", "refusal", "retry"):
         body.pop(written_elsewhere, None)

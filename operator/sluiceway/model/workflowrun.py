@@ -113,6 +113,10 @@ class TaskCounts(Spec):
     total: int = 0
 
 
+# The API server's answer to a status write older than the one it holds.
+STALE_MIRROR = "mirrorSeq must not decrease: a newer status of this run is already written"
+
+
 class WorkflowRunStatus(Status):
     phase: RunPhase | None = None
     execution_id: str | None = None
@@ -140,6 +144,27 @@ class WorkflowRunStatus(Status):
     paused_at: str | None = None
     sla_breached_at: str | None = None
     retry: RetryStatus | None = Field(None, description="What the operator did with the last spec.retry.")
+    mirror_seq: int | None = Field(
+        None,
+        ge=0,
+        description="The version of the run this status shows. It never goes back, so a replica that lost its "
+        "leadership while paused cannot overwrite a newer status with an older one.",
+    )
+
+    # A transition rule (evaluated by the API server against the stored object)
+    # fences the status mirror: a write carrying an older mirrorSeq is refused.
+    model_config = ConfigDict(
+        **Status.model_config,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(oldSelf.mirrorSeq) || (has(self.mirrorSeq) && self.mirrorSeq >= oldSelf.mirrorSeq)",
+                    "message": STALE_MIRROR,
+                    "fieldPath": ".mirrorSeq",
+                },
+            ]
+        },
+    )
 
 
 class RetryOutcome(StrEnum):
