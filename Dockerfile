@@ -44,12 +44,15 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PATH=/opt/venv/bin:$PATH
 # Installed from the builder's wheels only: no index, no compiler, no source.
+# The last step imports every part the operator and the workers load, so a
+# missing shared library (grpcio needs libstdc++) fails the build, not a pod.
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     python -m venv /opt/venv \
  && /opt/venv/bin/pip install --no-index --find-links /wheels sluiceway \
  && groupadd --system --gid 65532 sluiceway \
  && useradd --system --uid 65532 --gid 65532 --home-dir /tmp --no-create-home \
-      --shell /usr/sbin/nologin sluiceway
+      --shell /usr/sbin/nologin sluiceway \
+ && python -c "import sluiceway.runtime.operator, sluiceway.worker"
 COPY examples/workers.py /opt/sluiceway/examples/workers.py
 USER 65532:65532
 WORKDIR /tmp

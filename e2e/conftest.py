@@ -56,6 +56,8 @@ def operator(
             '"openMs": 1500, "maxOpenMs": 10000}',
             "SLUICEWAY_STATUS_INTERVAL": str(STATUS_INTERVAL),
             "SLUICEWAY_AUTOSCALING_INTERVAL": str(AUTOSCALING_INTERVAL),
+            # The purger runs every second, so a retention test waits a second, not a minute.
+            "SLUICEWAY_PURGE_INTERVAL": "1",
         },
     )
     yield process

@@ -149,7 +149,7 @@ def test_why_names_the_semaphore_holding_a_task(kube: Kube, namespace: str, oper
 def test_why_reports_unknown_runs_and_unreachable_apis(namespace: str, operator: OperatorProcess) -> None:
     missing = "00000000-0000-4000-8000-000000000000"
     result = why(missing, "-n", namespace, "--url", operator.api_url)
-    assert result.returncode == 2 and result.stdout == ""
+    assert result.returncode == 3 and result.stdout == ""  # not found
     assert f"no run {missing}" in result.stderr and operator.api_url in result.stderr
     result = why(missing, "-n", namespace, "--url", "http://127.0.0.1:9")
-    assert result.returncode == 2 and "http://127.0.0.1:9" in result.stderr
+    assert result.returncode == 5 and "http://127.0.0.1:9" in result.stderr  # unreachable

@@ -4,10 +4,17 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
-from sluiceway.worker import Task, TerminalError, Worker, compose_retry_classifiers
-from sluiceway.worker import failure_taxonomy_classifier, rate_limit_aware_classifier
+from sluiceway.worker import (
+    Task,
+    TerminalError,
+    Worker,
+    compose_retry_classifiers,
+    failure_taxonomy_classifier,
+    rate_limit_aware_classifier,
+)
 
 worker = Worker(classifier=compose_retry_classifiers(rate_limit_aware_classifier, failure_taxonomy_classifier()))
 
@@ -46,6 +53,36 @@ def sync_inventory(task: Task) -> dict[str, Any]:
 @worker.task("partner_api", concurrency=4)
 async def partner_api(task: Task) -> dict[str, Any]:
     return {"partner": "ok"}
+
+
+# -- orders (15-orders.yaml): what they log is kept with the run (`sluiceway logs RUN`)
+
+log = logging.getLogger("shop")
+
+
+@worker.task("reserve_items", concurrency=4)
+async def reserve_items(task: Task) -> dict[str, Any]:
+    items = task.input.get("items") or []
+    log.info("reserving %d items", len(items))
+    return {"reserved": len(items)}
+
+
+@worker.task("take_payment", concurrency=4)
+async def take_payment(task: Task) -> dict[str, Any]:
+    amount, card = task.input.get("amount"), task.input.get("card") or "visa"
+    log.info("charging %s to %s", amount, card)
+    if card == "declined":
+        raise TerminalError("DECLINED: the bank refused the card")
+    task.upsert_search_attributes(stage="paid")
+    return {"receipt": f"r-{task.execution_id[:8]}", "idempotencyKey": task.idempotency_key}
+
+
+@worker.task("ship_order", concurrency=4)
+async def ship_order(task: Task) -> dict[str, Any]:
+    await asyncio.sleep(float(task.input.get("seconds") or 0))
+    task.log(f"parcel with {task.input.get('reserved')} items handed to the carrier")
+    task.upsert_search_attributes(stage="shipped")
+    return {"parcel": "p-1"}
 
 
 @worker.task("sync_page")

@@ -29,7 +29,8 @@ VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE=${IMAGE:-ghcr.io/sluiceway/sluiceway:$VERSION}
 PAUSE_REF=localhost/sluiceway/pause:3.10.2
 POSTGRES_REF=localhost/sluiceway/postgres:15
-BASE_PACKAGES=python3,python3-venv,python-is-python3,passwd
+# libstdc++6: grpcio's compiled core needs it (python:3.11-slim has it too).
+BASE_PACKAGES=python3,python3-venv,python-is-python3,passwd,libstdc++6
 POSTGRES_PACKAGES=postgresql-15,passwd
 # What the server never loads here: the JIT (LLVM; PostgreSQL skips JIT when its
 # provider is missing) and full Perl (postgresql-common's tools; the entrypoint

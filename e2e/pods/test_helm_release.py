@@ -107,7 +107,7 @@ def tasks_of(kube: Kube, run: str, namespace: str, task_type: str) -> list[dict[
     assert execution, f"WorkflowRun {run} has no execution"
     return sql(
         kube,
-        f"SELECT name, status, attempt, epoch, worker_id FROM tasks "
+        f"SELECT name, status, attempt, interrupt_count, epoch, worker_id FROM tasks "
         f"WHERE execution_id = '{execution}' AND name = '{task_type}' ORDER BY ref",
     )
 
@@ -343,8 +343,12 @@ def test_a_terminating_leader_hands_over_before_it_exits(release: PodCluster) ->
     kube.run("delete", "pod", leader, "-n", NAMESPACE, "--wait=false")
     graceful, released = takeover(kube, leader)
     print(f"\nhandover after SIGTERM: {graceful:.2f} s")
-    assert released, "the terminating leader released its Lease"
-    assert graceful < LEASE_SECONDS, "a released Lease is taken at once, not after it expires"
+    # The Lease can be released and taken between two samples, so `released`
+    # may go unseen; the takeover time is the proof: a Lease that was not
+    # released is taken only once it expires, at least LEASE_SECONDS - 2.5 s
+    # after the last renewal (every 2 s), as the SIGKILL case below measures.
+    print(f"released state observed: {released}")
+    assert graceful < LEASE_SECONDS - 2.5, "a released Lease is taken at once, not after it expires"
 
     if release.node is None:
         return  # SIGKILL needs the node's runtime: containerd answers only on the local node
@@ -468,6 +472,8 @@ def leased(kube: Kube, run: str, namespace: str) -> str:
     """The worker pod that holds the run's slow_step task, once one does."""
 
     def holder() -> str | None:
+        if not (kube.get("workflowrun", run, namespace) or {}).get("status", {}).get("executionId"):
+            return None  # the operator has not started the run yet
         tasks = tasks_of(kube, run, namespace, "slow_step")
         return tasks[0]["worker_id"] if tasks and tasks[0]["status"] == "IN_PROGRESS" else None
 
@@ -518,7 +524,8 @@ def test_a_terminated_worker_pod_hands_back_what_it_cannot_finish(
     [task] = tasks_of(kube, "hand-back", namespace, "slow_step")
     assert task["status"] == "COMPLETED"
     assert task["worker_id"] != pod, "another pod leased the handed-back task and finished it"
-    assert task["attempt"] == 1, "handing back spends no attempt"
+    # Seed 002: the interrupted attempt did start, so it is spent and counted.
+    assert task["attempt"] == 2 and task["interrupt_count"] == 1, "the hand-back spent one attempt"
     assert took < GRACE_PERIOD - 10, f"the pod exited by itself after {took:.1f}s, long before SIGKILL"
 
 

@@ -157,8 +157,8 @@ async def test_a_workflow_run_starts_one_run_with_its_uid(pool: asyncpg.Pool) ->
     kwargs = handler_kwargs(WORKFLOW_RUN, "export-1", {"workflow": "export", "input": {"day": "monday"}}, pool)
     await workflows.start_workflow_run(**kwargs)
     status = kwargs["patch"].status
-    assert status["phase"] == "Running" and status["executionId"] == kwargs["uid"]
-    assert status["startTime"] == "2026-01-01T00:00:00Z" and status["awaitingAdmission"] is False
+    assert status["executionId"] == kwargs["uid"]
+    assert "phase" not in status, "the run's state is the status mirror's: the run may have ended already"
     async with pool.acquire() as conn:
         run = await executions.get_run(conn, NAMESPACE, kwargs["uid"])
     assert run is not None and run.resource_name == "export-1" and run.input == {"day": "monday"}
@@ -169,7 +169,7 @@ async def test_a_workflow_run_over_a_quota_is_refused_with_the_quotas_answer(poo
     await _store_workflow(pool)
     first = handler_kwargs(WORKFLOW_RUN, "export-1", {"workflow": "export"}, pool)
     await workflows.start_workflow_run(**first)
-    assert first["patch"].status["phase"] == "Running"
+    assert first["patch"].status["executionId"] == first["uid"]
     second = handler_kwargs(WORKFLOW_RUN, "export-2", {"workflow": "export"}, pool)
     await workflows.start_workflow_run(**second)
     status = second["patch"].status

@@ -4,16 +4,17 @@ naming the field before anything is sent to Kubernetes."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import json
 from typing import Any
 
 import aiohttp
-import pytest
+from typer.testing import CliRunner
 
-from sluiceway.cli import schedules as schedule_cli
-from sluiceway.cli.client import CommandError
+from sluiceway.cli.client import ExitCode
 from sluiceway.controls.schedules import run_id
-from sluiceway.runtime.main import parser
+from sluiceway.runtime.main import app
 from tests.integration.test_schedules import NAMESPACE, add_schedule, define_workflow
 from tests.support.plane import Plane
 
@@ -75,10 +76,13 @@ async def test_refusals_name_the_field_and_unknown_schedules_are_404(plane: Plan
         assert status == 404 and refused["error"] == "NOT_FOUND"
 
 
-async def cli(plane: Plane, *argv: str) -> tuple[Any, list[str]]:
-    """`sluiceway schedules ...` against the plane, as the command runs it."""
-    args = parser().parse_args(["schedules", *argv, "-n", NAMESPACE, "--url", plane.url])
-    return await schedule_cli.perform(args, schedule_cli._api(args), NAMESPACE)
+async def cli(plane: Plane, *argv: str) -> tuple[int, list[str], str]:
+    """`sluiceway schedules ...` against the plane, as a person runs it: the
+    exit code, the lines it printed and what it said on stderr. (In a thread:
+    the command runs its own event loop.)"""
+    args = ["schedules", *argv, "-n", NAMESPACE, "--server", plane.url]
+    result = await asyncio.to_thread(CliRunner().invoke, app(), args)
+    return result.exit_code, result.stdout.splitlines(), result.stderr
 
 
 async def test_the_schedules_command_lists_shows_next_fires_triggers_and_backfills(plane: Plane) -> None:
@@ -86,8 +90,8 @@ async def test_the_schedules_command_lists_shows_next_fires_triggers_and_backfil
     await add_schedule(
         plane.pool, "nightly", cron=["30 2 * * *"], timezone="America/New_York", overlapPolicy="AllowAll"
     )
-    _, lines = await cli(plane, "list")
-    assert lines[0].split() == [
+    code, lines, _ = await cli(plane, "list")
+    assert code == 0 and lines[0].split() == [
         "NAME",
         "WORKFLOW",
         "NEXT",
@@ -99,15 +103,19 @@ async def test_the_schedules_command_lists_shows_next_fires_triggers_and_backfil
         "SKIPPED",
     ]
     assert lines[1].split()[:2] == ["nightly", "report"]
-    body, lines = await cli(plane, "next", "nightly", "--count", "3")
+    _, lines, _ = await cli(plane, "next", "nightly", "--count", "3")
     assert len(lines) == 3 and all("02:30:00 E" in line and "(America/New_York)" in line for line in lines)
-    _, lines = await cli(plane, "trigger", "nightly")
+    _, lines, _ = await cli(plane, "trigger", "nightly")
     assert " trigger: started run " in lines[0]
-    _, lines = await cli(plane, "backfill", "nightly", "--from", "2026-03-07T00:00:00Z", "--to", "2026-03-10T00:00:00Z")
+    _, lines, _ = await cli(
+        plane, "backfill", "nightly", "--from", "2026-03-07T00:00:00Z", "--to", "2026-03-10T00:00:00Z"
+    )
     assert lines[0] == "2 runs started, 0 fire times already fired", "no 02:30 on 8 March in New York"
-    _, lines = await cli(plane, "get", "nightly")
+    _, lines, _ = await cli(plane, "get", "nightly")
     assert lines[0] == "schedule nightly: cron 30 2 * * * (America/New_York), workflow report"
-    with pytest.raises(CommandError, match="HTTP 503"):  # pause writes spec.suspend through Kubernetes
-        await cli(plane, "pause", "nightly")
-    with pytest.raises(CommandError, match="HTTP 404"):
-        await cli(plane, "get", "missing")
+    code, _, said = await cli(plane, "pause", "nightly")  # pause writes spec.suspend through Kubernetes
+    assert code == ExitCode.UNAVAILABLE and "(HTTP 503" in said, said
+    code, _, said = await cli(plane, "get", "missing")
+    assert code == ExitCode.NOT_FOUND and "(HTTP 404" in said, said
+    code, lines, _ = await cli(plane, "list", "-o", "json")
+    assert code == 0 and json.loads("\n".join(lines))[0]["name"] == "nightly"

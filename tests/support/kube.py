@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from sluiceway.devenv.controlplane import REPO_ROOT, ControlPlane
+from tests.support.waiting import eventually
 
 
 @dataclass
@@ -95,5 +96,14 @@ def running_cluster() -> Iterator[Cluster]:
 
 
 def _install_crds(kube: Kube) -> None:
+    """Apply the CRDs and wait until each is listed, not only Established: a
+    CRD's storage answers 429 "(re)initializing" for a while after that, and an
+    operator started then waits out kopf's retry backoff before it sees anything."""
     kube.run("apply", "-f", str(REPO_ROOT / "crds"))
     kube.run("wait", "--for=condition=Established", "-f", str(REPO_ROOT / "crds"), "--timeout=60s")
+    resources = ",".join(path.name.removesuffix(".yaml") for path in sorted((REPO_ROOT / "crds").glob("*.yaml")))
+    eventually(
+        lambda: kube.run("get", resources, "-A", "-o", "name", check=False).returncode == 0,
+        timeout=60,
+        what="every CRD's storage to serve a list",
+    )

@@ -10,6 +10,10 @@ cluster-wide (ClusterRole) or per watched namespace (Role); see rbac-*.yaml.
 - apiGroups: [sluiceway.dev]
   resources: [taskdefinitions, workflows, workflowruns, semaphores, quotas, schedules, webhooks]
   verbs: [get, list, watch, patch]
+# Delete WorkflowRuns whose ttlSecondsAfterFinished has passed since their run ended.
+- apiGroups: [sluiceway.dev]
+  resources: [workflowruns]
+  verbs: [delete]
 # Report Ready conditions and counters: status is written only by the operator.
 - apiGroups: [sluiceway.dev]
   resources: [taskdefinitions/status, workflows/status, workflowruns/status, semaphores/status, quotas/status,

@@ -29,7 +29,7 @@ from sluiceway.model.quota import QuotaSpec
 from sluiceway.model.resources import QUOTA, SEMAPHORE, TASK_DEFINITION, ResourceKind
 from sluiceway.model.semaphore import SemaphoreSpec
 from sluiceway.model.taskdefinition import TaskDefinitionSpec
-from sluiceway.store import definitions, diagnostics
+from sluiceway.store import definitions, diagnostics, workflows
 
 router = APIRouter(prefix="/v1/ns/{namespace}", tags=["definitions"], responses=INVALID)
 RECONCILE_WAIT_SECONDS = 10.0
@@ -255,3 +255,49 @@ async def get_quotas(namespace: NAMESPACE, svc: Services = Depends(services)) ->
             for r in rows
         ],
     }
+
+
+@router.get(
+    "/metadata/workflow",
+    summary="Every workflow of the namespace, at the version new runs start on",
+    operation_id="list_workflows",
+    dependencies=[requires("list", "workflows")],
+)
+async def list_workflows(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, Any]]:
+    async with svc.pool.acquire() as conn:
+        found = await workflows.list_workflows(conn, namespace)
+    return [
+        {
+            "name": w.name,
+            "resource": w.resource_name,
+            "version": w.version,
+            "description": w.spec.get("description", ""),
+            "tasks": len(w.spec.get("tasks") or []),
+            "searchAttributes": w.spec.get("searchAttributes") or [],
+        }
+        for w in found
+    ]
+
+
+@router.get(
+    "/metadata/workflow/{name}",
+    summary="One workflow's definition: the live version, or a pinned one",
+    operation_id="get_workflow",
+    responses={404: refusal("No such workflow (or version)")},
+    dependencies=[requires("get", "workflows")],
+)
+async def get_workflow(
+    namespace: NAMESPACE, name: NAME, version: int | None = None, svc: Services = Depends(services)
+) -> dict[str, Any]:
+    """A version stays readable while runs pin it, even after its Workflow is deleted."""
+    if version is not None and not 1 <= version <= 2**31 - 1:
+        raise ApiError(
+            422, "INVALID_REQUEST", "version: 1 or more", fields=[{"field": "version", "message": "1 or more"}]
+        )
+    async with svc.pool.acquire() as conn:
+        found = await workflows.find_version(conn, namespace, name, version)
+        resource = await workflows.resource_of(conn, namespace, name)
+    if found is None:
+        pinned = f" version {version}" if version is not None else ""
+        raise ApiError(404, "NOT_FOUND", f"no workflow {name}{pinned} in namespace {namespace}")
+    return {"name": name, "resource": resource, "version": found.version, "spec": found.spec}

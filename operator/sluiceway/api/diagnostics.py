@@ -125,8 +125,9 @@ async def why_run(
     return {
         "executionId": facts.execution_id,
         "workflow": facts.workflow,
-        "status": facts.status,
+        "status": "PAUSED" if facts.paused else facts.status,
         "awaitingAdmission": facts.awaiting_admission,
+        "paused": facts.paused,
         "quarantined": facts.quarantine_reason is not None,
         "reasons": _reasons(explain(facts)),
     }

@@ -1,29 +1,56 @@
-"""Runs: start, read, force an evaluation, terminate."""
+"""Runs: start (idempotently), list and search, read, and operate: pause,
+resume, retry from the failure, rerun from a task, restart, terminate; and
+the logs their tasks wrote."""
 
 from __future__ import annotations
 
 import datetime
+import re
+import uuid
+from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 
 from sluiceway.api.errors import INVALID, ApiError, refusal
 from sluiceway.api.guards import requires
+from sluiceway.api.paging import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    Order,
+    decode_cursor,
+    encode_cursor,
+    instant,
+    invalid,
+    run_id,
+    several,
+)
 from sluiceway.api.params import EXECUTION_ID, NAMESPACE
 from sluiceway.api.services import Services, services
-from sluiceway.model.common import unstorable
+from sluiceway.controls import attributes as attribute_rules
+from sluiceway.model.common import ENGINE_NAME_PATTERN, INT32_MAX, unstorable
 from sluiceway.model.execution import (
     MAX_MESSAGE_BYTES,
     MAX_QUEUED_MESSAGES,
+    REQUEST_ID_PATTERN,
     ExecutionView,
+    LogEntry,
+    LogPage,
+    OperationResponse,
+    PauseRequest,
+    RerunRequest,
+    RestartRequest,
+    RunPage,
+    RunStatus,
+    RunSummary,
     StartRequest,
     StartResponse,
     TaskView,
     TerminateRequest,
 )
 from sluiceway.observability import metrics
-from sluiceway.store import admission, executions, messages
+from sluiceway.store import admission, attributes, executions, listing, logs, messages, operations
 
 router = APIRouter(prefix="/v1/ns/{namespace}/executions", tags=["executions"], responses=INVALID)
 
@@ -36,7 +63,18 @@ RUN_LINKS = {
     "ForceDecide": "force_decide",
     "TerminateRun": "terminate_run",
     "WhyRun": "why_run",
+    "PauseRun": "pause_run",
+    "ResumeRun": "resume_run",
+    "RunLogs": "run_logs",
 }
+IDEMPOTENCY_KEY = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        max_length=256,
+        description="The same as the body's requestId: a retried start returns the run the first one created.",
+    ),
+]
 
 
 def _time(value: datetime.datetime | None) -> str | None:
@@ -47,21 +85,62 @@ def _time(value: datetime.datetime | None) -> str | None:
 _REFUSED_STATUS = {admission.QuotaExceeded: 429, admission.LimitExceeded: 409}
 
 
-def start_error(
-    outcome: executions.Refused | executions.WorkflowNotFound | executions.InvalidOverrides,
-) -> ApiError:
-    if isinstance(outcome, executions.WorkflowNotFound):
-        return ApiError(404, "WORKFLOW_NOT_FOUND", outcome.message)
-    if isinstance(outcome, executions.InvalidOverrides):
-        return ApiError(
-            422,
-            "INVALID_REQUEST",
-            f"{outcome.field}: {outcome.message}",
-            fields=[{"field": outcome.field, "message": outcome.message}],
-        )
+def _gate_error(outcome: admission.Refusal) -> ApiError:
     return ApiError(
         _REFUSED_STATUS[type(outcome)], outcome.code, outcome.message, control=outcome.control, **outcome.details()
     )
+
+
+def start_error(outcome: executions.StartOutcome | operations.Refused) -> ApiError:
+    if isinstance(outcome, executions.WorkflowNotFound):
+        return ApiError(404, "WORKFLOW_NOT_FOUND", outcome.message)
+    if isinstance(outcome, executions.InvalidOverrides):
+        return invalid(outcome.field, outcome.message)
+    if isinstance(outcome, executions.InvalidStart):
+        fields = [{"field": p.field, "message": p.message} for p in outcome.problems]
+        return ApiError(422, "INVALID_REQUEST", outcome.message, fields=fields)
+    if isinstance(outcome, executions.RequestReused):
+        return ApiError(
+            409,
+            "IDEMPOTENCY_KEY_REUSED",
+            outcome.message,
+            executionId=outcome.execution_id,
+            fields=[{"field": "requestId", "message": outcome.message}],
+        )
+    if isinstance(outcome, operations.Refused):
+        return operation_error(outcome)
+    assert not isinstance(outcome, executions.Started)
+    return _gate_error(outcome)
+
+
+def operation_error(outcome: operations.Refused | admission.Refusal) -> ApiError:
+    if isinstance(outcome, admission.Refusal):
+        return _gate_error(outcome)
+    if outcome.reason is operations.Refusal.NOT_FOUND:
+        return ApiError(404, "NOT_FOUND", outcome.message)
+    if outcome.reason is operations.Refusal.UNKNOWN_TASK:
+        return invalid("taskReferenceName", outcome.message)
+    return ApiError(409, outcome.reason.value, outcome.message)
+
+
+def _request_id(body: str | None, header: str | None) -> str | None:
+    if header is not None and (body is not None and header != body):
+        raise invalid("requestId", "differs from the Idempotency-Key header: send one key")
+    if header is not None:
+        if not re.fullmatch(REQUEST_ID_PATTERN, header):
+            raise invalid("Idempotency-Key", "1 to 256 printable characters, no spaces")
+    return body or header
+
+
+def _started(outcome: executions.Started, restarted_from: str | None = None) -> JSONResponse:
+    body = StartResponse(
+        id=outcome.id,
+        status=outcome.status,
+        awaiting_admission=outcome.awaiting_admission,
+        created=outcome.created,
+        restarted_from=restarted_from,
+    ).to_wire()
+    return JSONResponse(body, status_code=201 if outcome.created else 200)
 
 
 @router.post(
@@ -70,15 +149,25 @@ def start_error(
     response_model=StartResponse,
     response_model_by_alias=True,
     responses={
+        200: {"model": StartResponse, "description": "A retried start (same requestId): the run it created"},
         201: {"links": {link: {"operationId": op, "parameters": RUN_ID} for link, op in RUN_LINKS.items()}},
         404: refusal("No such workflow"),
-        409: refusal("LIMIT_EXCEEDED: maxConcurrentExecutions"),
+        409: refusal("LIMIT_EXCEEDED: maxConcurrentExecutions; IDEMPOTENCY_KEY_REUSED: the key started another run"),
         429: refusal("A namespace quota: {quota, limit, current, retryAfterSeconds}"),
     },
     summary="Start a run",
     dependencies=[requires("create", "workflowruns")],
 )
-async def start(namespace: NAMESPACE, request: StartRequest, svc: Services = Depends(services)) -> StartResponse:
+async def start(
+    namespace: NAMESPACE,
+    request: StartRequest,
+    idempotency_key: IDEMPOTENCY_KEY = None,
+    svc: Services = Depends(services),
+) -> JSONResponse:
+    """`requestId` (or the `Idempotency-Key` header) makes the start
+    idempotent for the idempotency window: a retry gets the same run back
+    (200, `created: false`), and concurrent retries create one run."""
+    key = _request_id(request.request_id, idempotency_key)
     async with svc.pool.acquire() as conn, conn.transaction():
         outcome = await executions.start_run(
             conn,
@@ -87,30 +176,132 @@ async def start(namespace: NAMESPACE, request: StartRequest, svc: Services = Dep
             request.version,
             request.input,
             correlation_id=request.correlation_id,
+            request_id=key,
+            search_attributes=request.search_attributes,
+            sla_seconds=request.sla_seconds,
+            idempotency_window=svc.idempotency_window,
             task_overrides=request.task_overrides,
         )
     if not isinstance(outcome, executions.Started):
         raise start_error(outcome)
-    return StartResponse(id=outcome.id, status=outcome.status, awaiting_admission=outcome.awaiting_admission)
+    return _started(outcome)
+
+
+def _no_nul(field: str, value: str | None) -> str | None:
+    if value is not None and "\x00" in value:
+        raise invalid(field, "must not contain a NUL character")
+    return value
+
+
+async def _attribute_filters(
+    conn: Any, namespace: str, workflow: str | None, written: list[str]
+) -> tuple[attribute_rules.TypedFilter, ...]:
+    if not written:
+        return ()
+    if len(written) > 10:
+        raise invalid("searchAttribute", "at most 10 attribute filters")
+    declared = attribute_rules.declared_types(await attributes.declared(conn, namespace, workflow))
+    found = []
+    for text in written:
+        try:
+            condition = attribute_rules.parse_filter(text)
+            found.append(attribute_rules.typed_filter(condition, attribute_rules.filter_type(condition.name, declared)))
+        except attribute_rules.FilterError as error:
+            raise invalid("searchAttribute", str(error)) from None
+    return tuple(found)
+
+
+def _summary(row: listing.RunRow) -> RunSummary:
+    return RunSummary(
+        id=row.id,
+        workflow_name=row.workflow_name,
+        workflow_version=row.workflow_version,
+        status=row.status,
+        awaiting_admission=row.awaiting_admission,
+        reason_for_incompletion=row.reason,
+        correlation_id=row.correlation_id,
+        parent_workflow_id=row.parent_execution_id,
+        workflow_run=row.resource_name,
+        start_time=_time(row.created_at) or "",
+        end_time=_time(row.ended_at),
+        paused_at=_time(row.paused_at),
+        sla_breached_at=_time(row.sla_breached_at),
+        quarantined=row.quarantined,
+        search_attributes=row.attributes,
+    )
 
 
 @router.get(
-    "/{execution_id}",
-    response_model=ExecutionView,
+    "",
+    response_model=RunPage,
     response_model_by_alias=True,
-    responses={404: refusal("No such run in this namespace")},
-    summary="Read a run and its tasks",
-    operation_id="get_run",
-    dependencies=[requires("get", "workflowruns")],
+    summary="List and search runs, newest first",
+    operation_id="list_runs",
+    dependencies=[requires("list", "workflowruns")],
 )
-async def get(
-    namespace: NAMESPACE, execution_id: EXECUTION_ID, include_tasks: bool = True, svc: Services = Depends(services)
-) -> ExecutionView:
+async def list_runs(
+    namespace: NAMESPACE,
+    workflow: Annotated[str | None, Query(pattern=ENGINE_NAME_PATTERN, max_length=253)] = None,
+    version: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
+    status: Annotated[list[str] | None, Query(description="Repeat or comma-separate: FAILED,TIMED_OUT")] = None,
+    started_after: Annotated[str | None, Query(alias="startedAfter", description="ISO 8601")] = None,
+    started_before: Annotated[str | None, Query(alias="startedBefore")] = None,
+    ended_after: Annotated[str | None, Query(alias="endedAfter")] = None,
+    ended_before: Annotated[str | None, Query(alias="endedBefore")] = None,
+    correlation_id: Annotated[str | None, Query(alias="correlationId", max_length=256)] = None,
+    parent: Annotated[str | None, Query(description="Runs started by this run's SUB_WORKFLOW tasks")] = None,
+    workflow_run: Annotated[
+        str | None, Query(alias="workflowRun", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)
+    ] = None,
+    restarted_from: Annotated[str | None, Query(alias="restartedFrom")] = None,
+    awaiting_admission: Annotated[bool | None, Query(alias="awaitingAdmission")] = None,
+    sla_breached: Annotated[bool | None, Query(alias="slaBreached")] = None,
+    search_attribute: Annotated[
+        list[str] | None,
+        Query(alias="searchAttribute", description="Repeat: tenant=acme, amount>=100, tenant in (acme, globex)"),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+    cursor: Annotated[str | None, Query(max_length=512, description="nextCursor of the previous page")] = None,
+    order: Order = Order.NEWEST,
+    svc: Services = Depends(services),
+) -> RunPage:
+    """Every filter narrows (AND); `status` and `in` take several values.
+    Pages are keyset pages in start order (`newest` first unless
+    `order=oldest`), stable while runs are added, and never counted: follow
+    `nextCursor` until it is null."""
+    after = decode_cursor(cursor, order) if cursor is not None else None
+    async with svc.pool.acquire() as conn:
+        found = listing.RunFilter(
+            workflow=workflow,
+            version=version,
+            statuses=several("status", status, RunStatus),
+            started_after=instant("startedAfter", started_after),
+            started_before=instant("startedBefore", started_before),
+            ended_after=instant("endedAfter", ended_after),
+            ended_before=instant("endedBefore", ended_before),
+            correlation_id=_no_nul("correlationId", correlation_id),
+            parent=run_id("parent", parent),
+            workflow_run=workflow_run,
+            restarted_from=run_id("restartedFrom", restarted_from),
+            awaiting_admission=awaiting_admission,
+            sla_breached=sla_breached,
+            attributes=await _attribute_filters(conn, namespace, workflow, search_attribute or []),
+        )
+        page = await listing.runs(conn, namespace, found, after=after, limit=limit, ascending=order is Order.OLDEST)
+    return RunPage(
+        items=[_summary(row) for row in page.rows],
+        next_cursor=encode_cursor(page.next, order) if page.next is not None else None,
+    )
+
+
+async def _read(svc: Services, namespace: str, execution_id: uuid.UUID, include_tasks: bool) -> ExecutionView:
     async with svc.pool.acquire() as conn:
         run = await executions.get_run(conn, namespace, str(execution_id))
         if run is None:
             raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
         tasks = await executions.get_tasks(conn, run.id) if include_tasks else []
+        found = await attributes.of_runs(conn, [uuid.UUID(run.id)])
+    superseded = run.superseded or {}
     return ExecutionView(
         id=run.id,
         namespace=run.namespace,
@@ -122,11 +313,22 @@ async def get(
         correlation_id=run.correlation_id,
         parent_workflow_id=run.parent_execution_id,
         workflow_run=run.resource_name,
+        restarted_from=run.restarted_from,
+        request_id=run.request_id,
         input=run.input,
         output=run.output,
         start_time=_time(run.created_at) or "",
         end_time=_time(run.ended_at),
+        search_attributes=found[uuid.UUID(run.id)],
+        paused_at=_time(run.paused_at),
+        pause_reason=run.pause_reason,
+        paused_seconds=round(run.paused_seconds, 3),
+        deadline=_time(run.timeout_at),
+        sla_seconds=run.sla_seconds,
+        sla_deadline=_time(run.sla_at),
         sla_breached_at=_time(run.sla_breached_at),
+        retries=run.retries,
+        expires_at=_time(run.expires_at),
         quarantined_at=_time(run.quarantined_at),
         quarantine_reason=run.quarantine_reason,
         schedule=run.schedule_name,
@@ -151,6 +353,7 @@ async def get(
                 input=t.input,
                 output=t.output,
                 sub_workflow_id=t.child_execution_id,
+                superseded=t.attempt <= superseded.get(t.ref, 0),
                 loop=t.loop_ref,
                 iteration=t.iteration,
                 snooze_count=t.snooze_count,
@@ -160,6 +363,21 @@ async def get(
             for t in tasks
         ],
     )
+
+
+@router.get(
+    "/{execution_id}",
+    response_model=ExecutionView,
+    response_model_by_alias=True,
+    responses={404: refusal("No such run in this namespace")},
+    summary="Read a run and its tasks",
+    operation_id="get_run",
+    dependencies=[requires("get", "workflowruns")],
+)
+async def get(
+    namespace: NAMESPACE, execution_id: EXECUTION_ID, include_tasks: bool = True, svc: Services = Depends(services)
+) -> ExecutionView:
+    return await _read(svc, namespace, execution_id, include_tasks)
 
 
 @router.post(
@@ -208,6 +426,188 @@ async def terminate(
         if not await executions.request_termination(conn, namespace, run.id, reason):
             raise ApiError(409, "NOT_RUNNING", f"run {execution_id} is {run.status.value}")
     return JSONResponse({"status": "terminating", "id": run.id}, status_code=202)
+
+
+_OPERATION_OUTCOMES: dict[int | str, dict[str, Any]] = {
+    404: refusal("No such run"),
+    409: refusal("The run is not in a state for it: NOT_RUNNING, NOT_FINISHED, COMPLETED, NOTHING_TO_RETRY, ..."),
+    429: refusal("A namespace quota: the run would run again"),
+}
+
+
+def _answer(outcome: operations.Outcome) -> OperationResponse:
+    if not isinstance(outcome, operations.Done):
+        raise operation_error(outcome)
+    return OperationResponse(id=outcome.id, status=outcome.status, message=outcome.message)
+
+
+@router.post(
+    "/{execution_id}/pause",
+    response_model=OperationResponse,
+    response_model_by_alias=True,
+    summary="Pause a running run",
+    operation_id="pause_run",
+    responses=_OPERATION_OUTCOMES,
+    dependencies=[requires("update", "workflowruns")],
+)
+async def pause(
+    namespace: NAMESPACE,
+    execution_id: EXECUTION_ID,
+    request: PauseRequest | None = None,
+    svc: Services = Depends(services),
+) -> OperationResponse:
+    """Nothing new is scheduled and the run's clocks stop; tasks already
+    leased finish and their results are recorded. Pausing a paused run
+    changes nothing."""
+    async with svc.pool.acquire() as conn, conn.transaction():
+        outcome = await operations.pause(conn, namespace, str(execution_id), request.reason if request else "")
+    return _answer(outcome)
+
+
+@router.post(
+    "/{execution_id}/resume",
+    response_model=OperationResponse,
+    response_model_by_alias=True,
+    summary="Resume a paused run",
+    operation_id="resume_run",
+    responses=_OPERATION_OUTCOMES,
+    dependencies=[requires("update", "workflowruns")],
+)
+async def resume(
+    namespace: NAMESPACE, execution_id: EXECUTION_ID, svc: Services = Depends(services)
+) -> OperationResponse:
+    """The run's deadline and SLA move forward by the time it was paused (a
+    chain deadline does not); held tasks are queued again."""
+    async with svc.pool.acquire() as conn, conn.transaction():
+        outcome = await operations.resume(conn, namespace, str(execution_id))
+    return _answer(outcome)
+
+
+@router.post(
+    "/{execution_id}/retry",
+    response_model=OperationResponse,
+    response_model_by_alias=True,
+    summary="Retry a failed run from the tasks that failed",
+    operation_id="retry_run",
+    responses=_OPERATION_OUTCOMES,
+    dependencies=[requires("update", "workflowruns")],
+)
+async def retry(
+    namespace: NAMESPACE, execution_id: EXECUTION_ID, svc: Services = Depends(services)
+) -> OperationResponse:
+    """For a run that FAILED, TIMED_OUT or was TERMINATED: the tasks that
+    failed, timed out or were canceled start again with a fresh retryCount;
+    what completed keeps its output."""
+    async with svc.pool.acquire() as conn, conn.transaction():
+        outcome = await operations.retry(conn, namespace, str(execution_id))
+    return _answer(outcome)
+
+
+@router.post(
+    "/{execution_id}/rerun",
+    response_model=OperationResponse,
+    response_model_by_alias=True,
+    summary="Rerun a finished run from one task",
+    operation_id="rerun_run",
+    responses=_OPERATION_OUTCOMES,
+    dependencies=[requires("update", "workflowruns")],
+)
+async def rerun(
+    namespace: NAMESPACE, execution_id: EXECUTION_ID, request: RerunRequest, svc: Services = Depends(services)
+) -> OperationResponse:
+    """The task, what it contains and every task after it start afresh (the
+    task with `input` merged over its inputs, if given); the others keep their
+    outputs."""
+    async with svc.pool.acquire() as conn, conn.transaction():
+        outcome = await operations.rerun(conn, namespace, str(execution_id), request.task_reference_name, request.input)
+    return _answer(outcome)
+
+
+@router.post(
+    "/{execution_id}/restart",
+    status_code=201,
+    response_model=StartResponse,
+    response_model_by_alias=True,
+    summary="Restart a finished run as a new run",
+    operation_id="restart_run",
+    responses={**_OPERATION_OUTCOMES, 200: {"model": StartResponse, "description": "A retried restart"}},
+    dependencies=[requires("create", "workflowruns")],
+)
+async def restart(
+    namespace: NAMESPACE,
+    execution_id: EXECUTION_ID,
+    request: RestartRequest | None = None,
+    idempotency_key: IDEMPOTENCY_KEY = None,
+    svc: Services = Depends(services),
+) -> JSONResponse:
+    """A new run of the same workflow (the same version unless
+    `latestVersion`), with the old input unless given, linked to the old run
+    by `restartedFrom`."""
+    request = request or RestartRequest()
+    key = _request_id(request.request_id, idempotency_key)
+    async with svc.pool.acquire() as conn, conn.transaction():
+        outcome = await operations.restart(
+            conn,
+            namespace,
+            str(execution_id),
+            new_input=request.input,
+            latest_version=request.latest_version,
+            request_id=key,
+        )
+    if not isinstance(outcome, executions.Started):
+        raise start_error(outcome)
+    return _started(outcome, restarted_from=str(execution_id))
+
+
+@router.get(
+    "/{execution_id}/logs",
+    response_model=LogPage,
+    response_model_by_alias=True,
+    summary="What the run's tasks logged",
+    operation_id="run_logs",
+    responses={404: refusal("No such run")},
+    dependencies=[requires("get", "workflowruns")],
+)
+async def run_logs(
+    namespace: NAMESPACE,
+    execution_id: EXECUTION_ID,
+    task: Annotated[
+        str | None,
+        Query(
+            pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,127}(__[0-9]{1,9})?$",
+            description="Only this task reference (every attempt)",
+        ),
+    ] = None,
+    after: Annotated[int, Query(ge=0, description="Lines after this id: the nextAfter of the last answer")] = 0,
+    limit: Annotated[int, Query(ge=1, le=5000)] = 1000,
+    svc: Services = Depends(services),
+) -> LogPage:
+    async with svc.pool.acquire() as conn:
+        run = await executions.get_run(conn, namespace, str(execution_id))
+        if run is None:
+            raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
+        found = await logs.read(conn, execution_id, after=after, limit=limit, ref=task, cap=svc.log_cap_bytes)
+    return log_page(found, after)
+
+
+def log_page(found: logs.Logs, after: int) -> LogPage:
+    return LogPage(
+        lines=[
+            LogEntry(
+                id=e.id,
+                task_id=e.task_id,
+                reference_name=e.ref,
+                attempt=e.attempt,
+                at=_time(e.at) or "",
+                logged_at=_time(e.logged_at),
+                level=e.level,
+                message=e.message,
+            )
+            for e in found.entries
+        ],
+        next_after=found.entries[-1].id if found.entries else (after or None),
+        truncated=found.truncated,
+    )
 
 
 async def _message(request: Request) -> object:

@@ -1,5 +1,6 @@
-"""HUMAN tasks: the inbox of tasks waiting for a person, and a person's
-decision on one, recorded with who made it (the authenticated identity).
+"""HUMAN tasks: a person's decision on one, recorded with who made it (the
+authenticated identity). The inbox of tasks waiting for a person is the
+general task list (`api.tasks`): `GET .../tasks?type=HUMAN&status=IN_PROGRESS`.
 
 Deciding is authorized by RBAC as `update` on `workflowruns` named by the
 task's workflow: a Role may let the finance team decide the tasks of
@@ -8,25 +9,20 @@ its holder decide any)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Request
 
 from sluiceway.api.access import Names
 from sluiceway.api.errors import INVALID, ApiError, refusal
 from sluiceway.api.guards import Authorize, identity_of, requires
 from sluiceway.api.params import NAMESPACE, TASK_ID
 from sluiceway.api.services import Services, services, services_of
-from sluiceway.model.common import ENGINE_NAME_PATTERN
 from sluiceway.model.execution import (
     HumanCompletion,
     HumanRejection,
-    TaskStatus,
-    WaitingTaskPage,
     WaitingTaskView,
 )
 from sluiceway.model.workflow import TaskType
@@ -60,57 +56,6 @@ def _view(task: human.WaitingTask) -> WaitingTaskView:
         scheduled_at=_time(task.created_at) or "",
         ended_at=_time(task.ended_at),
         completed_by=task.completed_by,
-    )
-
-
-def _cursor(task: human.WaitingTask) -> str:
-    return base64.urlsafe_b64encode(f"{task.created_at.isoformat()}|{task.id}".encode()).decode()
-
-
-def _after(cursor: str | None) -> tuple[datetime.datetime, uuid.UUID] | None:
-    if cursor is None:
-        return None
-    try:
-        when, _, task_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        return datetime.datetime.fromisoformat(when), uuid.UUID(task_id)
-    except (ValueError, binascii.Error, UnicodeDecodeError) as error:
-        raise ApiError(
-            422,
-            "INVALID_REQUEST",
-            "cursor: not a cursor this API gave",
-            fields=[{"field": "cursor", "message": "invalid"}],
-        ) from error
-
-
-@router.get(
-    "",
-    response_model=WaitingTaskPage,
-    response_model_by_alias=True,
-    summary="List tasks, oldest first: GET .../tasks?type=HUMAN&status=IN_PROGRESS is the inbox",
-    dependencies=[requires("list", "workflowruns")],
-)
-async def list_tasks(
-    namespace: NAMESPACE,
-    type: TaskType | None = None,
-    status: TaskStatus | None = None,
-    workflow: Annotated[str | None, Query(pattern=ENGINE_NAME_PATTERN, max_length=253)] = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    cursor: Annotated[str | None, Query(max_length=512)] = None,
-    svc: Services = Depends(services),
-) -> WaitingTaskPage:
-    async with svc.pool.acquire() as conn:
-        found = await human.tasks(
-            conn,
-            namespace,
-            type=type.value if type else None,
-            status=status.value if status else None,
-            workflow=workflow,
-            after=_after(cursor),
-            limit=limit + 1,
-        )
-    page = found[:limit]
-    return WaitingTaskPage(
-        items=[_view(t) for t in page], next_cursor=_cursor(page[-1]) if len(found) > limit else None
     )
 
 

@@ -5,35 +5,48 @@ is refused with 409 and changes nothing."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import time
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Sequence
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Query, Response
 
 from sluiceway.api.access import Names
 from sluiceway.api.errors import INVALID, ApiError, refusal
+from sluiceway.api.executions import log_page
 from sluiceway.api.guards import Authorize, requires
+from sluiceway.api.paging import DEFAULT_LIMIT, MAX_LIMIT, Order, decode_cursor, encode_cursor, invalid, run_id, several
 from sluiceway.api.params import NAMESPACE, TASK_ID
 from sluiceway.api.services import Services, services
+from sluiceway.controls import attributes as attribute_rules
 from sluiceway.controls.gates import GateHold
 from sluiceway.controls.policy import TaskPolicy
+from sluiceway.model.common import ENGINE_NAME_PATTERN
 from sluiceway.model.execution import (
+    FieldError,
     Heartbeat,
     HeartbeatBatch,
     HeartbeatBatchResponse,
     ItemOutcome,
+    LogLine,
+    LogPage,
     PollRequest,
     PollResponse,
     ResultBatch,
     ResultBatchResponse,
+    TaskPage,
     TaskResult,
+    TaskStatus,
+    TaskSummary,
     checked_items,
     sent_task_id,
 )
+from sluiceway.model.workflow import TaskType
 from sluiceway.observability import metrics
-from sluiceway.store import leasing, results
+from sluiceway.store import attributes, leasing, listing, logs, results
 
 DEFAULT_POLL_TIMEOUT = 30.0
 # Even with no notification, a waiting poll re-checks this often, so a lost
@@ -174,10 +187,66 @@ _STATUS = {results.Verdict.APPLIED: 200, results.Verdict.NO_SUCH_TASK: 404, resu
 _ERROR = {results.Verdict.NO_SUCH_TASK: "NOT_FOUND", results.Verdict.NOT_LEASED: "STALE_LEASE"}
 
 
-async def _apply(svc: Services, namespace: str, batch: list[TaskResult]) -> dict[str, results.Outcome]:
-    started = time.perf_counter()
+def _within_cap(lines: Sequence[LogLine], cap: int) -> Sequence[LogLine]:
+    """The lines of one item the store could keep (and the one that crosses
+    the cap, so it marks the log truncated): a request never makes the store
+    weigh more than each task may keep."""
+    total = 0
+    for index, line in enumerate(lines):
+        total += len(line.message) + logs.LINE_OVERHEAD
+        if total > cap:
+            return lines[: index + 1]
+    return lines
+
+
+async def _store_logs(svc: Services, namespace: str, items: Sequence[TaskResult | Heartbeat]) -> None:
+    """Logs go in before the result that ends their task, so whoever sees the
+    task end can read all it logged."""
+    shipped = [(item.task_id, _within_cap(item.logs, svc.log_cap_bytes)) for item in items if item.logs]
+    if shipped:
+        async with svc.pool.acquire() as conn:
+            await logs.append(conn, namespace, shipped, svc.log_cap_bytes)
+
+
+Upserts = dict[str, tuple[uuid.UUID, datetime.datetime, list[attribute_rules.Attribute]]]
+
+
+async def _checked_attributes(
+    svc: Services, namespace: str, items: list[TaskResult | ItemOutcome]
+) -> tuple[list[TaskResult | ItemOutcome], Upserts]:
+    """Each result whose attribute upserts fit its run's declarations, with
+    the upserts; the others become 422 outcomes naming the attribute, and
+    change nothing (as any invalid item)."""
+    wanted = [r for r in items if isinstance(r, TaskResult) and r.search_attributes]
+    if not wanted:
+        return items, {}
     async with svc.pool.acquire() as conn:
+        runs = await attributes.of_tasks(conn, namespace, [uuid.UUID(r.task_id) for r in wanted])
+    refused: dict[str, ItemOutcome] = {}
+    upserts: Upserts = {}
+    for result in wanted:
+        found = runs.get(uuid.UUID(result.task_id))
+        if found is None:
+            continue  # an unknown task: the store answers 404 for it
+        checked = attribute_rules.upserted(found[2], result.search_attributes)
+        if checked.problems:
+            fields = [FieldError(field=p.field, message=p.message) for p in checked.problems]
+            error = "; ".join(str(p) for p in checked.problems)
+            refused[result.task_id] = ItemOutcome(task_id=result.task_id, code=422, error=error, fields=fields)
+        else:
+            upserts[result.task_id] = (found[0], found[1], list(checked.attributes.values()))
+    return [refused.get(i.task_id, i) if isinstance(i, TaskResult) else i for i in items], upserts
+
+
+async def _apply(
+    svc: Services, namespace: str, batch: list[TaskResult], upserts: Upserts | None = None
+) -> dict[str, results.Outcome]:
+    started = time.perf_counter()
+    async with svc.pool.acquire() as conn, conn.transaction():
         outcomes = await results.apply_results(conn, namespace, batch)
+        for task_id, (run, created_at, found) in (upserts or {}).items():
+            if outcomes[task_id].applied:  # with the result that carried them, fenced by the same epoch
+                await attributes.write(conn, run, namespace, created_at, found)
     metrics.COMPLETE_LATENCY.observe(time.perf_counter() - started)
     for result in batch:
         outcome = outcomes[result.task_id]
@@ -206,9 +275,11 @@ async def report_results(
     and `fields` name the field; nothing changed for it). Only an invalid
     envelope refuses the whole request."""
     checked = checked_items(TaskResult, list(batch.results))
+    await _authorize_tasks(authorize, svc, namespace, [r.task_id for r in checked if isinstance(r, TaskResult)])
+    checked, upserts = await _checked_attributes(svc, namespace, checked)
     valid = [item for item in checked if isinstance(item, TaskResult)]
-    await _authorize_tasks(authorize, svc, namespace, [r.task_id for r in valid])
-    outcomes = await _apply(svc, namespace, valid) if valid else {}
+    await _store_logs(svc, namespace, valid)
+    outcomes = await _apply(svc, namespace, valid, upserts) if valid else {}
     items = [_outcome(raw, item, outcomes) for raw, item in zip(batch.results, checked, strict=True)]
     return _json({"results": items}, 200 if all(i["code"] == 200 for i in items) else 207)
 
@@ -244,7 +315,11 @@ async def report_result(
             fields=[{"field": "taskId", "message": "does not match the path's task id"}],
         )
     await _authorize_tasks(authorize, svc, namespace, [result.task_id])
-    outcome = (await _apply(svc, namespace, [result]))[result.task_id]
+    [checked], upserts = await _checked_attributes(svc, namespace, [result])
+    if isinstance(checked, ItemOutcome):
+        raise ApiError(422, "INVALID_REQUEST", checked.error or "", fields=[f.to_wire() for f in checked.fields or []])
+    await _store_logs(svc, namespace, [result])
+    outcome = (await _apply(svc, namespace, [result], upserts))[result.task_id]
     if not outcome.applied:
         raise ApiError(_STATUS[outcome.verdict], _ERROR[outcome.verdict], outcome.error or "")
     return {"status": "accepted"}
@@ -271,6 +346,7 @@ async def heartbeats(
     beats = [item for item in checked if isinstance(item, Heartbeat)]
     errors = [item.to_wire() | {"taskId": item.task_id} for item in checked if isinstance(item, ItemOutcome)]
     await _authorize_tasks(authorize, svc, namespace, [b.task_id for b in beats])
+    await _store_logs(svc, namespace, beats)
     alive: set[str] = set()
     if beats:
         async with svc.pool.acquire() as conn:
@@ -290,8 +366,107 @@ async def heartbeat(
 ) -> dict[str, str]:
     """The body's `epoch` fences the lease; its `taskId` is ignored: the path names the task."""
     await _authorize_tasks(authorize, svc, namespace, [str(task_id)])
+    await _store_logs(svc, namespace, [beat.model_copy(update={"task_id": str(task_id)})])
     async with svc.pool.acquire() as conn:
         alive = await leasing.heartbeat(conn, namespace, [(str(task_id), beat.epoch)])
     if str(task_id) not in alive:
         raise ApiError(409, "STALE_LEASE", f"task {task_id} is not leased under epoch {beat.epoch}")
     return {"status": "alive"}
+
+
+# -- reading tasks -----------------------------------------------------------------
+
+
+def _time(value: datetime.datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+@router.get(
+    "",
+    response_model=TaskPage,
+    response_model_by_alias=True,
+    summary="List tasks, newest first: ?type=HUMAN&status=IN_PROGRESS&order=oldest is the HUMAN inbox",
+    operation_id="list_tasks",
+    dependencies=[requires("list", "workflowruns")],
+)
+async def list_tasks(
+    namespace: NAMESPACE,
+    status: Annotated[list[str] | None, Query(description="Repeat or comma-separate: FAILED,TIMED_OUT")] = None,
+    task_type: Annotated[str | None, Query(alias="taskType", pattern=ENGINE_NAME_PATTERN, max_length=253)] = None,
+    worker_id: Annotated[str | None, Query(alias="workerId", min_length=1, max_length=256)] = None,
+    execution_id: Annotated[str | None, Query(alias="executionId")] = None,
+    reference_name: Annotated[str | None, Query(alias="referenceName", max_length=140)] = None,
+    type: Annotated[TaskType | None, Query(description="The engine's task type: HUMAN, SIMPLE, HTTP, ...")] = None,
+    workflow: Annotated[
+        str | None, Query(pattern=ENGINE_NAME_PATTERN, max_length=253, description="Of runs of this workflow")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+    order: Order = Order.NEWEST,
+    svc: Services = Depends(services),
+) -> TaskPage:
+    """Every attempt of every task, filtered (AND) and paged as runs are.
+    The HUMAN inbox is `type=HUMAN&status=IN_PROGRESS` (`order=oldest`: the
+    longest waiting first); each item carries the task's input."""
+    for field, value in (("workerId", worker_id), ("referenceName", reference_name)):
+        if value is not None and "\x00" in value:
+            raise invalid(field, "must not contain a NUL character")
+    after = decode_cursor(cursor, order) if cursor is not None else None
+    found = listing.TaskFilter(
+        statuses=several("status", status, TaskStatus),
+        task_type=task_type,
+        worker_id=worker_id,
+        execution_id=run_id("executionId", execution_id),
+        reference_name=reference_name,
+        type=type.value if type is not None else None,
+        workflow=workflow,
+    )
+    async with svc.pool.acquire() as conn:
+        page = await listing.tasks(conn, namespace, found, after=after, limit=limit, ascending=order is Order.OLDEST)
+    return TaskPage(
+        items=[
+            TaskSummary(
+                task_id=t.id,
+                execution_id=t.execution_id,
+                reference_name=t.ref,
+                task_type=t.name,
+                type=t.type,
+                status=t.status,
+                attempt=t.attempt,
+                worker_id=t.worker_id,
+                scheduled_at=_time(t.created_at) or "",
+                started_at=_time(t.leased_at),
+                ended_at=_time(t.ended_at),
+                reason=t.reason,
+                workflow_name=t.workflow_name,
+                input=t.input or {},
+                completed_by=t.completed_by,
+            )
+            for t in page.rows
+        ],
+        next_cursor=encode_cursor(page.next, order) if page.next is not None else None,
+    )
+
+
+@router.get(
+    "/{task_id}/logs",
+    response_model=LogPage,
+    response_model_by_alias=True,
+    summary="What one task attempt logged",
+    operation_id="task_logs",
+    responses={404: refusal("No such task in this namespace")},
+    dependencies=[requires("get", "workflowruns")],
+)
+async def task_logs(
+    namespace: NAMESPACE,
+    task_id: TASK_ID,
+    after: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=5000)] = 1000,
+    svc: Services = Depends(services),
+) -> LogPage:
+    async with svc.pool.acquire() as conn:
+        run = await logs.run_of_task(conn, namespace, task_id)
+        if run is None:
+            raise ApiError(404, "NOT_FOUND", f"no task {task_id} in namespace {namespace}")
+        found = await logs.read(conn, run, after=after, limit=limit, task_id=task_id, cap=svc.log_cap_bytes)
+    return log_page(found, after)

@@ -3,53 +3,63 @@ Schedules of a namespace through the operator's API.
 
 `next NAME` prints the upcoming fire times, in UTC and in the schedule's time
 zone; `backfill NAME --from T --to T` fires the times of a past range, each
-once. Settings come from flags or the environment, as for `sluiceway why`:
-SLUICEWAY_URL, SLUICEWAY_NAMESPACE, SLUICEWAY_TOKEN, SLUICEWAY_TOKEN_FILE,
-SLUICEWAY_API_KEY. Exit codes: 0 done, 2 usage error, not found or an API
-that cannot be reached or refused."""
+once. Exit codes as for every command: 0 done, 2 bad input, 3 not found,
+4 refused, 5 the API cannot be reached."""
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import datetime
-import json
-import os
-import sys
-from typing import Any
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import aiohttp
+import typer
+from rich.text import Text
 
-from sluiceway.cli.client import DEFAULT_URL, Api, CommandError, Credentials, kubeconfig_namespace
+from sluiceway.cli import output
+from sluiceway.cli.common import OUTPUT, connected, run
+from sluiceway.cli.config import Connection
 
-ACTIONS = ("list", "get", "next", "trigger", "pause", "resume", "backfill")
+app = typer.Typer(help="Read, trigger, pause, resume and backfill Schedules.", no_args_is_help=True)
+
+NAME = Annotated[str, typer.Argument(help="The Schedule (metadata.name)", metavar="NAME")]
+FMT = output.Format
+
+
+class OverlapPolicy(StrEnum):
+    SKIP = "Skip"
+    BUFFER_ONE = "BufferOne"
+    BUFFER_ALL = "BufferAll"
+    CANCEL_OTHER = "CancelOther"
+    TERMINATE_OTHER = "TerminateOther"
+    ALLOW_ALL = "AllowAll"
+
+
+OVERLAP = Annotated[
+    OverlapPolicy | None, typer.Option("--overlap-policy", help="Override the schedule's overlap policy")
+]
+
+
+def _path(conn: Connection, *rest: str) -> tuple[str, ...]:
+    return ("v1", "ns", conn.namespace, "schedules", *rest)
 
 
 def _dash(value: object) -> str:
     return "-" if value in (None, "", []) else str(value)
 
 
-def list_lines(schedules: list[dict[str, Any]]) -> list[str]:
-    """A table, as `kubectl get schedules` would print it."""
-    rows = [("NAME", "WORKFLOW", "NEXT", "LAST", "ACTIVE", "SUSPENDED", "STARTED", "MISSED", "SKIPPED")]
-    for s in schedules:
-        spec = s.get("spec") or {}
-        rows.append(
-            (
-                str(s.get("name")),
-                _dash(spec.get("workflow")),
-                _dash((s.get("nextFireTimes") or [None])[0]),
-                _dash(s.get("lastFireTime")),
-                str(s.get("activeRuns", 0)),
-                str(bool(s.get("suspended"))).lower(),
-                str(s.get("runsStarted", 0)),
-                str(s.get("missed", 0)),
-                str(s.get("skipped", 0)),
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+COLUMNS: list[output.Column] = [
+    ("NAME", lambda s: str(s.get("name"))),
+    ("WORKFLOW", lambda s: _dash((s.get("spec") or {}).get("workflow"))),
+    ("NEXT", lambda s: _dash((s.get("nextFireTimes") or [None])[0])),
+    ("LAST", lambda s: _dash(s.get("lastFireTime"))),
+    ("ACTIVE", lambda s: str(s.get("activeRuns", 0))),
+    ("SUSPENDED", lambda s: str(bool(s.get("suspended"))).lower()),
+    ("STARTED", lambda s: str(s.get("runsStarted", 0))),
+    ("MISSED", lambda s: str(s.get("missed", 0))),
+    ("SKIPPED", lambda s: str(s.get("skipped", 0))),
+]
 
 
 def get_lines(schedule: dict[str, Any]) -> list[str]:
@@ -72,9 +82,9 @@ def get_lines(schedule: dict[str, Any]) -> list[str]:
 
 
 def fire_line(fire: dict[str, Any], indent: str = "") -> str:
-    run = f" run {fire['runId']}" if fire.get("runId") else ""
+    run_part = f" run {fire['runId']}" if fire.get("runId") else ""
     reason = f" ({fire['reason']})" if fire.get("reason") else ""
-    return f"{indent}{fire.get('fireTime')} {fire.get('kind')}: {fire.get('outcome')}{run}{reason}"
+    return f"{indent}{fire.get('fireTime')} {fire.get('kind')}: {fire.get('outcome')}{run_part}{reason}"
 
 
 def next_lines(schedule: dict[str, Any]) -> list[str]:
@@ -104,95 +114,83 @@ def backfill_lines(body: dict[str, Any]) -> list[str]:
     return lines + [fire_line(f, "  ") for f in body.get("fires") or []]
 
 
-async def _send(
-    api: Api, method: str, segments: tuple[str, ...], body: Any = None, params: dict[str, str] | None = None
-) -> Any:
-    address = api.address(*segments)
-    headers = {"Accept": "application/json", **api.credentials.headers()}
-    try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=api.timeout)) as session:
-            async with session.request(method, address, json=body, headers=headers, params=params) as response:
-                status, text = response.status, await response.text()
-    except (TimeoutError, aiohttp.ClientError, OSError) as error:
-        raise CommandError(f"cannot reach the Sluiceway API at {api.url}: {error or type(error).__name__}") from error
-    try:
-        decoded: Any = json.loads(text) if text else None
-    except ValueError:
-        decoded = None
-    if status >= 400:
-        message = decoded.get("message") if isinstance(decoded, dict) else None
-        raise CommandError(f"{message or text.strip()[:200] or 'no body'} (HTTP {status} from {method} {address})")
-    return decoded
+def _text(lines: list[str]) -> Callable[[], Text]:
+    """Plain lines for the table format (Text: no markup is read into them)."""
+    return lambda: Text("\n".join(lines))
 
 
-async def perform(args: argparse.Namespace, api: Api, namespace: str) -> tuple[Any, list[str]]:
-    """Call the API for one action; return the body and the lines to print."""
-    base = ("v1", "ns", namespace, "schedules")
-    policy = {"overlapPolicy": args.overlap_policy} if getattr(args, "overlap_policy", None) else {}
-    if args.action == "list":
-        body = await _send(api, "GET", base)
-        return body, list_lines(body)
-    if not args.name:
-        raise CommandError(f"schedules {args.action} needs a schedule NAME")
-    one = (*base, args.name)
-    if args.action == "get":
-        body = await _send(api, "GET", one)
-        return body, get_lines(body)
-    if args.action == "next":
-        body = await _send(api, "GET", one, params={"upcoming": str(args.count)})
-        return body, next_lines(body)
-    if args.action == "trigger":
-        body = await _send(api, "POST", (*one, "trigger"), policy)
-        return body, [fire_line(body)]
-    if args.action in ("pause", "resume"):
-        body = await _send(api, "POST", (*one, args.action))
-        return body, [f"schedule {args.name} {'paused' if args.action == 'pause' else 'resumed'}"]
-    if not (args.start and args.end):
-        raise CommandError("schedules backfill needs --from and --to (ISO 8601 instants, e.g. 2026-05-01T00:00:00Z)")
-    body = await _send(api, "POST", (*one, "backfill"), {"startTime": args.start, "endTime": args.end, **policy})
-    return body, backfill_lines(body)
+@app.command("list")
+@connected
+def list_schedules(conn: Connection, fmt: OUTPUT = FMT.TABLE) -> None:
+    """List the Schedules: next and last fire, active runs, counters."""
+    body = run(conn.api.request("GET", *_path(conn)))
+    schedules = list(body or [])
+    output.emit(schedules, fmt, lambda: output.table(schedules, COLUMNS), [str(s.get("name")) for s in schedules])
+    if not schedules and fmt in (FMT.TABLE, FMT.WIDE):
+        output.note("no schedules found")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=ACTIONS, help="what to do")
-    parser.add_argument("name", nargs="?", help="the Schedule (metadata.name); all of them for list")
-    parser.add_argument(
-        "-n", "--namespace", help="namespace ($SLUICEWAY_NAMESPACE, else the kubeconfig's, else default)"
-    )
-    parser.add_argument("--count", type=int, default=5, choices=range(1, 101), metavar="N", help="next: how many (5)")
-    parser.add_argument("--from", dest="start", help="backfill: the first fire time to fill (ISO 8601)")
-    parser.add_argument("--to", dest="end", help="backfill: the last fire time to fill (ISO 8601, not in the future)")
-    parser.add_argument(
-        "--overlap-policy",
-        choices=("Skip", "BufferOne", "BufferAll", "CancelOther", "TerminateOther", "AllowAll"),
-        help="trigger and backfill: override the schedule's overlap policy",
-    )
-    parser.add_argument("--url", help=f"API base URL ($SLUICEWAY_URL, else {DEFAULT_URL})")
-    parser.add_argument("--token", help="bearer token ($SLUICEWAY_TOKEN)")
-    parser.add_argument("--token-file", help="file holding a bearer token ($SLUICEWAY_TOKEN_FILE)")
-    parser.add_argument("--api-key", help="API key, sent as X-API-Key ($SLUICEWAY_API_KEY)")
-    parser.add_argument("--kubeconfig", help="kubeconfig whose context names the default namespace ($KUBECONFIG)")
-    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the API (default 30)")
+@app.command("get")
+@connected
+def get_schedule(conn: Connection, name: NAME, fmt: OUTPUT = FMT.TABLE) -> None:
+    """Show a Schedule, its counters and its recent fires."""
+    body = run(conn.api.get(*_path(conn, name)))
+    output.emit(body, fmt, _text(get_lines(body)), [name])
 
 
-def _api(args: argparse.Namespace) -> Api:
-    if args.token or args.token_file or args.api_key:
-        credentials = Credentials(args.token, args.token_file, args.api_key)
-    else:
-        env = os.environ.get
-        credentials = Credentials(env("SLUICEWAY_TOKEN"), env("SLUICEWAY_TOKEN_FILE"), env("SLUICEWAY_API_KEY"))
-    return Api(args.url or os.environ.get("SLUICEWAY_URL") or DEFAULT_URL, credentials, args.timeout)
+@app.command("next")
+@connected
+def next_fires(
+    conn: Connection,
+    name: NAME,
+    count: Annotated[int, typer.Option("--count", min=1, max=100, help="How many fire times")] = 5,
+    fmt: OUTPUT = FMT.TABLE,
+) -> None:
+    """Print the next fire times, in UTC and in the schedule's time zone."""
+    body = run(conn.api.get(*_path(conn, name), params={"upcoming": count}))
+    output.emit(body, fmt, _text(next_lines(body)), body.get("nextFireTimes") or [])
 
 
-def run(args: argparse.Namespace) -> int:
-    namespace = (
-        args.namespace or os.environ.get("SLUICEWAY_NAMESPACE") or kubeconfig_namespace(args.kubeconfig) or "default"
-    )
-    try:
-        body, lines = asyncio.run(perform(args, _api(args), namespace))
-    except CommandError as error:
-        print(f"sluiceway schedules {args.action}: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps(body, indent=2) if args.output == "json" else "\n".join(lines))
-    return 0
+@app.command("trigger")
+@connected
+def trigger(conn: Connection, name: NAME, overlap_policy: OVERLAP = None, fmt: OUTPUT = FMT.TABLE) -> None:
+    """Fire the schedule now (under its overlap policy, or the one given)."""
+    policy = {"overlapPolicy": overlap_policy.value} if overlap_policy else {}
+    body = run(conn.api.post(*_path(conn, name, "trigger"), body=policy))
+    output.emit(body, fmt, _text([fire_line(body)]), [str(body.get("runId") or "")])
+
+
+def _suspend(conn: Connection, name: str, action: str, fmt: output.Format) -> None:
+    body = run(conn.api.post(*_path(conn, name, action)))
+    done = "paused" if action == "pause" else "resumed"
+    output.emit(body, fmt, _text([f"schedule {name} {done}"]), [name])
+
+
+@app.command("pause")
+@connected
+def pause(conn: Connection, name: NAME, fmt: OUTPUT = FMT.TABLE) -> None:
+    """Suspend the schedule (spec.suspend, written through Kubernetes as you)."""
+    _suspend(conn, name, "pause", fmt)
+
+
+@app.command("resume")
+@connected
+def resume(conn: Connection, name: NAME, fmt: OUTPUT = FMT.TABLE) -> None:
+    """Resume a suspended schedule."""
+    _suspend(conn, name, "resume", fmt)
+
+
+@app.command("backfill")
+@connected
+def backfill(
+    conn: Connection,
+    name: NAME,
+    start: Annotated[str, typer.Option("--from", help="The first fire time to fill (ISO 8601)")],
+    end: Annotated[str, typer.Option("--to", help="The last fire time to fill (ISO 8601, not in the future)")],
+    overlap_policy: OVERLAP = None,
+    fmt: OUTPUT = FMT.TABLE,
+) -> None:
+    """Fire each time of a past range once (a time already fired is not fired again)."""
+    policy = {"overlapPolicy": overlap_policy.value} if overlap_policy else {}
+    body = run(conn.api.post(*_path(conn, name, "backfill"), body={"startTime": start, "endTime": end, **policy}))
+    output.emit(body, fmt, _text(backfill_lines(body)), [str(f.get("runId")) for f in body.get("fires") or []])

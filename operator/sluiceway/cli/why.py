@@ -6,30 +6,27 @@ The answer comes from the operator's API: one line per reason, blocking ones
 (`✗`) first, informational ones (`·`) after, each naming its control.
 
 Exit codes: 0 nothing blocks (the run is over, or every reason is
-informational), 1 at least one blocking reason, 2 usage error, not found, or
-an API that cannot be reached. Settings come from flags or the environment:
-SLUICEWAY_URL, SLUICEWAY_NAMESPACE, SLUICEWAY_TOKEN, SLUICEWAY_TOKEN_FILE,
-SLUICEWAY_API_KEY, KUBECONFIG."""
+informational), 1 at least one blocking reason, 2 usage error, 3 not found,
+5 an API that cannot be reached. Settings come from flags, the environment
+or the kubeconfig context, as for every command (docs/cli.md)."""
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
-import os
-import re
-import sys
 import uuid
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from sluiceway.cli.client import DEFAULT_URL, Api, CommandError, Credentials, get_resource, kubeconfig_namespace
+import typer
+from rich.text import Text
+
+from sluiceway.cli import output
+from sluiceway.cli.client import Api, CommandError, ExitCode, get_resource
+from sluiceway.cli.common import OBJECT_NAME, OUTPUT, WORKFLOW_RUN_KINDS, connected, fail, run
+from sluiceway.cli.config import Connection
 
 BLOCKING = "✗"
 INFORMATIONAL = "·"
-WORKFLOW_RUN_KINDS = frozenset({"workflowrun", "workflowruns", "wfr", "run", "workflowrun.sluiceway.dev"})
 TASK_KINDS = frozenset({"task", "tasks"})
-OBJECT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 USAGE = "expected a run id (UUID), task/<uuid> or workflowrun/<name>"
 
 
@@ -107,7 +104,7 @@ def task_answer(body: dict[str, Any]) -> Answer:
 def workflow_run_answer(name: str, namespace: str, obj: dict[str, Any] | None) -> str | Answer:
     """The run id behind a WorkflowRun, or the answer when it has none."""
     if obj is None:
-        raise CommandError(f"no WorkflowRun {name} in namespace {namespace}")
+        raise CommandError(f"no WorkflowRun {name} in namespace {namespace}", ExitCode.NOT_FOUND)
     status: dict[str, Any] = obj.get("status") or {}
     if status.get("executionId"):
         return str(status["executionId"])
@@ -151,44 +148,24 @@ async def answer(target: Target, namespace: str, api: Api, kubeconfig: str | Non
     return run_answer(await api.get("v1", "ns", namespace, "executions", target.name, "why"))
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", help="run id (UUID), task/<uuid>, or workflowrun/<name> (also wfr/, run/)")
-    parser.add_argument(
-        "-n", "--namespace", help="namespace ($SLUICEWAY_NAMESPACE, else the kubeconfig context's, else default)"
-    )
-    parser.add_argument("--url", help=f"API base URL ($SLUICEWAY_URL, else {DEFAULT_URL})")
-    parser.add_argument("--token", help="bearer token ($SLUICEWAY_TOKEN)")
-    parser.add_argument("--token-file", help="file holding a bearer token ($SLUICEWAY_TOKEN_FILE)")
-    parser.add_argument("--api-key", help="API key, sent as X-API-Key ($SLUICEWAY_API_KEY)")
-    parser.add_argument("--kubeconfig", help="kubeconfig for workflowrun/ targets ($KUBECONFIG)")
-    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the API (default 10)")
-
-
-def _namespace(args: argparse.Namespace) -> str:
-    return args.namespace or os.environ.get("SLUICEWAY_NAMESPACE") or kubeconfig_namespace(args.kubeconfig) or "default"
-
-
-def _credentials(args: argparse.Namespace) -> Credentials:
-    """Flags win over the environment as a whole: `--token` is not overridden
-    by a SLUICEWAY_TOKEN_FILE left in the shell."""
-    if args.token or args.token_file or args.api_key:
-        return Credentials(args.token, args.token_file, args.api_key)
-    env = os.environ.get
-    return Credentials(env("SLUICEWAY_TOKEN"), env("SLUICEWAY_TOKEN_FILE"), env("SLUICEWAY_API_KEY"))
-
-
-def _api(args: argparse.Namespace) -> Api:
-    credentials = _credentials(args)
-    return Api(args.url or os.environ.get("SLUICEWAY_URL") or DEFAULT_URL, credentials, args.timeout)
-
-
-def run(args: argparse.Namespace) -> int:
+def why(
+    text: Annotated[
+        str, typer.Argument(help="A run id, task/<uuid>, or workflowrun/<name> (also wfr/, run/)", metavar="TARGET")
+    ],
+    conn: Connection,
+    fmt: OUTPUT = output.Format.TABLE,
+) -> None:
+    """Why is this run (or task) not further along? One line per reason,
+    blocking ones (✗) first, each naming its control. Exits 1 when something
+    blocks it, 0 otherwise."""
     try:
-        target = parse_target(args.target)
-        found = asyncio.run(answer(target, _namespace(args), _api(args), args.kubeconfig))
-    except (TargetError, CommandError) as error:
-        print(f"sluiceway why: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps(found.body, indent=2) if args.output == "json" else "\n".join(found.lines))
-    return found.code
+        parsed = parse_target(text)
+    except TargetError as error:
+        fail(CommandError(str(error), ExitCode.USAGE))
+    found = run(answer(parsed, conn.namespace, conn.api, conn.kubeconfig))
+    output.emit(found.body, fmt, lambda: Text("\n".join(found.lines)), [found.body.get("executionId", "")])
+    raise typer.Exit(found.code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("why")(connected(why))

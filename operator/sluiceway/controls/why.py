@@ -69,6 +69,9 @@ class RunFacts:
     active_worker_tasks: int = 0
     tasks: list[TaskFacts] = field(default_factory=list)
     quarantine_reason: str | None = None  # set while the decider passes the run over
+    paused: bool = False
+    pause_reason: str = ""
+    seconds_paused: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -231,6 +234,16 @@ def explain(run: RunFacts) -> list[Reason]:
                 f"run {run.execution_id} is quarantined: the decider cannot evaluate it ({run.quarantine_reason}). "
                 "It stays as it is until it is terminated (POST .../terminate), or released once the cause is "
                 f"fixed by forcing an evaluation (POST .../executions/{run.execution_id}/decide)",
+            )
+        ]
+    if run.paused:
+        why = f": {run.pause_reason}" if run.pause_reason else ""
+        return [
+            Reason(
+                "paused",
+                f"run {run.execution_id} is paused (for {_seconds(run.seconds_paused)}){why}; nothing new is "
+                f"scheduled and its clocks are stopped until it is resumed (sluiceway runs resume "
+                f"{run.execution_id}, or POST .../executions/{run.execution_id}/resume)",
             )
         ]
     if run.awaiting_admission:

@@ -21,6 +21,7 @@ import urllib.request
 from pathlib import Path
 
 from sluiceway import __version__
+from sluiceway.cli.config import write_server
 from sluiceway.devenv.controlplane import REPO_ROOT, ControlPlane
 from sluiceway.devenv.node import Node, NodeNetwork, build_images
 from sluiceway.devenv.postgres import LocalPostgres
@@ -29,19 +30,38 @@ from sluiceway.devenv.processes import Child, free_port, wait_until
 BANNER = """
 Sluiceway is up: a local kube-apiserver, PostgreSQL and the operator.
 
+In another shell (these lines work as printed, in any directory):
+
   export KUBECONFIG={kubeconfig}
+  export PATH="{path}:$PATH"
 
 Try first:
   kubectl apply -f {examples}/
   kubectl get sluiceway
-  python -m sluiceway worker {examples}/workers.py --url {api} --namespace default
-  kubectl get workflowruns
+  sluiceway worker {examples}/workers.py --url {api} --namespace default
+  sluiceway runs list
+  sluiceway runs watch workflowrun/album-2026-11
 
 The HTTP API is at {api} (OpenAPI document at {api}/docs).
 {node}
 Logs: {logs}
 Press Ctrl-C to stop everything.
 """
+
+
+def banner(kubeconfig: Path, bin_dirs: list[Path], api: str, logs: Path, node: str = "") -> str:
+    """What `make up` prints: commands that work as printed on a fresh clone,
+    with the directories of `sluiceway` (the project's virtual environment)
+    and `kubectl` (the local control plane's) put on the PATH."""
+    path = ":".join(dict.fromkeys(str(d) for d in bin_dirs))
+    return BANNER.format(
+        kubeconfig=kubeconfig, path=path, examples=REPO_ROOT / "examples", api=api, logs=logs, node=node
+    )
+
+
+def command_dir() -> Path:
+    """Where the `sluiceway` command of this Python lives (the venv's bin)."""
+    return Path(sys.executable).parent
 
 
 NODE_BANNER = """
@@ -134,12 +154,8 @@ def main(state: Path, node: bool = False) -> int:
                 what="the operator's API",
                 child=operator,
             )
-            print(
-                BANNER.format(
-                    kubeconfig=kubeconfig, examples=REPO_ROOT / "examples", logs=state, api=api, node=node_banner
-                ),
-                flush=True,
-            )
+            write_server(kubeconfig, api)  # so `sluiceway runs list` finds this API with no flags
+            print(banner(kubeconfig, [command_dir(), cluster.bin], api, state, node_banner), flush=True)
             while not stop.wait(1.0):
                 if not operator.alive():
                     print(f"the operator exited:\n{operator.tail()}", file=sys.stderr)

@@ -33,6 +33,7 @@ from sluiceway.controls.budget import BudgetWindow
 from sluiceway.controls.chains import chain_timeout_seconds, deadline_fraction, next_run_id
 from sluiceway.controls.durations import parse_duration, parse_instant
 from sluiceway.controls.expressions import ExpressionError
+from sluiceway.controls.pausing import RunClocks, timed_out
 from sluiceway.controls.policy import TaskPolicy, resolve
 from sluiceway.engine.commands import (
     AdmitNext,
@@ -167,7 +168,12 @@ class _Walker:
         self.rng = rng
         self.commands: list[Command] = []
         self.holds: list[Hold] = []
-        self.rows: dict[str, TaskRow] = dict(snapshot.tasks)  # plus what this pass records
+        # Superseded attempts are history: the walk starts those tasks afresh.
+        self.rows: dict[str, TaskRow] = {
+            ref: row
+            for ref, row in snapshot.tasks.items()
+            if ref not in snapshot.superseded or row.attempt > snapshot.superseded[ref]
+        }  # plus what this pass records
         self.branches: dict[str, list[Progress]] = {}  # fork ref -> progress of each branch
         self.finish: FinishRun | None = None
         self.continuation: ContinueAsNew | None = None
@@ -175,7 +181,7 @@ class _Walker:
         workflow = snapshot.workflow
         self.cap = workflow.max_concurrent_tasks
         self.active_workers = sum(
-            1 for row in snapshot.tasks.values() if row.type.executor().leases() and not row.status.is_terminal()
+            1 for row in self.rows.values() if row.type.executor().leases() and not row.status.is_terminal()
         )
         self.needs: set[str] = set()  # task types whose policy the snapshot lacks
         self.origin: dict[str, str] = {}  # a generated reference -> the declared one its overrides are keyed by
@@ -197,16 +203,19 @@ class _Walker:
             # Armed on the one evaluation guaranteed to happen exactly once: the first.
             self.commands.append(ArmRunTimeout(self.now + datetime.timedelta(seconds=snap.workflow.timeout_seconds)))
         self._arm_chain_deadline()
+        passed = timed_out(RunClocks(timeout_at=snap.timeout_at, chain_deadline_at=self.chain_deadline), self.now)
         if snap.terminate_requested is not None:
             self._finish(RunStatus.TERMINATED, snap.terminate_requested)
-        elif self.chain_deadline is not None and self.now >= self.chain_deadline:
+        elif snap.paused:  # results are recorded; nothing new starts and no deadline fires until it resumes
+            self._hold("", "paused", "the run is paused")
+        elif passed == "chain" and self.chain_deadline is not None:
             self._finish(
                 RunStatus.TIMED_OUT,
                 f"the chain's deadline passed ({self.chain_deadline.isoformat()}, chainTimeoutSeconds from the "
                 f"chain's first run {snap.chain_id or snap.id})",
                 by_chain_deadline=True,
             )
-        elif snap.timeout_at is not None and self.now >= snap.timeout_at:
+        elif passed == "run":
             self._finish(RunStatus.TIMED_OUT, f"workflow timeoutSeconds {snap.workflow.timeout_seconds} exceeded")
         elif snap.awaiting_admission:
             self._hold("", "rateLimitConfig", "awaiting admission")
@@ -325,7 +334,9 @@ class _Walker:
         """Start one task: every expression it needs is evaluated here."""
         kind = task.type
         if kind.executor().leases():
-            return self._schedule_worker_task(task, task.task_reference_name, task.name, None, attempt=1)
+            return self._schedule_worker_task(
+                task, task.task_reference_name, task.name, None, attempt=self._first_attempt(task.task_reference_name)
+            )
         if kind is TaskType.FORK_JOIN:
             self._record(task, TaskStatus.COMPLETED)
             return Progress.DONE
@@ -346,12 +357,18 @@ class _Walker:
         if kind is TaskType.WAIT:
             return self._wait(task)
         if kind is TaskType.SUB_WORKFLOW:
-            return self._sub_workflow(task, attempt=1, inputs=self._inputs(task))
+            return self._sub_workflow(
+                task, attempt=self._first_attempt(task.task_reference_name), inputs=self._inputs(task)
+            )
         if kind is TaskType.DO_WHILE:
             return self._start_loop(task)
         if kind.waits():
             return self._await(task)
         raise AssertionError(f"unhandled task type {kind}")  # pragma: no cover - the enum is exhaustive
+
+    def _first_attempt(self, ref: str) -> int:
+        """The number of a task's first attempt: 1, or the next after the attempts a retry superseded."""
+        return self.snap.superseded.get(ref, 0) + 1
 
     def _policy(self, task: WorkflowTask | None, name: str) -> TaskPolicy:
         policy = self.snap.policies.get(name)
@@ -389,7 +406,9 @@ class _Walker:
         policy = self._policy(task, name)
         ready_at = self.now + datetime.timedelta(seconds=delay)
         first = first_scheduled_at or self.now
-        deadline = schedule_to_close_at if attempt > 1 else timeouts.first_schedule_to_close(policy.timeouts, first)
+        # A retry carries its first attempt's deadline; a first attempt (or one a retry restarts) arms its own.
+        retrying = first_scheduled_at is not None
+        deadline = schedule_to_close_at if retrying else timeouts.first_schedule_to_close(policy.timeouts, first)
         if input_ is None:
             input_ = self._inputs(task) if task else {}
             if task is not None:
@@ -420,7 +439,12 @@ class _Walker:
     def _inputs(self, task: WorkflowTask) -> dict[str, Any]:
         where = f"tasks[{task.task_reference_name}].inputParameters"
         resolved = expressions.resolve(dict(task.input_parameters), self._context(), where)
-        return dict(resolved) if isinstance(resolved, dict) else {}
+        return self._overridden(task.task_reference_name, dict(resolved) if isinstance(resolved, dict) else {})
+
+    def _overridden(self, ref: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        """A rerun's new input for this task, merged over what it resolved to."""
+        override = self.snap.input_overrides.get(ref)
+        return {**inputs, **override} if override else inputs
 
     def _record(
         self,
@@ -434,7 +458,7 @@ class _Walker:
     ) -> TaskRow:
         ref = ref or task.task_reference_name
         previous = self.rows.get(ref)
-        attempt = previous.attempt + 1 if previous else 1
+        attempt = previous.attempt + 1 if previous else self._first_attempt(ref)
         command = RecordTask(ref, task.type, task.name, attempt, status, input_ or {}, output or {}, reason)
         self._emit(command)
         row = TaskRow(
@@ -549,7 +573,7 @@ class _Walker:
                 ref=task.task_reference_name,
                 type=TaskType.WAIT,
                 name=task.name,
-                attempt=1,
+                attempt=self._first_attempt(task.task_reference_name),
                 input=inputs,
                 status=TaskStatus.IN_PROGRESS,
                 available_at=self.now,
@@ -863,8 +887,10 @@ class _Walker:
             row = self.rows.get(ref)
             if row is None:
                 item = items[index] if index < len(items) else None
-                child_input = dict(item) if isinstance(item, dict) else {"item": item}
-                progress.append(self._schedule_worker_task(child_task, ref, name, child_input, attempt=1))
+                child_input = self._overridden(ref, dict(item) if isinstance(item, dict) else {"item": item})
+                progress.append(
+                    self._schedule_worker_task(child_task, ref, name, child_input, attempt=self._first_attempt(ref))
+                )
             elif not row.status.is_terminal():
                 progress.append(Progress.BLOCKED)
             elif row.status.is_failure():
@@ -900,10 +926,12 @@ class _Walker:
     def _failed(self, task: WorkflowTask, row: TaskRow) -> Progress:
         policy = self._policy(task, row.name)
         budget = self.snap.budgets.get(row.name, BudgetWindow())
+        # Counted from the first attempt since the last retry: a manual retry buys a fresh retryCount.
+        attempt = row.attempt - self.snap.superseded.get(row.ref, 0)
         failed = retries.FailedAttempt(
             row.status,
             row.reason,
-            row.attempt,
+            attempt,
             row.retry_after_seconds,
             row.schedule_to_close_at,
             kind=row.retry_kind,

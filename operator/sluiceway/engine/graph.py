@@ -38,6 +38,13 @@ def problems(spec: WorkflowSpec) -> list[str]:
         found.extend(reference_problems(key, "rateLimitConfig.rateLimitKey"))
         for name in sorted(references(key) - {"workflow"}):
             found.append(f"rateLimitConfig.rateLimitKey: a run's key can only refer to workflow.input, not {name!r}")
+    for attribute in spec.search_attributes:
+        if attribute.source is None:
+            continue
+        where = f"searchAttributes[{attribute.name}].source"
+        found.extend(reference_problems(attribute.source, where))
+        for name in sorted(references(attribute.source) - {"workflow"}):
+            found.append(f"{where}: a run's attributes are set at start and can only refer to workflow, not {name!r}")
     return found
 
 

@@ -71,6 +71,11 @@ class RunSnapshot:
     parent_run_id: str | None = None
     parent_task_id: str | None = None
     admission_key: str | None = None
+    paused: bool = False  # schedules nothing new while set; only a terminate request acts
+    # Retry and rerun start tasks afresh: a ref's attempts up to this number are
+    # history, invisible to the walk, and its next attempt is numbered after them.
+    superseded: Mapping[str, int] = field(default_factory=dict)
+    input_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # rerun's new input, by ref
     task_overrides: Mapping[str, TaskOverride] = field(default_factory=dict)  # the start's, by task reference
     chain_id: str | None = None  # the chain's first run; None (or its own id) for a first run
     previous_run_id: str | None = None  # the run this one continues as new, if any

@@ -36,7 +36,7 @@ def register(
     `worker_pods.interval` (pass the same `worker_pods` in the memo)."""
     kopf.on.login(registry=registry)(login)
     register_definitions(registry)
-    register_workflows(registry)
+    register_workflows(registry, ttl_interval=status_interval)
     register_schedules(registry)
     register_status_reports(registry, status_interval)
     register_worker_pods(registry, worker_pods.interval)

@@ -8,14 +8,16 @@ import asyncio
 import logging
 
 from sluiceway.k8s.events import EventRecorder
-from sluiceway.k8s.runs import run_status
+from sluiceway.k8s.runs import run_status, timestamp
 from sluiceway.kubeapi.client import KubeClient, KubeError
 from sluiceway.model.execution import RunStatus
 from sluiceway.model.resources import WORKFLOW_RUN
+from sluiceway.model.workflowrun import STALE_MIRROR
 from sluiceway.observability import metrics
 from sluiceway.store import mirroring
 from sluiceway.store.database import Pool
 from sluiceway.store.errors import StoreError
+from sluiceway.store.executions import shown_status
 
 log = logging.getLogger(__name__)
 
@@ -31,11 +33,11 @@ _ENDINGS = {
 async def mirror_once(pool: Pool, kube: KubeClient, batch: int = 100, recorder: EventRecorder | None = None) -> int:
     async with pool.acquire() as conn:
         pending = await mirroring.pending(conn, batch)
-    written: list[tuple[str, int]] = []
+    written: list[tuple[str, int, bool]] = []
     for run in pending:
         status = run_status(
             execution_id=run.id,
-            status=RunStatus(run.status),
+            status=shown_status(run.status, run.paused_at),
             reason=run.reason,
             awaiting_admission=run.awaiting_admission,
             version=run.workflow_version,
@@ -45,11 +47,20 @@ async def mirror_once(pool: Pool, kube: KubeClient, batch: int = 100, recorder: 
             task_counts=run.counts,
             quarantined_at=run.quarantined_at,
             quarantine_reason=run.quarantine_reason,
+            paused_at=run.paused_at,
+            sla_breached_at=run.sla_breached_at,
             iterations=run.iterations,
+            mirror_seq=run.mirror_seq,
         )
         try:
             await kube.patch_status(WORKFLOW_RUN.plural, run.namespace, run.resource_name, status)
         except KubeError as error:
+            if error.status == 422 and STALE_MIRROR in error.message:
+                # A newer status is already there (written by the replica that
+                # leads now): ours is history. It reports its own events.
+                log.info("WorkflowRun %s/%s already shows a newer status", run.namespace, run.resource_name)
+                written.append((run.id, run.mirror_seq, False))
+                continue
             if error.status in (400, 422):
                 # The API server will never accept this write: give it up, loudly.
                 log.error(
@@ -68,7 +79,17 @@ async def mirror_once(pool: Pool, kube: KubeClient, batch: int = 100, recorder: 
                     error.message,
                 )
                 continue
-        written.append((run.id, run.mirror_seq))
+        written.append((run.id, run.mirror_seq, run.sla_to_report))
+        if recorder is not None and run.sla_to_report:
+            recorder.record(
+                "WorkflowRun",
+                run.namespace,
+                run.resource_name,
+                run.id,
+                True,
+                "SlaBreached",
+                f"run {run.id} passed its SLA at {timestamp(run.sla_breached_at)}; it runs on",
+            )
         ending = _ENDINGS.get(RunStatus(run.status))
         if recorder is not None and run.quarantined_at is not None and ending is None:
             recorder.record(

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from sluiceway.k8s.conditions import not_ready, ready, with_condition
 from sluiceway.k8s.events import EventRecorder
 from sluiceway.k8s.validation import describe
+from sluiceway.kubeapi.client import KubeClient
 from sluiceway.model import GROUP, VERSION
 from sluiceway.model.common import Spec
 from sluiceway.model.resources import ResourceKind
@@ -42,6 +43,7 @@ class Context:
     pool: Pool
     clock: Callable[[], datetime.datetime]
     events: EventRecorder | None = None
+    kube: KubeClient | None = None  # the operator's own client: deletes WorkflowRuns past their TTL
 
     def now(self) -> str:
         return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -15,6 +15,7 @@ MAX_OUTPUT_BYTES = 16 * 1024
 
 PHASES = {
     RunStatus.RUNNING: RunPhase.RUNNING,
+    RunStatus.PAUSED: RunPhase.PAUSED,
     RunStatus.COMPLETED: RunPhase.COMPLETED,
     RunStatus.FAILED: RunPhase.FAILED,
     RunStatus.TIMED_OUT: RunPhase.TIMED_OUT,
@@ -65,11 +66,15 @@ def run_status(
     task_counts: dict[str, int],
     quarantined_at: datetime.datetime | None = None,
     quarantine_reason: str | None = None,
+    paused_at: datetime.datetime | None = None,
+    sla_breached_at: datetime.datetime | None = None,
     iterations: dict[str, int] | None = None,
+    mirror_seq: int | None = None,
 ) -> dict[str, Any]:
     """The status patch; explicit nulls clear fields that no longer apply."""
     quarantined = quarantined_at is not None and not status.is_terminal()
-    control = "quarantine" if quarantined else "rateLimitConfig" if awaiting_admission else None
+    paused = paused_at is not None and not status.is_terminal()
+    control = "quarantine" if quarantined else "paused" if paused else "rateLimitConfig" if awaiting_admission else None
     body = WorkflowRunStatus(
         phase=PHASES[status],
         execution_id=execution_id,
@@ -83,8 +88,10 @@ def run_status(
         start_time=timestamp(created_at),
         end_time=timestamp(ended_at),
         output=bounded_output(output, execution_id) if status.is_terminal() else None,
+        paused_at=timestamp(paused_at) if paused else None,
+        sla_breached_at=timestamp(sla_breached_at),
+        mirror_seq=mirror_seq,
     ).model_dump(mode="json", by_alias=True)
-    body.pop("conditions", None)
-    body.pop("observedGeneration", None)
-    body.pop("refusal", None)
+    for written_elsewhere in ("conditions", "observedGeneration", "refusal", "retry"):
+        body.pop(written_elsewhere, None)
     return body

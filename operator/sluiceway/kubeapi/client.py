@@ -122,6 +122,16 @@ class KubeClient:
                 return None
             raise
 
+    async def delete(self, plural: str, namespace: str, name: str) -> bool:
+        """Delete one custom object; False when it was already gone."""
+        try:
+            await self._call(self._custom().delete_namespaced_custom_object, GROUP, VERSION, namespace, plural, name)
+        except KubeError as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
     def with_token(self, token: str) -> KubeClient:
         """The same cluster, as the holder of `token`: calls are made with the
         caller's authority, not the operator's."""
@@ -178,16 +188,6 @@ class KubeClient:
             _content_type="application/merge-patch+json",
         )
         return patched
-
-    async def delete(self, plural: str, namespace: str, name: str) -> bool:
-        """Delete an object; False when there was none."""
-        try:
-            await self._call(self._custom().delete_namespaced_custom_object, GROUP, VERSION, namespace, plural, name)
-        except KubeError as error:
-            if error.status == 404:
-                return False
-            raise
-        return True
 
     def close(self) -> None:
         self.api.close()

@@ -6,8 +6,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, TypeVar
 
-from pydantic import Field, SkipValidation, ValidationError
+from pydantic import AfterValidator, Field, SkipValidation, ValidationError
 
+from sluiceway.model.attributes import MAX_PER_RUN, AttributeName
 from sluiceway.model.common import INT32_MAX, EngineName, Epoch, SetOf, Spec, Uuid
 from sluiceway.model.taskdefinition import RetryKind
 from sluiceway.model.workflow import REF_PATTERN
@@ -20,14 +21,22 @@ MAX_REASON = 8192
 
 
 class RunStatus(StrEnum):
+    """PAUSED is a running run that schedules nothing new: stored as RUNNING
+    with a pause time, shown as PAUSED."""
+
     RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
     TIMED_OUT = "TIMED_OUT"
     TERMINATED = "TERMINATED"
 
     def is_terminal(self) -> bool:
-        return self is not RunStatus.RUNNING
+        return self not in (RunStatus.RUNNING, RunStatus.PAUSED)
+
+    def is_failure(self) -> bool:
+        """Ended without completing: what retry takes up again."""
+        return self in (RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED)
 
 
 class TaskStatus(StrEnum):
@@ -54,6 +63,24 @@ class TaskStatus(StrEnum):
 # --- Starting runs ------------------------------------------------------------
 
 
+MAX_SLA_SECONDS = 31_536_000
+# Printable, no spaces: keys are written in headers and logs.
+REQUEST_ID_PATTERN = r"^[\x21-\x7e]{1,256}$"
+RequestId = Annotated[
+    str,
+    Field(
+        pattern=REQUEST_ID_PATTERN,
+        description="Idempotency key: a start retried with the same key (within the idempotency window, "
+        "24 hours unless SLUICEWAY_IDEMPOTENCY_WINDOW says otherwise) returns the run the first one created. "
+        "Also accepted as the `Idempotency-Key` header.",
+    ),
+]
+SearchAttributes = Annotated[
+    dict[AttributeName, Any],
+    Field(max_length=MAX_PER_RUN, description="Values of the attributes the workflow declares, by name."),
+]
+
+
 class TaskOverride(Spec):
     """What one start may change about one task of its run: the highest
     precedence, above the workflow task and the TaskDefinition, within the
@@ -74,6 +101,15 @@ class StartRequest(Spec):
     version: int | None = Field(None, ge=1, le=INT32_MAX, description="Pinned version; the latest when unset.")
     input: dict[str, Any] = Field(default_factory=dict)
     correlation_id: str | None = Field(None, max_length=256)
+    request_id: RequestId | None = None
+    search_attributes: SearchAttributes = Field(default_factory=dict)
+    sla_seconds: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_SLA_SECONDS,
+        description="This run's soft SLA, overriding the workflow's slaSeconds (0: none), clamped down to its "
+        "timeoutSeconds.",
+    )
     task_overrides: dict[TaskReferenceKey, TaskOverride] = Field(
         default_factory=dict,
         max_length=MAX_TASK_OVERRIDES,
@@ -87,6 +123,34 @@ class StartResponse(Spec):
     id: str
     status: RunStatus
     awaiting_admission: bool = False
+    created: bool = Field(True, description="False when a retried start (same requestId) found its run.")
+    restarted_from: str | None = None
+
+
+class PauseRequest(Spec):
+    reason: str = Field("", max_length=1024, description="Why; shown by `why` and in the run.")
+
+
+class RerunRequest(Spec):
+    task_reference_name: str = Field(
+        pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,127}(__[0-9]{1,9})?$",
+        description="Run again from this task: it and every task after it start afresh; the others keep their outputs.",
+    )
+    input: dict[str, Any] | None = Field(
+        None, description="Merged over the task's resolved inputParameters when it starts again."
+    )
+
+
+class RestartRequest(Spec):
+    input: dict[str, Any] | None = Field(None, description="The new run's input; the old run's when unset.")
+    latest_version: bool = Field(False, description="Run the workflow's latest version, not the old run's.")
+    request_id: RequestId | None = None
+
+
+class OperationResponse(Spec):
+    id: str
+    status: RunStatus
+    message: str = ""
 
 
 class TerminateRequest(Spec):
@@ -143,6 +207,38 @@ class DelaySource(StrEnum):
     SIGNAL = "signal"  # the handler asked for exactly this delay: only scheduleToCloseTimeout gates it
 
 
+MAX_LOG_LINE = 8192  # characters of one log line; longer ones are cut, and say so
+MAX_LOG_LINES = 1000  # lines one result or heartbeat carries; more are cut, and say so
+_CUT = " [line truncated]"
+
+
+def _cut_line(text: str) -> str:
+    return text if len(text) <= MAX_LOG_LINE else text[: MAX_LOG_LINE - len(_CUT)] + _CUT
+
+
+class LogLine(Spec):
+    """One line a handler logged. Lines too long are cut rather than refused:
+    a log must never cost a result."""
+
+    at: str | None = Field(None, max_length=64, description="When the worker logged it (its clock), ISO 8601.")
+    level: str = Field("INFO", max_length=16)
+    message: Annotated[str, AfterValidator(_cut_line)] = ""
+
+
+def _cut_lines(lines: list[LogLine]) -> list[LogLine]:
+    if len(lines) <= MAX_LOG_LINES:
+        return lines
+    dropped = len(lines) - MAX_LOG_LINES + 1
+    return [*lines[: MAX_LOG_LINES - 1], LogLine(level="WARNING", message=f"[{dropped} log lines dropped]")]
+
+
+LogLines = Annotated[
+    list[LogLine],
+    AfterValidator(_cut_lines),
+    Field(description="Lines logged since the last report, oldest first; stored bounded per task."),
+]
+
+
 class TaskResult(Spec):
     task_id: TaskId
     epoch: Epoch
@@ -173,11 +269,16 @@ class TaskResult(Spec):
         description="IN_PROGRESS only: snooze; hand the task back and lease it again after this delay "
         "without spending an attempt.",
     )
+    search_attributes: SearchAttributes = Field(
+        default_factory=dict, description="Upsert these declared attributes of the task's run."
+    )
+    logs: LogLines = Field(default_factory=list)
 
 
 class Heartbeat(Spec):
     task_id: TaskId
     epoch: Epoch
+    logs: LogLines = Field(default_factory=list)
 
 
 class FieldError(Spec):
@@ -296,11 +397,79 @@ class TaskView(Spec):
     input: dict[str, Any] = Field(default_factory=dict)
     output: dict[str, Any] = Field(default_factory=dict)
     sub_workflow_id: str | None = None
+    superseded: bool = Field(False, description="A retry or rerun started this task afresh after this attempt.")
     loop: str | None = Field(None, description="The DO_WHILE this task belongs to, if any.")
     iteration: int | None = Field(None, description="Its iteration of that DO_WHILE, 1-based.")
     snooze_count: int = Field(0, description="Snoozes of this attempt: each handed the task back, attempt refunded.")
     interrupt_count: int = Field(0, description="Graceful worker shutdowns that handed this task back.")
     completed_by: str | None = Field(None, description="HUMAN: who completed or rejected it.")
+
+
+class RunSummary(Spec):
+    """A run as lists show it: narrow columns only, never input or output."""
+
+    id: str
+    workflow_name: str
+    workflow_version: int
+    status: RunStatus
+    awaiting_admission: bool = False
+    reason_for_incompletion: str = ""
+    correlation_id: str | None = None
+    parent_workflow_id: str | None = None
+    workflow_run: str | None = Field(None, description="The WorkflowRun object that started it, if any.")
+    start_time: str
+    end_time: str | None = None
+    paused_at: str | None = None
+    sla_breached_at: str | None = None
+    quarantined: bool = False
+    search_attributes: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunPage(Spec):
+    items: list[RunSummary]
+    next_cursor: str | None = Field(None, description="Pass as `cursor` for the next page; null on the last.")
+
+
+class TaskSummary(Spec):
+    task_id: str
+    execution_id: str
+    reference_name: str
+    task_type: str
+    type: str
+    status: str
+    attempt: int
+    worker_id: str | None = None
+    scheduled_at: str
+    started_at: str | None = None
+    ended_at: str | None = None
+    reason: str = ""
+    workflow_name: str | None = Field(None, description="The workflow of the task's run.")
+    input: dict[str, Any] = Field(
+        default_factory=dict, description="The task's input: for a HUMAN task, what the person decides on."
+    )
+    completed_by: str | None = Field(None, description="HUMAN: who completed or rejected it.")
+
+
+class TaskPage(Spec):
+    items: list[TaskSummary]
+    next_cursor: str | None = None
+
+
+class LogEntry(Spec):
+    id: int = Field(description="Increasing: pass the last one seen as `after` to follow.")
+    task_id: str
+    reference_name: str
+    attempt: int
+    at: str = Field(description="When the server stored it.")
+    logged_at: str | None = Field(None, description="When the worker logged it, by its clock.")
+    level: str
+    message: str
+
+
+class LogPage(Spec):
+    lines: list[LogEntry]
+    next_after: int | None = Field(None, description="The `after` for the next request (null: no line yet).")
+    truncated: bool = Field(False, description="A task logged more than is kept: its later lines were dropped.")
 
 
 class ExecutionView(Spec):
@@ -314,11 +483,22 @@ class ExecutionView(Spec):
     correlation_id: str | None = None
     parent_workflow_id: str | None = None
     workflow_run: str | None = Field(None, description="The WorkflowRun object that started it, if any.")
+    restarted_from: str | None = Field(None, description="The run this one restarted.")
+    request_id: str | None = None
     input: dict[str, Any] = Field(default_factory=dict)
     output: dict[str, Any] = Field(default_factory=dict)
     start_time: str
     end_time: str | None = None
+    search_attributes: dict[str, Any] = Field(default_factory=dict)
+    paused_at: str | None = None
+    pause_reason: str | None = None
+    paused_seconds: float = Field(0, description="Time spent paused, in seconds, over the run's life.")
+    deadline: str | None = Field(None, description="When timeoutSeconds ends the run (moved by pauses).")
+    sla_seconds: int = 0
+    sla_deadline: str | None = None
     sla_breached_at: str | None = None
+    retries: int = Field(0, description="How many times the run was retried or rerun.")
+    expires_at: str | None = Field(None, description="When retention deletes this finished run.")
     quarantined_at: str | None = Field(
         None,
         description="Set while the decider cannot evaluate this run: it is set aside, alone, until it is "
@@ -363,8 +543,3 @@ class WaitingTaskView(Spec):
     scheduled_at: str
     ended_at: str | None = None
     completed_by: str | None = None
-
-
-class WaitingTaskPage(Spec):
-    items: list[WaitingTaskView]
-    next_cursor: str | None = Field(None, description="Pass as `cursor` for the next page; null on the last.")

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, model_validator
 
+from sluiceway.model.attributes import MAX_DECLARED, SearchAttribute
 from sluiceway.model.common import EngineName, SecretKeyRef, SetOf, Spec, Status
 
 REF_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,127}$"
@@ -349,6 +350,28 @@ class ActiveRunsPolicy(StrEnum):
     TERMINATE = "Terminate"
 
 
+MAX_RETENTION_SECONDS = 10 * 31_536_000
+
+
+class Retention(Spec):
+    """How long finished runs are kept, with their tasks and logs, before they are deleted."""
+
+    seconds: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_RETENTION_SECONDS,
+        description="Seconds after a run ends; 0 keeps runs for ever. Unset: the operator's default "
+        "(SLUICEWAY_RETENTION, 30 days unless set).",
+    )
+    failed_seconds: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_RETENTION_SECONDS,
+        description="For runs that FAILED, TIMED_OUT or were TERMINATED, if they should be kept longer "
+        "(or shorter); `seconds` when unset.",
+    )
+
+
 class WorkflowSpec(Spec):
     """A workflow definition: tasks and their order, and the run-level gates."""
 
@@ -393,6 +416,12 @@ class WorkflowSpec(Spec):
         le=31_536_000,
         description="Soft SLA: a run past it is flagged and counted, nothing more.",
     )
+    search_attributes: list[SearchAttribute] = Field(
+        default_factory=list,
+        max_length=MAX_DECLARED,
+        description="Typed attributes runs are found by (`sluiceway runs list --search-attr tenant=acme`).",
+    )
+    retention: Retention | None = Field(None, description="How long finished runs are kept.")
     chain_timeout_seconds: int = Field(
         0,
         ge=0,
@@ -427,7 +456,14 @@ class WorkflowSpec(Spec):
             if task.task_reference_name in seen:
                 raise ValueError(f"taskReferenceName {task.task_reference_name!r} is used twice")
             seen.add(task.task_reference_name)
+        names = [a.name for a in self.search_attributes]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"searchAttributes: {', '.join(repeated)} declared more than once")
         return self
+
+    def attribute(self, name: str) -> SearchAttribute | None:
+        return next((a for a in self.search_attributes if a.name == name), None)
 
 
 def iter_tasks(tasks: list[WorkflowTask]) -> list[WorkflowTask]:

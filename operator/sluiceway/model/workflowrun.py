@@ -8,13 +8,16 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
+from sluiceway.model.attributes import MAX_PER_RUN, AttributeName
 from sluiceway.model.common import EngineName, Spec, Status
 from sluiceway.model.execution import MAX_TASK_OVERRIDES, TaskOverride, TaskReferenceKey
+from sluiceway.model.workflow import MAX_RETENTION_SECONDS
 
 
 class RunPhase(StrEnum):
     PENDING = "Pending"
     RUNNING = "Running"
+    PAUSED = "Paused"
     COMPLETED = "Completed"
     FAILED = "Failed"
     TIMED_OUT = "TimedOut"
@@ -22,7 +25,26 @@ class RunPhase(StrEnum):
     REFUSED = "Refused"
 
     def is_terminal(self) -> bool:
-        return self not in (RunPhase.PENDING, RunPhase.RUNNING)
+        return self not in (RunPhase.PENDING, RunPhase.RUNNING, RunPhase.PAUSED)
+
+
+class RunRetry(Spec):
+    """Ask for one retry: the operator acts once per generation, when the
+    run has ended without completing, and reports the outcome in
+    `status.retry`."""
+
+    generation: int = Field(ge=1, le=1_000_000, description="Raise it to ask for another retry.")
+    from_task: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,127}(__[0-9]{1,9})?$",
+        description="Rerun from this task (it and every task after it start afresh) instead of retrying "
+        "the failed tasks; this also reruns a completed run.",
+    )
+    input: dict[str, Any] | None = Field(
+        None,
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        description="With fromTask: merged over that task's resolved inputParameters.",
+    )
 
 
 class WorkflowRunSpec(Spec):
@@ -35,6 +57,23 @@ class WorkflowRunSpec(Spec):
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
     correlation_id: str | None = Field(None, max_length=256)
+    search_attributes: dict[AttributeName, Any] = Field(
+        default_factory=dict,
+        max_length=MAX_PER_RUN,
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        description="Values of the attributes the workflow declares; the object's labels are added as keywords.",
+    )
+    sla_seconds: int | None = Field(
+        None, ge=0, le=31_536_000, description="This run's soft SLA (0: none); the workflow's when unset."
+    )
+    paused: bool = Field(False, description="True pauses the run, false resumes it.")
+    retry: RunRetry | None = None
+    ttl_seconds_after_finished: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_RETENTION_SECONDS,
+        description="Delete this object, and the run's history, this long after the run ends.",
+    )
     task_overrides: dict[TaskReferenceKey, TaskOverride] | None = Field(
         None,
         max_length=MAX_TASK_OVERRIDES,
@@ -46,10 +85,24 @@ class WorkflowRunSpec(Spec):
         **Spec.model_config,
         json_schema_extra={
             "x-kubernetes-validations": [
-                {"rule": "self == oldSelf", "message": "spec is immutable: create a new WorkflowRun to run again"}
+                {
+                    "rule": " && ".join(
+                        f"(has(self.{f}) == has(oldSelf.{f}) && (!has(self.{f}) || self.{f} == oldSelf.{f}))"
+                        for f in ("workflow", "version", "input", "correlationId", "searchAttributes", "slaSeconds")
+                    ),
+                    "message": "only paused, retry and ttlSecondsAfterFinished may change: create a new "
+                    "WorkflowRun to run something else",
+                }
             ]
         },
     )
+
+
+class RetryStatus(Spec):
+    generation: int
+    outcome: str = Field(description="Retried, or Refused (the message says why: the run had not ended, ...).")
+    message: str = ""
+    time: str | None = None
 
 
 class TaskCounts(Spec):
@@ -58,6 +111,10 @@ class TaskCounts(Spec):
     completed: int = 0
     failed: int = 0
     total: int = 0
+
+
+# The API server's answer to a status write older than the one it holds.
+STALE_MIRROR = "mirrorSeq must not decrease: a newer status of this run is already written"
 
 
 class WorkflowRunStatus(Status):
@@ -84,3 +141,32 @@ class WorkflowRunStatus(Status):
         "reason in reasonForIncompletion) until it is deleted or terminated, or released by forcing an evaluation.",
     )
     output: dict[str, Any] | None = Field(None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+    paused_at: str | None = None
+    sla_breached_at: str | None = None
+    retry: RetryStatus | None = Field(None, description="What the operator did with the last spec.retry.")
+    mirror_seq: int | None = Field(
+        None,
+        ge=0,
+        description="The version of the run this status shows. It never goes back, so a replica that lost its "
+        "leadership while paused cannot overwrite a newer status with an older one.",
+    )
+
+    # A transition rule (evaluated by the API server against the stored object)
+    # fences the status mirror: a write carrying an older mirrorSeq is refused.
+    model_config = ConfigDict(
+        **Status.model_config,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(oldSelf.mirrorSeq) || (has(self.mirrorSeq) && self.mirrorSeq >= oldSelf.mirrorSeq)",
+                    "message": STALE_MIRROR,
+                    "fieldPath": ".mirrorSeq",
+                },
+            ]
+        },
+    )
+
+
+class RetryOutcome(StrEnum):
+    RETRIED = "Retried"
+    REFUSED = "Refused"

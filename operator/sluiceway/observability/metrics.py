@@ -53,6 +53,8 @@ BREAKER_REJECTIONS = Counter(
     "sluiceway_circuit_breaker_rejections_total", "System-task calls failed fast by an open breaker.", ["target"]
 )
 HTTP_TASK_CALLS = Counter("sluiceway_http_task_calls_total", "HTTP system-task calls, by outcome class.", ["outcome"])
+RUNS_PURGED = Counter("sluiceway_runs_purged_total", "Finished runs deleted by retention, with their tasks and logs.")
+TASKS_PURGED = Counter("sluiceway_tasks_purged_total", "Task attempts deleted with their runs by retention.")
 GRPC_TASK_CALLS = Counter(
     "sluiceway_grpc_task_calls_total", "GRPC system-task calls, by service and status code.", ["service", "code"]
 )

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from sluiceway.engine.commands import Decision
 from sluiceway.observability import metrics
-from sluiceway.store import diagnostics, schedules
+from sluiceway.store import diagnostics, retention, schedules
 from sluiceway.store.database import Pool
 from sluiceway.store.deciding import DeciderConfig, Quarantined, decide_batch
 from sluiceway.store.errors import StoreError
@@ -112,9 +112,9 @@ def _report(report: SweepReport) -> None:
     for task_type, expiry in report.alerts:
         metrics.TIMEOUT_ALERTS.labels(task_type, expiry.missed.value).inc()
         log.warning("ALERT_ONLY timeout of a %s task: %s", task_type, expiry.reason)
-    for namespace, workflow in report.sla_breaches:
+    for run_id, namespace, workflow in report.sla_breaches:
         metrics.SLA_BREACHES.labels(namespace, workflow).inc()
-        log.warning("a run of workflow %s/%s passed its SLA", namespace, workflow)
+        log.warning("run %s of workflow %s/%s passed its SLA", run_id, namespace, workflow)
 
 
 async def run_sweeper(pool: Pool, stop: asyncio.Event, batch: int = 500) -> None:
@@ -207,3 +207,35 @@ async def run_gauges(pool: Pool, stop: asyncio.Event, interval: float = 5.0) -> 
         return False
 
     await _guarded("gauges", stop, step)
+
+
+async def run_purger(
+    pool: Pool,
+    stop: asyncio.Event,
+    *,
+    batch: int,
+    interval: float,
+    idempotency_window: float,
+    share: float = 0.25,
+    retention_seconds: float = 0,
+) -> None:
+    """Delete expired runs in small batches. While a backlog drains, the
+    purger takes at most `share` of the time: after a full batch it pauses
+    long enough for that (retention is never urgent; dispatch, sharing the
+    database with it, is). After a partial batch it waits `interval`.
+    Schedule fires older than `retention_seconds` go with the same batches."""
+
+    async def step() -> bool:
+        started = time.perf_counter()
+        async with pool.acquire() as conn:
+            purged = await retention.purge(conn, batch, idempotency_window, retention_seconds)
+        spent = time.perf_counter() - started
+        metrics.RUNS_PURGED.inc(purged.runs)
+        metrics.TASKS_PURGED.inc(purged.tasks)
+        if purged.runs:
+            log.debug("purged %d runs, %d tasks, %d log lines in %.2f s", purged.runs, purged.tasks, purged.logs, spent)
+        backlog = max(purged.runs, purged.fires) >= batch
+        await _pause(stop, max(0.05, spent * (1 - share) / share) if backlog else interval)
+        return False
+
+    await _guarded("purger", stop, step)

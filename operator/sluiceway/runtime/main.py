@@ -1,24 +1,31 @@
-"""The `sluiceway` command."""
+"""The `sluiceway` command: the user commands of `sluiceway.cli`, and the
+commands that run parts of the system: `operator`, `worker`, `up`, `crds`.
+Heavy imports happen inside each command, so `sluiceway runs list` starts fast."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import Annotated
 
-from sluiceway import __version__
+import typer
+
+from sluiceway.cli.app import build
+
+CRD_DIRS = ["crds", "charts/sluiceway/crds"]
 
 
-def _crds(args: argparse.Namespace) -> int:
+def _crds(dirs: list[str], write: bool, check: bool) -> int:
     from sluiceway.k8s import crds
 
-    targets = [Path(d) for d in args.dirs]
-    if args.check:
+    targets = [Path(d) for d in dirs]
+    if check:
         stale = {str(d): files for d in targets if (files := crds.drift(d))}
         for stale_dir, stale_files in stale.items():
             print(f"{stale_dir}: out of date: {', '.join(stale_files)} (run `sluiceway crds --write`)", file=sys.stderr)
         return 1 if stale else 0
-    if args.write:
+    if write:
         for directory in targets:
             for path in crds.write(directory):
                 print(path)
@@ -28,7 +35,7 @@ def _crds(args: argparse.Namespace) -> int:
     return 0
 
 
-def _operator(args: argparse.Namespace) -> int:
+def _operator() -> int:
     from sluiceway.runtime import operator
     from sluiceway.runtime.settings import Settings, SettingsError
 
@@ -40,85 +47,68 @@ def _operator(args: argparse.Namespace) -> int:
     return operator.main(settings)
 
 
-def _up(args: argparse.Namespace) -> int:
-    from sluiceway.devenv import up
-
-    return up.main(Path(args.state_dir), node=args.node)
-
-
-def _worker(args: argparse.Namespace) -> int:
-    from sluiceway.worker import cli
-
-    return cli.run(args)
-
-
-def _why(args: argparse.Namespace) -> int:
-    from sluiceway.cli import why
-
-    return why.run(args)
-
-
-def _schedules(args: argparse.Namespace) -> int:
-    from sluiceway.cli import schedules
-
-    return schedules.run(args)
-
-
-def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="sluiceway", description=__doc__)
-    root.add_argument("--version", action="version", version=f"sluiceway {__version__}")
-    commands = root.add_subparsers(dest="command", required=True)
-
-    op = commands.add_parser("operator", help="run the operator (settings from SLUICEWAY_* variables)")
-    op.set_defaults(run=_operator)
-
+def worker_parser() -> argparse.ArgumentParser:
     from sluiceway.worker import cli as worker_cli
 
-    worker = commands.add_parser("worker", help="run the task handlers of a Python module")
-    worker_cli.add_arguments(worker)
-    worker.set_defaults(run=_worker)
-
-    from sluiceway.cli import why as why_cli
-
-    why = commands.add_parser(
-        "why",
-        help="why is this run or task not further along?",
-        description=why_cli.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = argparse.ArgumentParser(
+        prog="sluiceway worker", description=worker_cli.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    why_cli.add_arguments(why)
-    why.set_defaults(run=_why)
+    worker_cli.add_arguments(parser)
+    return parser
 
-    from sluiceway.cli import schedules as schedules_cli
 
-    schedules = commands.add_parser(
-        "schedules",
-        help="list, read, trigger, pause, resume or backfill Schedules; print their next fire times",
-        description=schedules_cli.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+def app(name: str = "sluiceway") -> typer.Typer:
+    root = build(name)
+
+    @root.command("operator", rich_help_panel="Running Sluiceway")
+    def operator() -> None:
+        """Run the operator (settings from SLUICEWAY_* variables)."""
+        raise typer.Exit(_operator())
+
+    @root.command(
+        "worker",
+        rich_help_panel="Running Sluiceway",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+        add_help_option=False,
     )
-    schedules_cli.add_arguments(schedules)
-    schedules.set_defaults(run=_schedules)
+    def worker(ctx: typer.Context) -> None:
+        """Run the task handlers of a Python module (sluiceway worker --help for its flags)."""
+        from sluiceway.worker import cli as worker_cli
 
-    crd = commands.add_parser("crds", help="print, write or check the CRDs generated from the models")
-    crd.add_argument("dirs", nargs="*", default=["crds", "charts/sluiceway/crds"])
-    mode = crd.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help="write the YAML files into the directories")
-    mode.add_argument("--check", action="store_true", help="fail if the committed files drifted")
-    crd.set_defaults(run=_crds)
+        raise typer.Exit(worker_cli.run(worker_parser().parse_args(ctx.args)))
 
-    up = commands.add_parser("up", help="local control plane + PostgreSQL + operator, in the foreground")
-    up.add_argument("--state-dir", default=".run", help="where the kubeconfig and logs go (default .run)")
-    up.add_argument("--node", action="store_true", help="add a local node, so pods run (root; docs/local-node.md)")
-    up.set_defaults(run=_up)
+    @root.command("up", rich_help_panel="Running Sluiceway")
+    def up(
+        state_dir: Annotated[str, typer.Option(help="Where the kubeconfig and logs go")] = ".run",
+        node: Annotated[
+            bool, typer.Option("--node", help="Add a local node, so pods run (root; docs/local-node.md)")
+        ] = False,
+    ) -> None:
+        """Local control plane + PostgreSQL + operator, in the foreground."""
+        from sluiceway.devenv import up as devenv_up
+
+        raise typer.Exit(devenv_up.main(Path(state_dir), node=node))
+
+    @root.command("crds", rich_help_panel="Running Sluiceway")
+    def crds(
+        dirs: Annotated[
+            list[str] | None, typer.Argument(help="Directories (default: crds, charts/sluiceway/crds)")
+        ] = None,
+        write: Annotated[bool, typer.Option("--write", help="Write the YAML files into the directories")] = False,
+        check: Annotated[bool, typer.Option("--check", help="Fail if the committed files drifted")] = False,
+    ) -> None:
+        """Print, write or check the CRDs generated from the models."""
+        if write and check:
+            raise typer.BadParameter("--write and --check exclude each other")
+        raise typer.Exit(_crds(dirs or CRD_DIRS, write, check))
+
     return root
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parser().parse_args(argv)
-    sys.exit(args.run(args))
+    app()(args=argv, prog_name="sluiceway")
 
 
 def kubectl_plugin() -> None:
     """`kubectl sluiceway why X` runs `kubectl-sluiceway why X`: the same command line."""
-    main(sys.argv[1:])
+    app("kubectl sluiceway")(prog_name="kubectl sluiceway")

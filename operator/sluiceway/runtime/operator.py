@@ -225,6 +225,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         kube=kube,
         authenticate=settings.auth == "kubernetes",
         authenticator=authenticator,
+        idempotency_window=settings.idempotency_window,
+        log_cap_bytes=settings.task_log_bytes,
         secrets=secrets,
     )
     server = _Server(
@@ -238,7 +240,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             timeout_graceful_shutdown=3,
         )
     )
-    config = DeciderConfig(policies=policies)
+    config = DeciderConfig(policies=policies, retention_seconds=settings.retention)
     # HTTP, HTTP_POLL and WEBHOOK share the breakers by host; gRPC's are by service name.
     by_host = Breakers(settings.circuit_breaker)
     system_tasks = SystemTaskRunner(
@@ -260,6 +262,18 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         ("sweeper", loops.run_sweeper(pool, stop)),
         ("scheduler", loops.run_scheduler(pool, stop, on_report=_schedule_events(kube))),
         ("gauges", loops.run_gauges(pool, stop)),
+        (
+            "purger",
+            loops.run_purger(
+                pool,
+                stop,
+                batch=settings.purge_batch,
+                interval=settings.purge_interval,
+                idempotency_window=settings.idempotency_window,
+                share=settings.purge_share,
+                retention_seconds=settings.retention,
+            ),
+        ),
         ("API server", server.serve_until(stop)),
     ]
     if kube is not None:
@@ -272,7 +286,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         register(registry, worker_pods=worker_pods, status_interval=settings.status_interval)
         recorder = EventRecorder(Events(kube))
         memo = _Memo()
-        memo.context = Context(pool=pool, clock=utc_now, events=recorder)
+        memo.context = Context(pool=pool, clock=utc_now, events=recorder, kube=kube)
         memo.worker_pods = worker_pods
 
         async def reconcile(stepped_down: asyncio.Event) -> None:

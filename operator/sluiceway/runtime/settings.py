@@ -9,7 +9,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sluiceway.controls.breaker import BreakerConfig
 from sluiceway.controls.durations import parse_duration
@@ -66,6 +66,19 @@ class Settings(BaseModel):
     # (status, autoscaling) of a worker Deployment. Short in tests.
     status_interval: float = Field(5.0, gt=0, le=3600)
     autoscaling_interval: float = Field(5.0, gt=0, le=3600)
+    # Finished runs are deleted this long after they end, unless their workflow
+    # or WorkflowRun says otherwise; 0 keeps them. Durations: 30d, 12h, 3600.
+    retention: int = Field(30 * 86_400, ge=0, le=10 * 31_536_000)
+    idempotency_window: int = Field(86_400, ge=1, le=31_536_000)
+    task_log_bytes: int = Field(256 * 1024, ge=1024, le=64 * 1024 * 1024)
+    purge_batch: int = Field(500, ge=1, le=100_000)
+    purge_interval: float = Field(10.0, gt=0, le=3600)
+    purge_share: float = Field(0.25, gt=0, le=1)  # of the time, at most, while a backlog drains
+
+    @field_validator("retention", "idempotency_window", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return int(parse_duration(value)) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _auth_needs_kubernetes(self) -> Settings:
@@ -133,6 +146,12 @@ class Settings(BaseModel):
             ("SLUICEWAY_MAX_RETRY_BACKOFF", "max_retry_backoff"),
             ("SLUICEWAY_STATUS_INTERVAL", "status_interval"),
             ("SLUICEWAY_AUTOSCALING_INTERVAL", "autoscaling_interval"),
+            ("SLUICEWAY_RETENTION", "retention"),
+            ("SLUICEWAY_IDEMPOTENCY_WINDOW", "idempotency_window"),
+            ("SLUICEWAY_TASK_LOG_BYTES", "task_log_bytes"),
+            ("SLUICEWAY_PURGE_BATCH", "purge_batch"),
+            ("SLUICEWAY_PURGE_INTERVAL", "purge_interval"),
+            ("SLUICEWAY_PURGE_SHARE", "purge_share"),
         ):
             if env.get(variable):
                 raw[key] = env[variable]

@@ -80,9 +80,15 @@ class Quarantined:
     reason: str
 
 
+# Finished runs are deleted this long after they end unless their workflow
+# (spec.retention) or WorkflowRun (ttlSecondsAfterFinished) says otherwise; 0 keeps them.
+DEFAULT_RETENTION_SECONDS = 30 * 86_400
+
+
 @dataclass
 class DeciderConfig:
     batch_size: int = 128
+    retention_seconds: int = DEFAULT_RETENTION_SECONDS
     rng: random.Random = field(default_factory=random.Random)
     policies: Policies = field(default_factory=Policies)  # the process's one, with the operator defaults
     on_decision: Callable[[str, Decision], None] | None = None  # metrics and tracing hooks
@@ -95,6 +101,7 @@ SELECT now() AS now, e.id, e.namespace, e.workflow_name, e.workflow_version, e.s
        e.correlation_id, e.evaluated, e.timeout_at, e.terminate_requested, e.awaiting_admission,
        e.admission_key, e.parent_execution_id, e.parent_task_id, e.task_overrides,
        e.resource_name IS NOT NULL AS mirrored, e.quarantined_at IS NOT NULL AS quarantined, v.spec::text AS spec,
+       e.paused_at IS NOT NULL AS paused, e.superseded, e.input_overrides,
        e.chain_id, e.previous_run_id, e.chain_deadline_at,
        ARRAY(SELECT q.id FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now()) AS event_ids,
        ARRAY(SELECT DISTINCT q.event FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now())
@@ -271,7 +278,7 @@ async def _decide(conn: asyncpg.Connection, runs: list[asyncpg.Record], config: 
     if not runs:
         return _Outcome()
     now: datetime.datetime = runs[0]["now"]
-    applier = _Applier(now)
+    applier = _Applier(now, config.retention_seconds)
     rows_by_run, unreadable = await _task_rows(conn, [r["id"] for r in runs if not r["quarantined"]])
     live: list[tuple[asyncpg.Record, WorkflowSpec]] = []
     for run in runs:
@@ -466,6 +473,9 @@ async def _snapshots(
                 policies=found,
                 defaults=config.policies.defaults,
                 budgets=budgets[run["namespace"]],
+                paused=run["paused"],
+                superseded=run["superseded"],
+                input_overrides=run["input_overrides"],
                 task_overrides={
                     ref: TaskOverride.model_validate(value) for ref, value in (run["task_overrides"] or {}).items()
                 },
@@ -539,8 +549,9 @@ UPDATE executions e SET evaluated = true, mirror_seq = e.mirror_seq + 1,
 class _Applier:
     """Collects the commands of a batch and applies them in bulk."""
 
-    def __init__(self, now: datetime.datetime) -> None:
+    def __init__(self, now: datetime.datetime, retention_seconds: int = DEFAULT_RETENTION_SECONDS) -> None:
         self.now = now
+        self.retention_seconds = retention_seconds
         self.tasks: list[tuple[Any, ...]] = []
         self.updates: list[tuple[Any, ...]] = []
         self.decided: list[tuple[uuid.UUID, datetime.datetime | None, datetime.datetime | None]] = []
@@ -704,7 +715,7 @@ class _Applier:
         for snapshot, child, parent_task in self.children:
             await _start_child(conn, snapshot, child, parent_task)
         if self.finishes:
-            ended = set(await finish_runs(conn, self.finishes))
+            ended = set(await finish_runs(conn, self.finishes, self.retention_seconds))
             outcome.ended = [(f.run_id, f.finish) for f in self.finishes if f.run_id in ended]
         await conn.execute(
             _MARK_DECIDED,
@@ -761,10 +772,16 @@ async def _start_child(
     await executions.enqueue_decide(conn, parent.id, "child_finished")
 
 
+# A run's retention starts when it ends: its own (or its workflow's) for its
+# outcome, else the operator's default ($6); 0 keeps it for ever.
 _FINISH = """
 UPDATE executions e
    SET status = f.status, reason = f.reason, output = f.output, failed_task_id = f.failed_task_id,
-       ended_at = now(), timeout_at = NULL, mirror_seq = e.mirror_seq + 1, evaluated = true
+       ended_at = now(), timeout_at = NULL, mirror_seq = e.mirror_seq + 1, evaluated = true,
+       expires_at = (SELECT CASE WHEN keep > 0 THEN now() + make_interval(secs => keep) END
+                       FROM coalesce(CASE WHEN f.status = 'COMPLETED' THEN e.retain_seconds
+                                          ELSE coalesce(e.retain_failed_seconds, e.retain_seconds) END,
+                                     $6::int) AS keep)
   FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::uuid[])
        AS f(id, status, reason, output, failed_task_id)
  WHERE e.id = f.id AND e.status = 'RUNNING'
@@ -794,7 +811,11 @@ UPDATE tasks SET status = $2, output = $3, reason = $4, ended_at = now(), total_
 """
 
 
-async def finish_runs(conn: asyncpg.Connection, finishes: list[Finishing]) -> list[str]:
+async def finish_runs(
+    conn: asyncpg.Connection,
+    finishes: list[Finishing],
+    retention_seconds: int = DEFAULT_RETENTION_SECONDS,
+) -> list[str]:
     """End runs and everything hanging off them, in the decider's transaction:
     cancel their active tasks, terminate their child runs, then apply what the
     decider said follows from each end (tell the parent, admit the next run of
@@ -811,6 +832,7 @@ async def finish_runs(conn: asyncpg.Connection, finishes: list[Finishing]) -> li
             [f.finish.reason for f in finishes],
             [f.finish.output for f in finishes],
             [uuid.UUID(f.finish.failed_task_id) if f.finish.failed_task_id else None for f in finishes],
+            retention_seconds,
         )
     }
     if not ended:

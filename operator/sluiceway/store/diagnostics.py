@@ -190,7 +190,9 @@ async def usage(conn: asyncpg.Connection, namespace: str) -> Usage:
 
 _RUN = """
 SELECT e.id, e.namespace, e.workflow_name, e.workflow_version, e.status, e.reason, e.awaiting_admission,
-       e.admission_key, e.quarantine_reason, v.spec::text AS spec
+       e.admission_key, e.quarantine_reason, v.spec::text AS spec,
+       e.paused_at IS NOT NULL AS paused, coalesce(e.pause_reason, '') AS pause_reason,
+       coalesce(extract(epoch FROM now() - e.paused_at), 0)::float8 AS seconds_paused
   FROM executions e
   LEFT JOIN workflow_versions v ON v.namespace = e.namespace AND v.name = e.workflow_name
                                AND v.version = e.workflow_version
@@ -266,6 +268,9 @@ async def run_facts(
         active_worker_tasks=active_workers,
         tasks=tasks,
         quarantine_reason=run["quarantine_reason"] if run["status"] == "RUNNING" else None,
+        paused=run["paused"] and run["status"] == "RUNNING",
+        pause_reason=run["pause_reason"],
+        seconds_paused=run["seconds_paused"],
     )
 
 

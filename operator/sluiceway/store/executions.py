@@ -4,6 +4,8 @@ decider."""
 from __future__ import annotations
 
 import datetime
+import hashlib
+import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -11,9 +13,11 @@ from typing import Any
 
 import asyncpg
 
+from sluiceway.controls import attributes as attribute_rules
+from sluiceway.controls.pausing import effective_sla_seconds
 from sluiceway.model.execution import RunStatus, TaskOverride
 from sluiceway.model.workflow import iter_tasks
-from sluiceway.store import admission, workflows
+from sluiceway.store import admission, attributes, workflows
 
 DECIDE_CHANNEL = "sluiceway_decide"
 READY_CHANNEL = "sluiceway_ready"
@@ -36,12 +40,49 @@ def released(rows: str) -> str:
     ) keys"""
 
 
+# How long a requestId names the run it started, unless the caller says otherwise.
+IDEMPOTENCY_WINDOW_SECONDS = 86_400
+
+
+def shown_status(status: str, paused_at: datetime.datetime | None) -> RunStatus:
+    """A run's status as the API shows it: a running run with a pause time is PAUSED."""
+    if status == RunStatus.RUNNING.value and paused_at is not None:
+        return RunStatus.PAUSED
+    return RunStatus(status)
+
+
 @dataclass(frozen=True)
 class Started:
     id: str
     status: RunStatus
     awaiting_admission: bool = False
-    created: bool = True  # False when the id already existed (an idempotent retry)
+    created: bool = True  # False when the id or request id already named a run (an idempotent retry)
+
+
+@dataclass(frozen=True)
+class InvalidStart:
+    """Search attributes that do not fit their declarations; nothing was started."""
+
+    problems: list[attribute_rules.Problem]
+
+    @property
+    def message(self) -> str:
+        return "; ".join(str(p) for p in self.problems)
+
+
+@dataclass(frozen=True)
+class RequestReused:
+    """A requestId that already started a different run (other workflow or input)."""
+
+    request_id: str
+    execution_id: str
+
+    @property
+    def message(self) -> str:
+        return (
+            f"requestId {self.request_id!r} already started run {self.execution_id} with a different request: "
+            "use a new key for a new start"
+        )
 
 
 # A start a gate refused, saying which and with what numbers.
@@ -67,7 +108,7 @@ class InvalidOverrides:
     message: str
 
 
-StartOutcome = Started | Refused | WorkflowNotFound | InvalidOverrides
+StartOutcome = Started | Refused | WorkflowNotFound | InvalidStart | RequestReused | InvalidOverrides
 
 
 @dataclass(frozen=True)
@@ -84,15 +125,32 @@ class ChainLink:
 _INSERT_RUN = """
 INSERT INTO executions (id, namespace, workflow_name, workflow_version, status, input, correlation_id,
                         resource_name, parent_execution_id, parent_task_id, sla_at, admission_key,
-                        awaiting_admission, schedule_name, chain_id, previous_run_id, chain_deadline_at,
+                        awaiting_admission, sla_seconds, request_id, restarted_from, retain_seconds,
+                        retain_failed_seconds, schedule_name, chain_id, previous_run_id, chain_deadline_at,
                         task_overrides)
 VALUES ($1, $2, $3, $4, 'RUNNING', $5, $6, $7, $8, $9,
-        CASE WHEN $10::int > 0 THEN now() + make_interval(secs => $10::int) END, $11, $12,
-        $13, coalesce($14::uuid, $1::uuid), $15, $16, $17)
+        CASE WHEN $10::int > 0 THEN now() + make_interval(secs => $10::int) END, $11, $12, $10, $13, $14, $15, $16,
+        $17, coalesce($18::uuid, $1::uuid), $19, $20, $21)
 ON CONFLICT (id) DO NOTHING
-RETURNING id
+RETURNING created_at
 """
-_EXISTING = "SELECT status, awaiting_admission FROM executions WHERE id = $1"
+_EXISTING = "SELECT status, awaiting_admission, paused_at FROM executions WHERE id = $1"
+# A key names its run for the window; past it a start takes it over. (A run
+# deleted by retention takes its keys with it.) The condition reads only the
+# key's row, which a concurrent start holds locked until it commits: a
+# subquery here would read the snapshot from before that wait.
+_CLAIM_REQUEST = """
+INSERT INTO start_requests AS r (namespace, request_id, execution_id, fingerprint) VALUES ($1, $2, $3, $4)
+ON CONFLICT (namespace, request_id) DO UPDATE
+   SET execution_id = EXCLUDED.execution_id, fingerprint = EXCLUDED.fingerprint, created_at = now()
+ WHERE r.created_at < now() - make_interval(secs => $5::float8)
+RETURNING execution_id
+"""
+_PRIOR_REQUEST = """
+SELECT r.execution_id, r.fingerprint, e.status, e.awaiting_admission, e.paused_at
+  FROM start_requests r JOIN executions e ON e.id = r.execution_id
+ WHERE r.namespace = $1 AND r.request_id = $2 AND r.created_at >= now() - make_interval(secs => $3::float8)
+"""
 _ENQUEUE = "INSERT INTO decide_queue (execution_id, event) VALUES ($1, $2)"
 _ENQUEUE_MANY = "INSERT INTO decide_queue (execution_id, event) SELECT unnest($1::uuid[]), $2"
 _NOTIFY_DECIDER = f"SELECT pg_notify('{DECIDE_CHANNEL}', '')"
@@ -113,6 +171,25 @@ def _uuid(value: str | uuid.UUID) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
 
 
+def fingerprint(name: str, version: int | None, input: Mapping[str, Any], **rest: Any) -> str:
+    """What a start asked for, so a retry with the same key can be told from
+    a different start that reuses it."""
+    canonical = json.dumps({"name": name, "version": version, "input": input, **rest}, sort_keys=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+async def _prior_start(
+    conn: asyncpg.Connection, namespace: str, request_id: str, wanted: str, window: float
+) -> Started | RequestReused | None:
+    row = await conn.fetchrow(_PRIOR_REQUEST, namespace, request_id, window)
+    if row is None:
+        return None
+    if row["fingerprint"] != wanted:
+        return RequestReused(request_id, str(row["execution_id"]))
+    status = shown_status(row["status"], row["paused_at"])
+    return Started(str(row["execution_id"]), status, row["awaiting_admission"], created=False)
+
+
 async def start_run(
     conn: asyncpg.Connection,
     namespace: str,
@@ -124,17 +201,27 @@ async def start_run(
     run_id: str | None = None,
     resource_name: str | None = None,
     parent: tuple[uuid.UUID, uuid.UUID] | None = None,
+    request_id: str | None = None,
+    search_attributes: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
+    sla_seconds: int | None = None,
+    retention_seconds: int | None = None,
+    restarted_from: uuid.UUID | None = None,
+    idempotency_window: float = IDEMPOTENCY_WINDOW_SECONDS,
     schedule: str | None = None,
     chain: ChainLink | None = None,
     task_overrides: Mapping[str, TaskOverride] | None = None,
 ) -> StartOutcome:
     """Create a run and wake the decider, in the caller's transaction.
 
-    `run_id` makes the start idempotent (a WorkflowRun passes its uid, a
-    schedule one derived from the fire): a second start with the same id
-    returns the existing run. `schedule` names the Schedule that started it;
-    `chain` links a continue-as-new run to the run it continues.
-    `task_overrides` must name references of the version the run starts on."""
+    Idempotent two ways: `run_id` (a WorkflowRun passes its uid, a schedule
+    one derived from the fire), and `request_id`, which names the run it
+    started for `idempotency_window` seconds; concurrent starts with one key
+    wait on its row, so they create one run. `retention_seconds` overrides the
+    workflow's retention (a WorkflowRun's ttlSecondsAfterFinished). `schedule`
+    names the Schedule that started it; `chain` links a continue-as-new run to
+    the run it continues. `task_overrides` must name references of the version
+    the run starts on."""
     found = await workflows.find_version(conn, namespace, name, version)
     if found is None:
         return WorkflowNotFound(name, version)
@@ -150,17 +237,54 @@ async def start_run(
     execution_id = _uuid(run_id) if run_id else uuid.uuid4()
     existing = await conn.fetchrow(_EXISTING, execution_id)
     if existing is not None:
-        return Started(str(execution_id), RunStatus(existing["status"]), existing["awaiting_admission"], False)
+        status = shown_status(existing["status"], existing["paused_at"])
+        return Started(str(execution_id), status, existing["awaiting_admission"], False)
+    asked = fingerprint(
+        name,
+        version,
+        input,
+        correlation=correlation_id,
+        attributes=dict(search_attributes or {}),
+        sla=sla_seconds,
+        restarted_from=restarted_from,
+        overrides={ref: o.model_dump(mode="json", by_alias=True, exclude_none=True) for ref, o in overrides.items()},
+    )
+    if request_id is not None:
+        prior = await _prior_start(conn, namespace, request_id, asked, idempotency_window)
+        if prior is not None:
+            return prior
     spec = found.spec  # None when it no longer parses: the run starts, and the decider quarantines it
+    checked = attribute_rules.at_start(
+        spec.search_attributes if spec is not None else [],
+        search_attributes or {},
+        run_input=input,
+        correlation_id=correlation_id,
+        labels=labels,
+    )
+    if checked.problems:
+        return InvalidStart(checked.problems)
     refusal: Refused | None = await admission.check_quotas(conn, namespace)
     if refusal is None and spec is not None:
         refusal = await admission.check_max_concurrent(conn, namespace, name, spec)
     if refusal is not None:
         return refusal
+    if request_id is not None:
+        claimed = await conn.fetchval(_CLAIM_REQUEST, namespace, request_id, execution_id, asked, idempotency_window)
+        if claimed is None:  # a concurrent start with this key committed first
+            prior = await _prior_start(conn, namespace, request_id, asked, idempotency_window)
+            if prior is not None:
+                return prior
     admitted = await admission.admit(conn, namespace, name, spec, input) if spec else admission.Admission(None, False)
-    sla = spec.sla_seconds if spec else 0
+    timeout = spec.timeout_seconds if spec is not None else 0
+    sla = effective_sla_seconds(spec.sla_seconds if spec is not None else 0, sla_seconds, timeout)
+    retention = spec.retention if spec is not None else None
+    keep, keep_failed = (
+        (retention_seconds, retention_seconds)
+        if retention_seconds is not None
+        else (retention.seconds if retention else None, retention.failed_seconds if retention else None)
+    )
     parent_run, parent_task = parent if parent else (None, None)
-    inserted = await conn.fetchval(
+    created_at = await conn.fetchval(
         _INSERT_RUN,
         execution_id,
         namespace,
@@ -174,15 +298,22 @@ async def start_run(
         sla,
         admitted.key,
         admitted.awaiting,
+        request_id,
+        restarted_from,
+        keep,
+        keep_failed,
         schedule,
         chain.chain_id if chain else None,
         chain.previous_run_id if chain else None,
         chain.deadline_at if chain else None,
         {ref: o.model_dump(mode="json", by_alias=True, exclude_none=True) for ref, o in overrides.items()},
     )
-    if inserted is None:  # raced with an identical start
+    if created_at is None:  # raced with an identical start
         row = await conn.fetchrow(_EXISTING, execution_id)
-        return Started(str(execution_id), RunStatus(row["status"]), row["awaiting_admission"], False)
+        return Started(
+            str(execution_id), shown_status(row["status"], row["paused_at"]), row["awaiting_admission"], False
+        )
+    await attributes.write(conn, execution_id, namespace, created_at, checked.attributes.values())
     await enqueue_decide(conn, execution_id, "started")
     return Started(str(execution_id), RunStatus.RUNNING, admitted.awaiting)
 
@@ -206,11 +337,23 @@ class RunView:
     sla_breached_at: datetime.datetime | None
     quarantined_at: datetime.datetime | None = None
     quarantine_reason: str | None = None
+    request_id: str | None = None
+    restarted_from: str | None = None
+    paused_at: datetime.datetime | None = None
+    pause_reason: str | None = None
+    paused_seconds: float = 0.0
+    timeout_at: datetime.datetime | None = None
+    chain_deadline_at: datetime.datetime | None = None
+    sla_seconds: int = 0
+    sla_at: datetime.datetime | None = None
+    retries: int = 0
+    expires_at: datetime.datetime | None = None
+    superseded: dict[str, int] | None = None
+    parent_task_id: str | None = None
     schedule_name: str | None = None
     chain_id: str | None = None
     previous_run_id: str | None = None
     next_run_id: str | None = None
-    chain_deadline_at: datetime.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -240,7 +383,9 @@ class TaskView:
 _GET_RUN = """
 SELECT id, namespace, workflow_name, workflow_version, status, input, output, reason, correlation_id,
        awaiting_admission, resource_name, parent_execution_id, created_at, ended_at, sla_breached_at,
-       quarantined_at, quarantine_reason, schedule_name, chain_id, previous_run_id, chain_deadline_at,
+       quarantined_at, quarantine_reason, request_id, restarted_from, paused_at, pause_reason, paused_seconds,
+       timeout_at, chain_deadline_at, sla_seconds, sla_at, retries, expires_at, superseded, parent_task_id,
+       schedule_name, chain_id, previous_run_id,
        (SELECT n.id FROM executions n WHERE n.previous_run_id = e.id LIMIT 1) AS next_run_id
   FROM executions e WHERE id = $1 AND namespace = $2
 """
@@ -265,8 +410,9 @@ async def get_run(conn: asyncpg.Connection, namespace: str, execution_id: str) -
         return None
     values = dict(row)
     values["id"] = str(values["id"])
-    values["status"] = RunStatus(values["status"])
-    for column in ("parent_execution_id", "chain_id", "previous_run_id", "next_run_id"):
+    values["status"] = shown_status(values["status"], values["paused_at"])
+    ids = ("parent_execution_id", "restarted_from", "parent_task_id", "chain_id", "previous_run_id", "next_run_id")
+    for column in ids:
         values[column] = _str_or_none(values[column])
     return RunView(**values)
 

@@ -36,16 +36,6 @@ SELECT t.id, t.execution_id, e.workflow_name, t.ref, t.type, t.name, t.status, t
   FROM tasks t JOIN executions e ON e.id = t.execution_id
 """
 _FIND = _COLUMNS + " WHERE t.id = $1 AND t.namespace = $2"
-_LIST = (
-    _COLUMNS
-    + """
- WHERE t.namespace = $1 AND ($2::text IS NULL OR t.type = $2) AND ($3::text IS NULL OR t.status = $3)
-   AND ($4::text IS NULL OR e.workflow_name = $4)
-   AND ($5::timestamptz IS NULL OR (t.created_at, t.id) > ($5, $6::uuid))
- ORDER BY t.created_at, t.id
- LIMIT $7
-"""
-)
 
 
 def _task(row: asyncpg.Record) -> WaitingTask:
@@ -57,22 +47,6 @@ def _task(row: asyncpg.Record) -> WaitingTask:
 async def find(conn: asyncpg.Connection, namespace: str, task_id: uuid.UUID) -> WaitingTask | None:
     row = await conn.fetchrow(_FIND, task_id, namespace)
     return None if row is None else _task(row)
-
-
-async def tasks(
-    conn: asyncpg.Connection,
-    namespace: str,
-    *,
-    type: str | None,
-    status: str | None,
-    workflow: str | None,
-    after: tuple[datetime.datetime, uuid.UUID] | None,
-    limit: int,
-) -> list[WaitingTask]:
-    """Tasks of the namespace, oldest first, filtered; `after` is the last one of the previous page."""
-    since, last = after if after is not None else (None, None)
-    rows = await conn.fetch(_LIST, namespace, type, status, workflow, since, last, limit)
-    return [_task(r) for r in rows]
 
 
 _DECIDE = """

@@ -27,12 +27,16 @@ class PendingMirror:
     counts: dict[str, int]
     quarantined_at: datetime.datetime | None = None
     quarantine_reason: str | None = None
+    paused_at: datetime.datetime | None = None
+    sla_breached_at: datetime.datetime | None = None
+    sla_to_report: bool = False  # breached, and no Event said so yet
     iterations: dict[str, int] | None = None  # each DO_WHILE: its iteration
 
 
 _PENDING = """
 SELECT id, namespace, resource_name, status, reason, awaiting_admission, workflow_version, output, created_at,
-       ended_at, mirror_seq, quarantined_at, quarantine_reason
+       ended_at, mirror_seq, quarantined_at, quarantine_reason, paused_at, sla_breached_at,
+       sla_breached_at IS NOT NULL AND NOT sla_reported AS sla_to_report
   FROM executions
  WHERE resource_name IS NOT NULL AND mirror_seq > mirrored_seq
  ORDER BY id
@@ -48,10 +52,11 @@ _ITERATIONS = """
 SELECT DISTINCT ON (execution_id, ref) execution_id, ref, output -> 'iteration' AS iteration FROM tasks
  WHERE execution_id = ANY($1) AND type = 'DO_WHILE' ORDER BY execution_id, ref, attempt DESC
 """
+# An SLA breach is reported once: marked with the write that reported it.
 _MARK = """
-UPDATE executions e SET mirrored_seq = m.seq
-  FROM unnest($1::uuid[], $2::bigint[]) AS m(id, seq)
- WHERE e.id = m.id AND e.mirrored_seq < m.seq
+UPDATE executions e SET mirrored_seq = greatest(e.mirrored_seq, m.seq), sla_reported = e.sla_reported OR m.sla
+  FROM unnest($1::uuid[], $2::bigint[], $3::bool[]) AS m(id, seq, sla)
+ WHERE e.id = m.id AND (e.mirrored_seq < m.seq OR (m.sla AND NOT e.sla_reported))
 """
 
 
@@ -82,12 +87,18 @@ async def pending(conn: asyncpg.Connection, limit: int) -> list[PendingMirror]:
             counts=counts[r["id"]],
             quarantined_at=r["quarantined_at"],
             quarantine_reason=r["quarantine_reason"],
+            paused_at=r["paused_at"],
+            sla_breached_at=r["sla_breached_at"],
+            sla_to_report=r["sla_to_report"],
             iterations=iterations.get(r["id"]),
         )
         for r in rows
     ]
 
 
-async def mark_mirrored(conn: asyncpg.Connection, written: list[tuple[str, int]]) -> None:
+async def mark_mirrored(conn: asyncpg.Connection, written: list[tuple[str, int, bool]]) -> None:
+    """Record what was written: each run's mirror_seq, and whether its SLA breach was reported."""
     if written:
-        await conn.execute(_MARK, [uuid.UUID(i) for i, _ in written], [seq for _, seq in written])
+        await conn.execute(
+            _MARK, [uuid.UUID(i) for i, _, _ in written], [seq for _, seq, _ in written], [s for _, _, s in written]
+        )

@@ -21,7 +21,7 @@ import asyncpg
 
 from sluiceway.model.execution import ResultStatus, TaskResult
 from sluiceway.model.workflow import TaskType
-from sluiceway.store import executions
+from sluiceway.store import executions, operations
 from sluiceway.store.sql import types_where
 
 _CLEAR_TIMERS = """
@@ -178,12 +178,25 @@ def _is_uuid(value: str) -> bool:
     return True
 
 
+# The run's row first, then the task's: the order a pause takes them in, so a
+# task handed back while its run is being paused is parked by one or the other.
+_LOCK_RUN_OF_TASK = """
+SELECT e.id, e.paused_at FROM tasks t JOIN executions e ON e.id = t.execution_id
+ WHERE t.id = $1 AND t.namespace = $2
+   FOR SHARE OF e
+"""
+
+
 async def _snooze(conn: asyncpg.Connection, namespace: str, result: TaskResult) -> uuid.UUID | bool:
     """True when snoozed (or handed back); the run's id when that hit the
-    deadline instead; False when refused."""
+    deadline instead; False when refused. A task handed back while its run is
+    paused waits with the run's other held tasks."""
     task_id = uuid.UUID(result.task_id)
     interrupted = result.status is ResultStatus.INTERRUPTED
     delay = 0.0 if interrupted else float(result.callback_after_seconds or 0)
+    run = await conn.fetchrow(_LOCK_RUN_OF_TASK, task_id, namespace)
+    if run is None:
+        return False
     row = await conn.fetchrow(_LOCK_FOR_SNOOZE, namespace, task_id, result.epoch, delay)
     if row is None:
         return False
@@ -191,6 +204,9 @@ async def _snooze(conn: asyncpg.Connection, namespace: str, result: TaskResult) 
         execution: uuid.UUID = await conn.fetchval(_DEADLINE_EXCEEDED, task_id)
         return execution
     name = await conn.fetchval(_SNOOZE, task_id, row["due"], result.output, interrupted)
+    if run["paused_at"] is not None:
+        await operations.park(conn, run["id"], task_id)
+        return True
     await conn.execute(f"SELECT pg_notify('{executions.READY_CHANNEL}', $1)", f"{namespace}/{name}")
     return True
 

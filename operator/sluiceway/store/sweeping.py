@@ -49,9 +49,11 @@ UPDATE tasks SET schedule_to_start_at = $2, start_to_close_at = $3, total_at = $
        lease_expires_at = $6, schedule_to_close_at = $7, wait_until = $8
  WHERE id = $1
 """
+# A paused run's clocks are stopped: its deadlines wait for the resume, which
+# moves the run's own deadline (and the SLA) but never the chain's.
 _DUE_RUNS = """
 SELECT e.id FROM executions e
- WHERE e.status = 'RUNNING' AND e.quarantined_at IS NULL
+ WHERE e.status = 'RUNNING' AND e.quarantined_at IS NULL AND e.paused_at IS NULL
    AND ((e.timeout_at IS NOT NULL AND e.timeout_at <= now())
         OR (e.chain_deadline_at IS NOT NULL AND e.chain_deadline_at <= now()))
    AND NOT EXISTS (SELECT 1 FROM decide_queue q WHERE q.execution_id = e.id)
@@ -62,8 +64,9 @@ _SLA = """
 UPDATE executions SET sla_breached_at = now(), mirror_seq = mirror_seq + 1
  WHERE id IN (SELECT id FROM executions
                WHERE status = 'RUNNING' AND sla_at IS NOT NULL AND sla_breached_at IS NULL AND sla_at <= now()
+                 AND paused_at IS NULL
                LIMIT $1 FOR UPDATE SKIP LOCKED)
-RETURNING namespace, workflow_name
+RETURNING id, namespace, workflow_name
 """
 _PRUNE_COUNTS = "DELETE FROM execution_counts WHERE bucket < now() - interval '15 minutes'"
 _PRUNE_WINDOWS = "DELETE FROM rate_windows WHERE window_start < now() - interval '2 days'"
@@ -89,7 +92,7 @@ class SweepReport:
     fired_tasks: list[Fired] = field(default_factory=list)
     alerts: list[tuple[str, Expiry]] = field(default_factory=list)  # (task type, expiry) under ALERT_ONLY
     runs_timed_out: int = 0
-    sla_breaches: list[tuple[str, str]] = field(default_factory=list)  # (namespace, workflow)
+    sla_breaches: list[tuple[str, str, str]] = field(default_factory=list)  # (run id, namespace, workflow)
 
     def fired(self) -> int:
         return len(self.expired) + len(self.alerts) + self.runs_timed_out + len(self.sla_breaches)
@@ -150,7 +153,9 @@ async def sweep(pool: Pool, batch: int = 500, on_report: Callable[[SweepReport],
         report.runs_timed_out = len(runs)
         await executions.enqueue_decides(conn, sorted(woken), "task_updated")
         await executions.enqueue_decides(conn, runs, "timer")
-        report.sla_breaches = [(r["namespace"], r["workflow_name"]) for r in await conn.fetch(_SLA, batch)]
+        report.sla_breaches = [
+            (str(r["id"]), r["namespace"], r["workflow_name"]) for r in await conn.fetch(_SLA, batch)
+        ]
     if on_report is not None:
         on_report(report)
     return report
@@ -165,11 +170,11 @@ async def seconds_until_due(pool: Pool) -> float | None:
             " (SELECT min(next_deadline) FROM tasks WHERE status IN ('SCHEDULED', 'IN_PROGRESS')"
             "   AND next_deadline IS NOT NULL),"
             " (SELECT min(timeout_at) FROM executions WHERE status = 'RUNNING' AND timeout_at IS NOT NULL"
-            "   AND quarantined_at IS NULL),"
+            "   AND quarantined_at IS NULL AND paused_at IS NULL),"
             " (SELECT min(chain_deadline_at) FROM executions WHERE status = 'RUNNING'"
-            "   AND chain_deadline_at IS NOT NULL AND quarantined_at IS NULL),"
+            "   AND chain_deadline_at IS NOT NULL AND quarantined_at IS NULL AND paused_at IS NULL),"
             " (SELECT min(sla_at) FROM executions WHERE status = 'RUNNING' AND sla_at IS NOT NULL"
-            "   AND sla_breached_at IS NULL)) - clock_timestamp())"
+            "   AND sla_breached_at IS NULL AND paused_at IS NULL)) - clock_timestamp())"
         )
         return None if value is None else float(value)
 

@@ -139,3 +139,33 @@ async def find_version(
 
 async def count_workflows(conn: asyncpg.Connection, namespace: str) -> int:
     return int(await conn.fetchval(_COUNT, namespace))
+
+
+@dataclass(frozen=True)
+class LiveWorkflow:
+    name: str
+    resource_name: str
+    version: int
+    spec: dict[str, Any]
+
+
+_LIST = """
+SELECT w.name, w.resource_name, w.latest_version, v.spec FROM workflows w
+  JOIN workflow_versions v ON v.namespace = w.namespace AND v.name = w.name AND v.version = w.latest_version
+ WHERE w.namespace = $1 ORDER BY w.name
+"""
+_RESOURCE = "SELECT resource_name FROM workflows WHERE namespace = $1 AND name = $2"
+
+
+async def list_workflows(conn: asyncpg.Connection, namespace: str) -> list[LiveWorkflow]:
+    """The namespace's live workflows, each with the version new runs start on."""
+    return [
+        LiveWorkflow(r["name"], r["resource_name"], r["latest_version"], r["spec"])
+        for r in await conn.fetch(_LIST, namespace)
+    ]
+
+
+async def resource_of(conn: asyncpg.Connection, namespace: str, name: str) -> str | None:
+    """The Workflow object that defines `name` now, if any."""
+    found: str | None = await conn.fetchval(_RESOURCE, namespace, name)
+    return found

@@ -116,8 +116,11 @@ class WorkerClient:
         outcomes: list[dict[str, Any]] = body.get("results", [])
         return outcomes
 
-    async def heartbeats(self, beats: list[tuple[str, int]]) -> HeartbeatAnswer:
-        _, body = await self._post(
-            "heartbeats", {"heartbeats": [{"taskId": t, "epoch": e} for t, e in beats]}, timeout=30
-        )
+    async def heartbeats(
+        self, beats: list[tuple[str, int]], logs: dict[str, list[dict[str, Any]]] | None = None
+    ) -> HeartbeatAnswer:
+        """Renew leases; `logs` ships lines the tasks logged, by task id."""
+        shipped = logs or {}
+        items = [{"taskId": t, "epoch": e, **({"logs": shipped[t]} if shipped.get(t) else {})} for t, e in beats]
+        _, body = await self._post("heartbeats", {"heartbeats": items}, timeout=30)
         return HeartbeatAnswer(set(body.get("alive", [])), set(body.get("gone", [])), body.get("errors", []))

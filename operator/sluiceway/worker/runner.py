@@ -14,6 +14,9 @@ reports in batches, and shuts down gracefully.
   is gone: the result is dropped, as the task now belongs to someone else.
 - Logs name the run, the task and the epoch of every refusal and retry,
   never a payload or a credential.
+- What a handler logs (the `logging` module, or `task.log(...)`) is captured
+  for its task and shipped with its heartbeats and its result, so the server
+  keeps it after the worker is gone (`sluiceway logs RUN`).
 - SIGTERM: stop polling, let in-flight work finish within the grace period,
   then hand back what is left (INTERRUPTED: another worker leases it at once
   as the next attempt, the interrupted attempt spent and counted, so no
@@ -43,6 +46,7 @@ import aiohttp
 import orjson
 
 from sluiceway.model.execution import MAX_BATCH, MAX_DELAY_SECONDS, MAX_REASON
+from sluiceway.worker import tasklogs
 from sluiceway.worker.classifiers import Classifier, RetryOverride, compose_retry_classifiers
 from sluiceway.worker.client import WorkerApiError, WorkerClient, credentials
 from sluiceway.worker.errors import RetryAfter, Snooze, TerminalError
@@ -68,6 +72,17 @@ class Task:
     start_to_close_timeout: int = 0
     leased_at: float = field(default_factory=time.monotonic)
     last_beat: float = field(default_factory=time.monotonic)
+    logs: tasklogs.LogBuffer = field(default_factory=tasklogs.LogBuffer, repr=False)
+    search_attributes: dict[str, Any] = field(default_factory=dict)
+
+    def log(self, message: str, level: str = "INFO") -> None:
+        """Keep a line in this task's log (the standard `logging` module works too)."""
+        self.logs.add(str(message), level, now=time.monotonic())
+
+    def upsert_search_attributes(self, **values: Any) -> None:
+        """Set attributes the workflow declares on this task's run, with its
+        result: `task.upsert_search_attributes(stage="charged", amount=12.5)`."""
+        self.search_attributes.update(values)
 
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> Task:
@@ -139,6 +154,11 @@ def _result(task: Task, status: str, **fields: Any) -> _Report:
     bounds, and an output that cannot travel as JSON replaced by a failure
     saying so."""
     body: dict[str, Any] = {"taskId": task.task_id, "epoch": task.epoch, "status": status, **fields}
+    logged = task.logs.drain()
+    if logged:
+        body["logs"] = logged
+    if task.search_attributes:
+        body["searchAttributes"] = dict(task.search_attributes)
     for key in ("retryAfterSeconds", "callbackAfterSeconds"):
         if key in body:
             body[key] = _bounded_delay(task, key, body[key])
@@ -167,7 +187,11 @@ def _truncated(text: str) -> str:
 
 
 def _bare(body: dict[str, Any]) -> dict[str, Any]:
-    return {"taskId": body["taskId"], "epoch": body["epoch"]}
+    """The lease, and what the task logged: all a bare FAILED keeps."""
+    bare = {"taskId": body["taskId"], "epoch": body["epoch"]}
+    if body.get("logs"):
+        bare["logs"] = body["logs"]
+    return bare
 
 
 def _reason(exc: BaseException) -> str:
@@ -194,6 +218,8 @@ class Worker:
         classifier: Classifier | None = None,
         shutdown_grace: float = 30.0,
         result_batch: int = 100,
+        capture_logs: bool = True,
+        log_flush_seconds: float = 1.0,
     ) -> None:
         self.url = url
         self.namespace = namespace
@@ -208,6 +234,8 @@ class Worker:
         self._results: asyncio.Queue[_Report | None] | None = None
         self._give_up_at: float | None = None  # set at shutdown: stop retrying results then
         self.completed = 0  # results accepted by the server, for tests and benchmarks
+        self.capture_logs = capture_logs
+        self.log_flush_seconds = log_flush_seconds
 
     # -- registration ----------------------------------------------------------
 
@@ -246,7 +274,18 @@ class Worker:
             raise ValueError("no task handlers registered: decorate functions with @worker.task(...)")
         token, token_file, api_key = self._auth
         self._results = asyncio.Queue()
-        async with WorkerClient(self.url, self.namespace, credentials(token, token_file, api_key)) as client:
+        capture = tasklogs.CaptureHandler(clock=time.monotonic) if self.capture_logs else None
+        if capture is not None:
+            logging.getLogger().addHandler(capture)
+        try:
+            await self._serve(stop, WorkerClient(self.url, self.namespace, credentials(token, token_file, api_key)))
+        finally:
+            if capture is not None:
+                logging.getLogger().removeHandler(capture)
+
+    async def _serve(self, stop: asyncio.Event, client: WorkerClient) -> None:
+        assert self._results is not None
+        async with client:
             flusher = asyncio.create_task(self._flush_results(client, stop))
             beater = asyncio.create_task(self._heartbeats(client, stop))
             pollers = [asyncio.create_task(self._poll(client, r, stop)) for r in self.registrations.values()]
@@ -288,6 +327,7 @@ class Worker:
                 self.in_flight[task.task_id] = (task, runner)
 
     async def _execute(self, reg: _Registration, task: Task) -> None:
+        tasklogs.current.set(task.logs)  # this asyncio task's context (and the thread a sync handler gets)
         try:
             result = await self._outcome(reg, task)
         except asyncio.CancelledError:
@@ -460,13 +500,16 @@ class Worker:
         while True:
             await asyncio.sleep(0.2)
             now = time.monotonic()
-            due = [task for task, _ in self.in_flight.values() if now - task.last_beat >= task.beat_interval()]
+            due = [task for task, _ in self.in_flight.values() if self._beat_due(task, now)]
             if not due:
                 continue
+            shipped = {t.task_id: lines for t in due if (lines := t.logs.drain())}
             try:
-                answer = await client.heartbeats([(t.task_id, t.epoch) for t in due])
+                answer = await client.heartbeats([(t.task_id, t.epoch) for t in due], shipped)
             except (TimeoutError, aiohttp.ClientError, WorkerApiError) as error:
                 log.warning("heartbeat failed (%s); retrying: %s", error, ", ".join(_about(t) for t in due[:10]))
+                for task in due:
+                    task.logs.put_back(shipped.get(task.task_id, []))
                 continue
             for task in due:
                 if task.task_id in answer.alive:
@@ -480,6 +523,13 @@ class Worker:
                 if entry is not None:
                     log.warning("task %s is no longer ours (timed out, canceled or re-leased); abandoning it", task_id)
                     entry[1].cancel()
+
+    def _beat_due(self, task: Task, now: float) -> bool:
+        """A beat is due to renew the lease, or to ship lines waiting too long."""
+        waiting = task.logs.waiting_since()
+        return now - task.last_beat >= task.beat_interval() or (
+            waiting is not None and now - waiting >= self.log_flush_seconds
+        )
 
     async def _drain(self, client: WorkerClient) -> None:
         """Shutdown: wait for in-flight work, then hand back what is left."""

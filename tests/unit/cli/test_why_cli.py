@@ -7,12 +7,13 @@ import json
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from sluiceway.cli import why
-from sluiceway.cli.client import Api, CommandError, Credentials
+from sluiceway.cli.client import Api, CommandError, Credentials, ExitCode
 from sluiceway.controls.gates import SemaphoreState
 from sluiceway.controls.why import Reason, RunFacts, TaskFacts, explain
-from sluiceway.runtime.main import parser
+from sluiceway.runtime.main import app
 
 RUN = "0b6f3a52-52c4-4a0e-9d4b-5c8b1f9a7e10"
 OTHER = "6d1c2f4e-8f0a-4b7e-a1c3-2e9d8b7a6f54"
@@ -113,12 +114,11 @@ def test_invalid_targets_say_what_was_expected(text: str, says: str) -> None:
         why.parse_target(text)
 
 
-def test_an_invalid_target_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    args = parser().parse_args(["why", "nonsense", "-n", "ns", "--url", "http://127.0.0.1:9"])
-    assert args.run(args) == 2
-    out, err = capsys.readouterr()
-    assert out == "" and err.count("\n") == 1
-    assert "task/<uuid> or workflowrun/<name>" in err
+def test_an_invalid_target_exits_2_with_one_line() -> None:
+    result = CliRunner().invoke(app(), ["why", "nonsense", "-n", "ns", "--url", "http://127.0.0.1:9"])
+    assert result.exit_code == 2
+    assert result.stdout == "" and result.stderr.count("\n") == 1
+    assert "task/<uuid> or workflowrun/<name>" in result.stderr
 
 
 # --- the text answer and exit codes --------------------------------------
@@ -262,10 +262,12 @@ def test_addresses_are_quoted() -> None:
 def served(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, str]]]:
     calls: list[tuple[str, dict[str, str]]] = []
 
-    async def get(self: Api, *segments: str) -> dict[str, Any]:
+    async def get(self: Api, *segments: str, params: Any = None) -> dict[str, Any]:
         calls.append((self.address(*segments), self.credentials.headers()))
         if segments[-2] == OTHER:
-            raise CommandError(f"no run {OTHER} in namespace team (HTTP 404 from GET {self.address(*segments)})")
+            raise CommandError(
+                f"no run {OTHER} in namespace team (HTTP 404 from GET {self.address(*segments)})", ExitCode.NOT_FOUND
+            )
         return HELD if segments[3] == "executions" else {"taskId": TASK, "executionId": RUN, "reasons": []}
 
     monkeypatch.setattr(Api, "get", get)
@@ -280,19 +282,16 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, str]]]:
     return calls
 
 
-def _run(*argv: str) -> int:
-    args = parser().parse_args(["why", *argv])
-    code: int = args.run(args)
-    return code
+def _run(*argv: str) -> Any:
+    return CliRunner().invoke(app(), ["why", *argv], env={"KUBECONFIG": "/nonexistent"})
 
 
-def test_the_command_prints_the_answer_and_exits_1(
-    served: list[tuple[str, dict[str, str]]], capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert _run(RUN, "-n", "team", "--url", "http://api:1", "--token", "t") == 1
+def test_the_command_prints_the_answer_and_exits_1(served: list[tuple[str, dict[str, str]]]) -> None:
+    result = _run(RUN, "-n", "team", "--url", "http://api:1", "--token", "t")
+    assert result.exit_code == 1
     assert served == [(f"http://api:1/v1/ns/team/executions/{RUN}/why", {"Authorization": "Bearer t"})]
-    out = capsys.readouterr().out
-    assert out.splitlines()[0] == f"run {RUN} (one_export) is RUNNING" and "semaphore:legacy_erp" in out
+    assert result.stdout.splitlines()[0] == f"run {RUN} (one_export) is RUNNING"
+    assert "semaphore:legacy_erp" in result.stdout
 
 
 def test_settings_from_the_environment(
@@ -301,26 +300,23 @@ def test_settings_from_the_environment(
     monkeypatch.setenv("SLUICEWAY_URL", "http://env:2")
     monkeypatch.setenv("SLUICEWAY_NAMESPACE", "envns")
     monkeypatch.setenv("SLUICEWAY_API_KEY", "key")
-    assert _run(f"task/{TASK}") == 0
+    assert _run(f"task/{TASK}").exit_code == 0
     assert served == [(f"http://env:2/v1/ns/envns/tasks/{TASK}/why", {"X-API-Key": "key"})]
 
 
-def test_json_output_is_the_api_body(
-    served: list[tuple[str, dict[str, str]]], capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert _run(RUN, "-n", "team", "-o", "json") == 1
-    assert json.loads(capsys.readouterr().out) == HELD
+def test_json_output_is_the_api_body(served: list[tuple[str, dict[str, str]]]) -> None:
+    result = _run(RUN, "-n", "team", "-o", "json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout) == HELD
     assert served[0][0].startswith("http://127.0.0.1:8080/")
 
 
-def test_not_found_exits_2_naming_the_url(
-    served: list[tuple[str, dict[str, str]]], capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert _run(OTHER, "-n", "team", "--url", "http://api:1") == 2
-    out, err = capsys.readouterr()
-    assert out == ""
-    assert err == (
-        f"sluiceway why: no run {OTHER} in namespace team "
+def test_not_found_exits_3_naming_the_url(served: list[tuple[str, dict[str, str]]]) -> None:
+    result = _run(OTHER, "-n", "team", "--url", "http://api:1")
+    assert result.exit_code == 3
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"sluiceway: no run {OTHER} in namespace team "
         f"(HTTP 404 from GET http://api:1/v1/ns/team/executions/{OTHER}/why)\n"
     )
 

@@ -28,6 +28,7 @@ from sluiceway.engine.commands import (
     UpdateTask,
 )
 from sluiceway.engine.decider import Event, decide
+from sluiceway.engine.reruns import Latest, rerun_scope, retry_scope
 from sluiceway.engine.snapshot import RunSnapshot, TaskRow
 from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.model.taskdefinition import TaskDefinitionSpec
@@ -67,6 +68,9 @@ class Simulation:
         self.awaiting_admission = False
         self.budgets: dict[str, BudgetWindow] = {}
         self.decisions: list[Decision] = []
+        self.paused = False
+        self.superseded: dict[str, int] = {}
+        self.input_overrides: dict[str, dict[str, Any]] = {}
         self.previous_run_id = previous_run_id
         self.chain_id = chain_id
         self.chain_deadline_at = chain_deadline_at
@@ -89,10 +93,38 @@ class Simulation:
             policies={name: resolve(spec, self.defaults) for name, spec in self.definitions.items()},
             defaults=self.defaults,
             budgets=self.budgets,
+            paused=self.paused,
+            superseded=dict(self.superseded),
+            input_overrides=dict(self.input_overrides),
             chain_id=self.chain_id,
             previous_run_id=self.previous_run_id,
             chain_deadline_at=self.chain_deadline_at,
         )
+
+    def _latest(self) -> dict[str, Latest]:
+        return {
+            ref: Latest(row.status, row.attempt)
+            for ref, row in self.rows.items()
+            if ref not in self.superseded or row.attempt > self.superseded[ref]
+        }
+
+    def _reopen(self, scope: dict[str, int]) -> None:
+        """What the store does on retry and rerun: the run runs again, the scope is history."""
+        self.superseded.update(scope)
+        self.status, self.finished = RunStatus.RUNNING, None
+        self.evaluated, self.timeout_at = False, None
+
+    def retry(self) -> dict[str, int]:
+        scope = retry_scope(self._latest())
+        self._reopen(scope)
+        return scope
+
+    def rerun(self, ref: str, input: dict[str, Any] | None = None) -> dict[str, int]:
+        scope = rerun_scope(self.workflow, ref, self._latest())
+        if input is not None:
+            self.input_overrides[ref] = input
+        self._reopen(scope)
+        return scope
 
     def step(self, event: Event = Event.TASK_UPDATED) -> Decision:
         decision = decide(self.snapshot(), event, self.now, self.rng)
