@@ -34,6 +34,8 @@ Helm = Callable[..., subprocess.CompletedProcess[str]]
 SLUICEWAY_KINDS = ["taskdefinitions", "workflows", "workflowruns", "semaphores", "quotas", "schedules", "webhooks"]
 NAMESPACED_RULES = [
     {"apiGroups": ["sluiceway.dev"], "resources": SLUICEWAY_KINDS, "verbs": ["get", "list", "watch", "patch"]},
+    # WorkflowRuns past their ttlSecondsAfterFinished; nothing else is ever deleted.
+    {"apiGroups": ["sluiceway.dev"], "resources": ["workflowruns"], "verbs": ["delete"]},
     {
         "apiGroups": ["sluiceway.dev"],
         "resources": [f"{kind}/status" for kind in SLUICEWAY_KINDS],

@@ -4,7 +4,6 @@ worker protocol."""
 from __future__ import annotations
 
 import json
-
 from enum import StrEnum
 from typing import Annotated, Any, TypeVar
 
