@@ -46,6 +46,7 @@ from sluiceway.store.notifications import Notifications
 from sluiceway.store.policies import Policies
 from sluiceway.systemtasks.http import HttpTasks
 from sluiceway.systemtasks.runner import SystemTaskRunner
+from sluiceway.ui.web import install as install_ui
 
 log = logging.getLogger(__name__)
 
@@ -214,9 +215,11 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         idempotency_window=settings.idempotency_window,
         log_cap_bytes=settings.task_log_bytes,
     )
+    app = create_app(services)
+    install_ui(app)  # the web UI at /ui: the same process, authentication and rules
     server = _Server(
         uvicorn.Config(
-            create_app(services),
+            app,
             host=settings.api_host,
             port=settings.api_port,
             log_level="warning",
