@@ -16,7 +16,7 @@ from e2e.conftest import OperatorProcess
 from e2e.kube import Kube
 from tests import fuzzing
 
-WRITES = ("put_task_definition", "put_semaphore", "put_quotas")
+WRITES = ("put_task_definition", "put_semaphore", "put_quotas", "put_schedule")
 
 
 def fields_of(body: dict[str, Any]) -> list[str]:

@@ -337,3 +337,75 @@ def test_an_api_key_works_as_its_service_account_until_its_secret_is_deleted(sec
     eventually(lambda: poll(s, a, headers)[0] == 401, timeout=10, what="the deleted key to be refused")
     logs = s.child.tail(5000)  # neither keys nor tokens are ever logged
     assert key not in logs and not any(token in logs for token in s.tokens.values())
+
+
+def test_a_human_task_is_decided_by_an_authorized_person_and_recorded_as_them(secured: Secured) -> None:
+    """HUMAN tasks: `update` on workflowruns named by the workflow decides them;
+    who decided is the authenticated identity, recorded on the task."""
+    s, a = secured, secured.a
+    s.kube.run("create", "serviceaccount", "approver", "-n", a)
+    approver_rules = [
+        {"apiGroups": ["sluiceway.dev"], "resources": ["workflowruns"], "verbs": ["list", "get"]},
+        {
+            "apiGroups": ["sluiceway.dev"],
+            "resources": ["workflowruns"],
+            "resourceNames": ["refund_approval"],
+            "verbs": ["update"],
+        },
+    ]
+    s.kube.apply(role("sluiceway-approver", approver_rules, "approver"), a)
+    approver = {"Authorization": f"Bearer {s.kube.run('create', 'token', 'approver', '-n', a).stdout.strip()}"}
+    s.kube.apply(
+        {
+            "apiVersion": API,
+            "kind": "Workflow",
+            "metadata": {"name": "refund-approval"},
+            "spec": {
+                "name": "refund_approval",
+                "tasks": [
+                    {
+                        "name": "approve",
+                        "taskReferenceName": "approve",
+                        "type": "HUMAN",
+                        "inputParameters": {"amount": 30},
+                    }
+                ],
+                "outputParameters": {"approved": "${approve.output.approved}"},
+            },
+        },
+        a,
+    )
+    eventually(
+        lambda: (o := s.kube.get("workflow", "refund-approval", a)) and o.get("status", {}).get("version"),
+        what="the approval Workflow",
+    )
+    status, started = call("POST", f"{s.url}/v1/ns/{a}/executions", {"name": "refund_approval"}, s.token(a, "starter"))
+    assert status == 201, started
+    inbox_url = f"{s.url}/v1/ns/{a}/tasks?type=HUMAN&status=IN_PROGRESS"
+    inbox = eventually(lambda: (b := call("GET", inbox_url, None, approver)[1])["items"] and b, what="the inbox")
+    task = inbox["items"][0]
+    assert task["executionId"] == started["id"] and task["input"] == {"amount": 30}
+    decide = f"{s.url}/v1/ns/{a}/tasks/{task['taskId']}/complete"
+    status, body = call("POST", decide, {"output": {"approved": True}}, s.token(a, "starter"))
+    assert status == 403 and body["message"] == (
+        f"system:serviceaccount:{a}:starter may not update workflowruns/refund_approval in namespace {a}"
+    )
+    status, body = call("POST", decide, {"output": {"approved": True}}, s.token(a, "worker"))
+    assert status == 403, body
+    status, body = call("POST", decide, {"output": {"approved": True}}, approver)
+    assert status == 200 and body["completedBy"] == f"system:serviceaccount:{a}:approver", body
+    run_url = f"{s.url}/v1/ns/{a}/executions/{started['id']}"
+    done = eventually(
+        lambda: (v := call("GET", run_url, None, s.token(a, "starter"))[1])["status"] != "RUNNING" and v,
+        what="the approved run to end",
+    )
+    assert done["status"] == "COMPLETED" and done["output"] == {"approved": True}
+    assert done["tasks"][0]["completedBy"] == f"system:serviceaccount:{a}:approver"
+
+
+def test_a_webhook_call_needs_no_token_but_its_own_signature(secured: Secured) -> None:
+    """The intake is exempt from the bearer-token middleware: a third party's
+    call is verified by its signature alone."""
+    s, a = secured, secured.a
+    status, body = call("POST", f"{s.url}/v1/ns/{a}/webhooks/nothing-here", {"x": 1})
+    assert status == 404, body  # not 401: no token is asked for; the endpoint does not exist

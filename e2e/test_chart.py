@@ -31,7 +31,7 @@ Manifest = dict[str, Any]
 Helm = Callable[..., subprocess.CompletedProcess[str]]
 
 # The rules the operator needs on namespaced resources, and on cluster-scoped ones.
-SLUICEWAY_KINDS = ["taskdefinitions", "workflows", "workflowruns", "semaphores", "quotas"]
+SLUICEWAY_KINDS = ["taskdefinitions", "workflows", "workflowruns", "semaphores", "quotas", "schedules", "webhooks"]
 NAMESPACED_RULES = [
     {"apiGroups": ["sluiceway.dev"], "resources": SLUICEWAY_KINDS, "verbs": ["get", "list", "watch", "patch"]},
     {
@@ -39,6 +39,8 @@ NAMESPACED_RULES = [
         "resources": [f"{kind}/status" for kind in SLUICEWAY_KINDS],
         "verbs": ["get", "patch"],
     },
+    # Webhooks verify with Secrets, GRPC and WEBHOOK tasks sign or authenticate with them: read by name.
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     {
         "apiGroups": ["apps"],

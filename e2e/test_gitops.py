@@ -13,7 +13,7 @@ from e2e.conftest import STATUS_INTERVAL
 from e2e.kube import Kube, condition, eventually
 
 EXAMPLES = str(Path(__file__).resolve().parents[1] / "examples")
-KINDS = "taskdefinitions,workflows,workflowruns,semaphores,quotas"
+KINDS = "taskdefinitions,workflows,workflowruns,semaphores,quotas,webhooks"
 
 
 def objects(kube: Kube, namespace: str) -> dict[str, dict[str, Any]]:

@@ -25,7 +25,7 @@ from sluiceway.devenv.controlplane import REPO_ROOT
 from sluiceway.devenv.processes import Child
 
 API = "sluiceway.dev/v1alpha1"
-ORDERS = str(REPO_ROOT / "examples" / "08-orders.yaml")
+ORDERS = str(REPO_ROOT / "examples" / "15-orders.yaml")
 WORKERS = str(REPO_ROOT / "examples" / "workers.py")
 
 

@@ -55,7 +55,7 @@ async def partner_api(task: Task) -> dict[str, Any]:
     return {"partner": "ok"}
 
 
-# -- orders (08-orders.yaml): what they log is kept with the run (`sluiceway logs RUN`)
+# -- orders (15-orders.yaml): what they log is kept with the run (`sluiceway logs RUN`)
 
 log = logging.getLogger("shop")
 
@@ -83,3 +83,9 @@ async def ship_order(task: Task) -> dict[str, Any]:
     task.log(f"parcel with {task.input.get('reserved')} items handed to the carrier")
     task.upsert_search_attributes(stage="shipped")
     return {"parcel": "p-1"}
+
+
+@worker.task("sync_page")
+async def sync_page(task: Task) -> dict[str, Any]:
+    cursor = int(task.input.get("cursor") or 0)
+    return {"synced": cursor, "nextCursor": str(cursor + 100)}  # examples/09-chain.yaml continues from here

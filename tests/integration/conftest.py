@@ -15,6 +15,7 @@ import uvicorn
 
 from sluiceway.api.app import create_app
 from sluiceway.api.services import Services
+from sluiceway.kubeapi.secrets import StaticSecrets
 from sluiceway.runtime import loops
 from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.notifications import Notifications
@@ -24,6 +25,7 @@ from sluiceway.store.notifications import Notifications
 class Plane:
     url: str
     pool: asyncpg.Pool
+    secrets: StaticSecrets  # what webhooks verify with: put Secrets in it, by (namespace, name)
 
 
 class _QuietServer(uvicorn.Server):
@@ -44,9 +46,14 @@ async def plane(pool: asyncpg.Pool, database_url: str) -> AsyncIterator[Plane]:
     notifications = Notifications(database_url)
     await notifications.start()
     port = _port()
+    secrets = StaticSecrets()
     server = _QuietServer(
         uvicorn.Config(
-            create_app(Services(pool, notifications)), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+            create_app(Services(pool, notifications, secrets=secrets)),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="off",
         )
     )
     stop = asyncio.Event()
@@ -59,7 +66,7 @@ async def plane(pool: asyncpg.Pool, database_url: str) -> AsyncIterator[Plane]:
     ]
     while not server.started:
         await asyncio.sleep(0.01)
-    yield Plane(f"http://127.0.0.1:{port}", pool)
+    yield Plane(f"http://127.0.0.1:{port}", pool, secrets)
     stop.set()
     server.should_exit = True
     await asyncio.wait(tasks, timeout=10)

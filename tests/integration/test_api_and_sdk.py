@@ -170,7 +170,10 @@ async def test_retry_after_is_honored_exactly(plane: Plane) -> None:
     assert 0.7 <= calls[1] - calls[0] <= 0.7 + 0.5
 
 
-async def test_a_429_with_retry_after_snoozes_without_spending_an_attempt(plane: Plane) -> None:
+async def test_a_429_is_retried_indefinitely_by_the_server_past_retry_count(plane: Plane) -> None:
+    """The rate-limit classifier's verdict is `indefinite`: the server retries
+    with no attempt ceiling (the attempt number climbs, retryCount 0 is not
+    spent), honouring Retry-After exactly (seed 002)."""
     from sluiceway.worker import rate_limit_aware_classifier
 
     class Http429(Exception):
@@ -192,7 +195,8 @@ async def test_a_429_with_retry_after_snoozes_without_spending_an_attempt(plane:
         _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "limited"})
         run = await finished(plane, started["id"])
     assert run["status"] == "COMPLETED", "retryCount 0, yet two 429s did not fail it"
-    assert seen == [1, 1, 1]
+    assert seen == [1, 2, 3]
+    assert [t["status"] for t in run["tasks"]] == ["FAILED", "FAILED", "COMPLETED"]
 
 
 async def test_stale_results_get_409_over_http(plane: Plane) -> None:
@@ -380,7 +384,10 @@ async def test_graceful_shutdown_hands_back_unfinished_work(plane: Plane) -> Non
         plane, f"/v1/ns/{NS}/tasks/poll", {"taskTypes": ["slow"], "workerId": "next", "pollTimeoutSeconds": 5}
     )
     assert status == 200 and len(body["tasks"]) == 1
-    assert body["tasks"][0]["attempt"] == 1 and body["tasks"][0]["epoch"] == 2
+    # Seed 002: the interrupted attempt is spent, so the replacement runs the next one.
+    assert body["tasks"][0]["attempt"] == 2 and body["tasks"][0]["epoch"] == 2
+    _, run = await get(plane, f"/v1/ns/{NS}/executions/{started['id']}")
+    assert run["tasks"][0]["interruptCount"] == 1
 
 
 async def test_the_worker_protocol_is_in_the_served_openapi_document(plane: Plane) -> None:
@@ -553,10 +560,11 @@ async def test_the_sdk_clamps_what_it_sends_to_the_api_bounds(plane: Plane) -> N
             later = [t for t in run["tasks"] if t["status"] == "SCHEDULED" and t["availableAt"] > t["scheduledAt"]]
             return later[0] if later else None
 
-        # The issue's case: a Retry-After of 999999999 s is a snooze of at most a year, not a refused batch.
+        # The issue's case: a Retry-After of 999999999 s is sent clamped to the API's bound (a year), not a
+        # refused batch, and the server clamps that hint to its ceiling (SLUICEWAY_MAX_RETRY_BACKOFF, 24 h).
         snoozed_task = await eventually(snoozed)
         failed = await finished(plane, failing["id"])
-    year_later = datetime.datetime.fromisoformat(snoozed_task["availableAt"]) - datetime.datetime.now(datetime.UTC)
-    assert 364 <= year_later.days <= 365, snoozed_task["availableAt"]
+    later = datetime.datetime.fromisoformat(snoozed_task["availableAt"]) - datetime.datetime.now(datetime.UTC)
+    assert 86_000 <= later.total_seconds() <= 86_400, snoozed_task["availableAt"]
     reason = failed["tasks"][0]["reason"]
     assert len(reason) == 8192 and reason.endswith("x [truncated]") and reason.startswith("RuntimeError: xxx")

@@ -11,7 +11,16 @@ from tests import fuzzing
 from tests.integration.conftest import Plane
 from tests.integration.engine_helpers import NS, define_workflow, start
 
-WRITES = ("put_task_definition", "put_semaphore", "put_quotas")
+# Writes through Kubernetes: fuzzed by e2e/test_api_fuzz.py against a real API server.
+WRITES = (
+    "put_task_definition",
+    "put_semaphore",
+    "put_quotas",
+    "put_schedule",
+    "delete_schedule",
+    "pause_schedule",
+    "resume_schedule",
+)
 
 
 async def test_the_api_answers_a_seeded_fuzz_pass_as_documented(plane: Plane) -> None:

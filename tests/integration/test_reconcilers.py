@@ -14,8 +14,17 @@ import kopf
 import pytest
 
 from sluiceway.k8s import definitions, status_reports, workflows
+from sluiceway.k8s import schedules as schedule_handlers
 from sluiceway.k8s.reconciling import Context
-from sluiceway.model.resources import QUOTA, SEMAPHORE, TASK_DEFINITION, WORKFLOW, WORKFLOW_RUN, ResourceKind
+from sluiceway.model.resources import (
+    QUOTA,
+    SCHEDULE,
+    SEMAPHORE,
+    TASK_DEFINITION,
+    WORKFLOW,
+    WORKFLOW_RUN,
+    ResourceKind,
+)
 from sluiceway.store import definitions as stored
 from sluiceway.store import diagnostics, executions
 
@@ -191,3 +200,58 @@ async def test_a_workflow_with_a_broken_reference_is_an_invalid_spec_and_is_not_
     async with pool.acquire() as conn:
         outcome = await executions.start_run(conn, NAMESPACE, "payments", None, {})
     assert isinstance(outcome, executions.WorkflowNotFound)
+
+
+async def test_a_schedule_over_max_schedules_is_refused_naming_the_quota_and_the_count_is_reported(
+    pool: asyncpg.Pool,
+) -> None:
+    await definitions.reconcile_quota(**handler_kwargs(QUOTA, "limits", {"maxSchedules": 1}, pool))
+    first = handler_kwargs(SCHEDULE, "hourly", {"workflow": "report", "cron": ["@hourly"]}, pool)
+    await schedule_handlers.reconcile_schedule(**first)
+    assert ready(first["patch"])["status"] == "True" and ready(first["patch"])["reason"] == "Scheduled"
+    second = handler_kwargs(SCHEDULE, "daily", {"workflow": "report", "cron": ["@daily"]}, pool)
+    with pytest.raises(kopf.TemporaryError):  # tried again later: a slot frees when a Schedule goes
+        await schedule_handlers.reconcile_schedule(**second)
+    refused = ready(second["patch"])
+    assert (refused["status"], refused["reason"], refused["message"]) == (
+        "False",
+        "QuotaExceeded",
+        "quota limits: maxSchedules 1 reached (1 defined)",
+    )
+    assert second["patch"].status["refusal"] == {
+        "error": "QUOTA_EXCEEDED",
+        "quota": "limits",
+        "field": "maxSchedules",
+        "limit": 1,
+        "current": 1,
+        "retryAfterSeconds": 0,
+    }
+    async with pool.acquire() as conn:
+        assert (await diagnostics.usage(conn, NAMESPACE)).schedules == 1
+    report = handler_kwargs(QUOTA, "limits", {"maxSchedules": 1}, pool)
+    await status_reports.report_quota(**report)
+    assert report["patch"].status["used"]["schedules"] == 1
+
+
+async def test_a_schedule_with_a_bad_expression_is_an_invalid_spec_naming_it_and_is_not_stored(
+    pool: asyncpg.Pool,
+) -> None:
+    kwargs = handler_kwargs(SCHEDULE, "broken", {"workflow": "report", "cron": ["@hourly", "61 * * * *"]}, pool)
+    await schedule_handlers.reconcile_schedule(**kwargs)
+    assert ready(kwargs["patch"])["reason"] == "InvalidSpec"
+    assert ready(kwargs["patch"])["message"] == "cron[1]: minute '61' is not in 0-59"
+    async with pool.acquire() as conn:
+        assert (await diagnostics.usage(conn, NAMESPACE)).schedules == 0
+
+
+async def test_a_schedule_reports_its_next_five_fires_and_its_runs(pool: asyncpg.Pool) -> None:
+    kwargs = handler_kwargs(SCHEDULE, "ticks", {"workflow": "report", "every": "1h"}, pool)
+    await schedule_handlers.reconcile_schedule(**kwargs)
+    report = handler_kwargs(SCHEDULE, "ticks", {"workflow": "report", "every": "1h"}, pool)
+    await status_reports.report_schedule(**report)
+    status = report["patch"].status
+    upcoming = [datetime.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in status["nextFireTimes"]]
+    gaps = {b - a for a, b in zip(upcoming, upcoming[1:], strict=False)}
+    assert len(upcoming) == 5 and gaps == {datetime.timedelta(hours=1)}
+    assert upcoming[0].minute == upcoming[0].second == 0
+    assert (status["activeRuns"], status["suspended"], status["runsStarted"], status["recent"]) == (0, False, 0, [])

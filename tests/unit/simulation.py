@@ -13,11 +13,14 @@ from sluiceway.controls.budget import BudgetWindow
 from sluiceway.controls.policy import OperatorDefaults, resolve
 from sluiceway.engine.commands import (
     AdmitNext,
+    ArmChainDeadline,
     ArmRunTimeout,
     Consequence,
+    ContinueAsNew,
     Decision,
     FinishRun,
     NotifyParent,
+    PruneIterations,
     RecordTask,
     ScheduleTask,
     StartChild,
@@ -42,6 +45,9 @@ class Simulation:
         definitions: dict[str, dict[str, Any]] | None = None,
         defaults: OperatorDefaults = OperatorDefaults(),
         seed: int = 1,
+        previous_run_id: str | None = None,
+        chain_id: str | None = None,
+        chain_deadline_at: datetime.datetime | None = None,
     ) -> None:
         self.workflow = WorkflowSpec.model_validate(workflow)
         self.input = input or {}
@@ -63,9 +69,11 @@ class Simulation:
         self.budgets: dict[str, BudgetWindow] = {}
         self.decisions: list[Decision] = []
         self.paused = False
-        self.chain_deadline_at: datetime.datetime | None = None
         self.superseded: dict[str, int] = {}
         self.input_overrides: dict[str, dict[str, Any]] = {}
+        self.previous_run_id = previous_run_id
+        self.chain_id = chain_id
+        self.chain_deadline_at = chain_deadline_at
         self._ids = 0
 
     def snapshot(self) -> RunSnapshot:
@@ -86,9 +94,11 @@ class Simulation:
             defaults=self.defaults,
             budgets=self.budgets,
             paused=self.paused,
-            chain_deadline_at=self.chain_deadline_at,
             superseded=dict(self.superseded),
             input_overrides=dict(self.input_overrides),
+            chain_id=self.chain_id,
+            previous_run_id=self.previous_run_id,
+            chain_deadline_at=self.chain_deadline_at,
         )
 
     def _latest(self) -> dict[str, Latest]:
@@ -152,6 +162,8 @@ class Simulation:
                     None,
                     command.deadlines.schedule_to_close,
                     command.first_scheduled_at,
+                    loop=command.loop,
+                    iteration=command.iteration,
                 )
             )
         elif isinstance(command, RecordTask):
@@ -166,13 +178,22 @@ class Simulation:
                     command.input,
                     command.output,
                     command.reason,
+                    loop=command.loop,
+                    iteration=command.iteration,
                 )
             )
         elif isinstance(command, UpdateTask):
             row = next(r for r in self.rows.values() if r.id == command.task_id)
-            self._put(TaskRow(**{**row.__dict__, "status": command.status, "reason": command.reason}))
+            output = row.output if command.output is None else command.output
+            self._put(TaskRow(**{**row.__dict__, "status": command.status, "reason": command.reason, "output": output}))
+        elif isinstance(command, PruneIterations):
+            for ref, row in list(self.rows.items()):
+                if row.loop == command.loop and row.iteration is not None and row.iteration < command.before:
+                    del self.rows[ref]
         elif isinstance(command, ArmRunTimeout):
             self.timeout_at = command.at
+        elif isinstance(command, ArmChainDeadline):
+            self.chain_deadline_at = command.at
         elif isinstance(command, StartChild):
             self.children.append(command)
         elif isinstance(command, FinishRun):
@@ -180,7 +201,7 @@ class Simulation:
             for _ref, row in list(self.rows.items()):
                 if not row.status.is_terminal():
                     self._put(TaskRow(**{**row.__dict__, "status": TaskStatus.CANCELED}))
-        elif isinstance(command, (NotifyParent, AdmitNext, StartFailureWorkflow)):
+        elif isinstance(command, (NotifyParent, AdmitNext, StartFailureWorkflow, ContinueAsNew)):
             self.consequences.append(command)
 
     def failure_workflow(self) -> str | None:

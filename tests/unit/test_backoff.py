@@ -6,7 +6,7 @@ from random import Random
 
 import pytest
 
-from sluiceway.controls.backoff import jitter_band, raw_delay, retry_delay
+from sluiceway.controls.backoff import delay_at, jitter_band, raw_delay, retry_delay, unit_of
 from sluiceway.controls.policy import RetryPolicy
 from sluiceway.model.taskdefinition import RetryLogic
 
@@ -37,14 +37,14 @@ def test_the_reference_delay_table(attempt: int, raw: float, capped: float, band
 
 
 class _Extreme(Random):
-    """A random source pinned to one end of [-1, 1]."""
+    """A random source pinned to one end of the band: -1 the lower, 1 the upper."""
 
     def __init__(self, end: float) -> None:
         super().__init__(0)
         self.end = end
 
-    def uniform(self, a: float, b: float) -> float:
-        return self.end
+    def random(self) -> float:
+        return (self.end + 1) / 2
 
 
 def test_upward_jitter_cannot_push_a_delay_over_the_cap() -> None:
@@ -88,6 +88,43 @@ def test_huge_attempts_do_not_overflow() -> None:
 def test_zero_jitter_is_deterministic() -> None:
     policy = RetryPolicy(jitter=0)
     assert {retry_delay(policy, 3, Random(s)) for s in range(50)} == {4}
+
+
+def test_at_the_cap_delays_are_uniform_over_the_band_fitted_under_it() -> None:
+    """Seed 002: the band is fitted under the cap before the draw. Clamping the
+    drawn value instead put about half of the capped delays on the cap
+    itself; here none sits there and the band [cap(1-j), cap] fills evenly."""
+    cap, jitter = 3600.0, 0.2
+    draws = [retry_delay(DEFAULTS, 20, Random(seed)) for seed in range(20_000)]
+    assert min(draws) >= cap * (1 - jitter) and max(draws) <= cap
+    at_cap = sum(1 for d in draws if d == cap) / len(draws)
+    assert at_cap < 0.001, f"{at_cap:.1%} of the capped delays equal the cap"
+    # Ten equal bins over [2880, 3600]: each within 15% of the expected 2,000.
+    bins = [0] * 10
+    for d in draws:
+        bins[min(int((d - cap * (1 - jitter)) / (cap * jitter) * 10), 9)] += 1
+    assert all(abs(b - 2000) < 300 for b in bins), bins
+    # The mean is the band's middle (3240), not pulled up to the cap.
+    assert abs(sum(draws) / len(draws) - 3240) < 10
+
+
+def test_a_band_reaching_over_the_cap_is_clipped_not_piled_on_it() -> None:
+    """Raw 3300 with ±20%: the band [2640, 3960] is fitted to [2640, 3600] and drawn uniformly in it."""
+    policy = RetryPolicy(retry_delay_seconds=3300, backoff_scale_factor=1, jitter=0.2)
+    assert jitter_band(policy, 1) == pytest.approx((2640, 3600))
+    draws = [retry_delay(policy, 1, Random(seed)) for seed in range(5000)]
+    assert sum(1 for d in draws if d == 3600) == 0
+    assert sum(1 for d in draws if d > 3120) / len(draws) == pytest.approx(0.5, abs=0.03)
+
+
+def test_a_derived_position_is_deterministic_and_spread() -> None:
+    """Crash reclaim draws from (task id, attempt): the same seed gives the same
+    delay; different tasks spread over the band."""
+    assert unit_of("task-1:2") == unit_of("task-1:2")
+    units = [unit_of(f"task-{i}:3") for i in range(4000)]
+    assert 0 <= min(units) and max(units) < 1
+    assert sum(1 for u in units if u < 0.5) / len(units) == pytest.approx(0.5, abs=0.03)
+    assert delay_at(DEFAULTS, 3, 0.0) == pytest.approx(3.2) and delay_at(DEFAULTS, 3, 0.999999) == pytest.approx(4.8)
 
 
 def test_attempt_is_one_based() -> None:

@@ -11,8 +11,8 @@ import pytest
 from sluiceway.controls.budget import BudgetWindow, budget_spent
 from sluiceway.controls.policy import OperatorDefaults, RetryPolicy, TaskPolicy, Timeouts, resolve
 from sluiceway.controls.retries import FailedAttempt, GiveUp, GiveUpCause, Retry, decide
-from sluiceway.model.execution import TaskStatus
-from sluiceway.model.taskdefinition import RetryLogic, TaskDefinitionSpec, TimeoutPolicy
+from sluiceway.model.execution import DelaySource, TaskStatus
+from sluiceway.model.taskdefinition import RetryKind, RetryLogic, TaskDefinitionSpec, TimeoutPolicy
 from sluiceway.model.workflow import WorkflowTask
 
 NOW = datetime.datetime(2026, 11, 29, 12, 0, tzinfo=datetime.UTC)
@@ -168,3 +168,91 @@ def test_precedence_task_over_definition_over_operator_over_builtin() -> None:
     assert resolve(definition, defaults).timeouts.start_to_close == 30
     own = TaskDefinitionSpec.model_validate({"startToCloseTimeout": 0})
     assert resolve(own, defaults).timeouts.start_to_close == 0, "an explicit 0 is a choice, not unset"
+
+
+# -- seed 002: retry kinds and deferrals -------------------------------------------
+
+
+LATER = NOW + datetime.timedelta(hours=1)
+
+
+def test_an_indefinite_kind_has_no_attempt_ceiling_and_no_budget() -> None:
+    indefinite = policy(retry_count=0, kind=RetryKind.INDEFINITE, jitter=0)
+    spent = BudgetWindow(executions=100, retries=90)
+    decision = decide(FailedAttempt(TaskStatus.FAILED, "429", attempt=500), indefinite, spent, NOW, RNG)
+    assert isinstance(decision, Retry) and decision.delay_seconds == 3600  # on the curve, at its cap
+
+
+def test_only_the_deadline_ends_an_indefinite_task() -> None:
+    indefinite = policy(kind=RetryKind.INDEFINITE, jitter=0)
+    soon = NOW + datetime.timedelta(seconds=3)
+    decision = decide(
+        FailedAttempt(TaskStatus.FAILED, "429", 3, schedule_to_close_at=soon), indefinite, BudgetWindow(), NOW, RNG
+    )
+    assert isinstance(decision, GiveUp) and decision.cause is GiveUpCause.DEADLINE
+    assert "DeadlineExceeded" in decision.message
+
+
+def test_a_non_retryable_kind_gives_up_at_once() -> None:
+    decision = decide(
+        FailedAttempt(TaskStatus.FAILED, "x", 1),
+        policy(retry_count=9, kind=RetryKind.NON_RETRYABLE),
+        BudgetWindow(),
+        NOW,
+        RNG,
+    )
+    assert isinstance(decision, GiveUp) and decision.cause is GiveUpCause.KIND
+
+
+@pytest.mark.parametrize(
+    ("verdict", "attempt", "retried"),
+    [
+        (RetryKind.INDEFINITE, 9, True),  # a worker's 429 verdict: past retryCount 3, still retried
+        (RetryKind.NON_RETRYABLE, 1, False),  # a worker's 404 verdict: final
+        (RetryKind.TRANSIENT, 4, False),  # spends retryCount like the default
+        (None, 4, False),
+    ],
+)
+def test_a_failures_own_verdict_overrides_the_kind(verdict: RetryKind | None, attempt: int, retried: bool) -> None:
+    failed = FailedAttempt(TaskStatus.FAILED, "x", attempt, kind=verdict)
+    assert isinstance(decide(failed, policy(retry_count=3), BudgetWindow(), NOW, RNG), Retry) is retried
+
+
+@pytest.mark.parametrize(
+    ("delay", "source", "expected"),
+    [
+        (30.0, DelaySource.HINT, 30.0),  # exactly, no jitter
+        (0.0, DelaySource.HINT, 1.0),  # floored at one second
+        (0.2, DelaySource.SIGNAL, 1.0),
+        (10**7, DelaySource.HINT, 86400.0),  # a hint is clamped by the operator's ceiling
+        (10**7, DelaySource.SIGNAL, 10**7),  # a signal only by the deadline
+    ],
+)
+def test_explicit_delays_are_exact_floored_and_clamped_by_their_source(
+    delay: float, source: DelaySource, expected: float
+) -> None:
+    failed = FailedAttempt(TaskStatus.FAILED, "x", 1, retry_after_seconds=delay, delay_source=source)
+    decision = decide(failed, policy(retry_count=3), BudgetWindow(), NOW, RNG)
+    assert isinstance(decision, Retry) and decision.delay_seconds == expected
+
+
+def test_a_signal_past_the_deadline_is_deadline_exceeded() -> None:
+    failed = FailedAttempt(
+        TaskStatus.FAILED, "x", 1, retry_after_seconds=7200, delay_source=DelaySource.SIGNAL, schedule_to_close_at=LATER
+    )
+    decision = decide(failed, policy(retry_count=3), BudgetWindow(), NOW, RNG)
+    assert isinstance(decision, GiveUp) and decision.cause is GiveUpCause.DEADLINE
+
+
+def test_a_lost_workers_retry_draws_its_jitter_from_task_and_attempt() -> None:
+    lost = FailedAttempt(TaskStatus.FAILED, "WorkerLost: lease expired", 2, task_id="t-1")
+    p = policy(retry_count=5, retry_delay_seconds=10)
+    delays = {decide(lost, p, BudgetWindow(), NOW, Random(seed)).delay_seconds for seed in range(20)}  # type: ignore[union-attr]
+    assert len(delays) == 1, "the same task and attempt: the same delay, whatever the random source"
+    others = {
+        decide(
+            FailedAttempt(TaskStatus.FAILED, "WorkerLost: x", 2, task_id=f"t-{i}"), p, BudgetWindow(), NOW, RNG
+        ).delay_seconds  # type: ignore[union-attr]
+        for i in range(200)
+    }
+    assert len(others) > 150 and min(others) >= 16 and max(others) <= 24, "spread over the band of attempt 2"

@@ -38,3 +38,20 @@ def test_a_released_or_ended_run_clears_the_quarantine() -> None:
     assert released["quarantinedAt"] is None and released["control"] is None
     ended = status(RunStatus.TERMINATED, quarantined=True)
     assert ended["quarantinedAt"] is None and ended["reasonForIncompletion"] == "run ended"
+
+
+def test_a_workflow_run_shows_the_iteration_of_each_loop() -> None:
+    body = run_status(
+        execution_id="r1",
+        status=RunStatus.RUNNING,
+        reason="",
+        awaiting_admission=False,
+        version=1,
+        output={},
+        created_at=T0,
+        ended_at=None,
+        task_counts={"IN_PROGRESS": 2},
+        iterations={"paging": 37},
+    )
+    assert body["iterations"] == {"paging": 37}
+    assert status(RunStatus.RUNNING, quarantined=False)["iterations"] is None, "no loop, nothing to show"

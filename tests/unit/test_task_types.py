@@ -20,6 +20,13 @@ EXECUTORS = {
     TaskType.INLINE: Executor.ENGINE,
     TaskType.TERMINATE: Executor.ENGINE,
     TaskType.SUB_WORKFLOW: Executor.ENGINE,
+    TaskType.DO_WHILE: Executor.ENGINE,
+    TaskType.WAIT_FOR_WEBHOOK: Executor.ENGINE,
+    TaskType.HUMAN: Executor.ENGINE,
+    TaskType.PULL_WORKFLOW_MESSAGES: Executor.ENGINE,
+    TaskType.GRPC: Executor.SYSTEM,
+    TaskType.WEBHOOK: Executor.SYSTEM,
+    TaskType.CONTINUE_AS_NEW: Executor.ENGINE,
 }
 
 
@@ -37,4 +44,12 @@ def test_the_facts_the_store_selects_by() -> None:
     """The lists the SQL of results and the retry budget used to spell out by hand."""
     assert types_where(TaskType.waits_for_signal) == "('WAIT')"
     assert types_where(TaskType.polls) == "('HTTP_POLL')"
-    assert types_where(TaskType.counts_in_retry_budget) == "('SIMPLE', 'SUB_WORKFLOW', 'HTTP', 'HTTP_POLL')"
+    assert types_where(TaskType.counts_in_retry_budget) == (
+        "('SIMPLE', 'SUB_WORKFLOW', 'HTTP', 'HTTP_POLL', 'GRPC', 'WEBHOOK')"
+    )
+
+
+def test_waiting_types_get_only_the_total_budget() -> None:
+    """Seed 000: WAIT, WAIT_FOR_WEBHOOK, HUMAN and PULL_WORKFLOW_MESSAGES are never dispatched."""
+    assert types_where(TaskType.waits) == "('WAIT', 'WAIT_FOR_WEBHOOK', 'HUMAN', 'PULL_WORKFLOW_MESSAGES')"
+    assert all(t.executor() is Executor.ENGINE for t in TaskType if t.waits())

@@ -8,7 +8,7 @@ cluster-wide (ClusterRole) or per watched namespace (Role); see rbac-*.yaml.
 {{- define "sluiceway.rbac.namespacedRules" -}}
 # Watch and reconcile the Sluiceway resources; patch for finalizers and kopf's annotations.
 - apiGroups: [sluiceway.dev]
-  resources: [taskdefinitions, workflows, workflowruns, semaphores, quotas]
+  resources: [taskdefinitions, workflows, workflowruns, semaphores, quotas, schedules, webhooks]
   verbs: [get, list, watch, patch]
 # Delete WorkflowRuns whose ttlSecondsAfterFinished has passed since their run ended.
 - apiGroups: [sluiceway.dev]
@@ -16,8 +16,14 @@ cluster-wide (ClusterRole) or per watched namespace (Role); see rbac-*.yaml.
   verbs: [delete]
 # Report Ready conditions and counters: status is written only by the operator.
 - apiGroups: [sluiceway.dev]
-  resources: [taskdefinitions/status, workflows/status, workflowruns/status, semaphores/status, quotas/status]
+  resources: [taskdefinitions/status, workflows/status, workflowruns/status, semaphores/status, quotas/status,
+              schedules/status, webhooks/status]
   verbs: [get, patch]
+# Read, by name, the Secrets Webhooks verify with and GRPC and WEBHOOK tasks use
+# (only those labelled sluiceway.dev/secret=true are ever used).
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
 # Record Events on the objects it reconciles (kopf posts core and events.k8s.io Events).
 - apiGroups: ["", events.k8s.io]
   resources: [events]

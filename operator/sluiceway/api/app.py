@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sluiceway import __version__
-from sluiceway.api import definitions, diagnostics, errors, executions, guards, tasks
+from sluiceway.api import definitions, diagnostics, errors, executions, guards, human, schedules, tasks, webhooks
 from sluiceway.api.services import Services
 from sluiceway.store.database import ping
 
@@ -39,8 +39,11 @@ def create_app(services: Services) -> FastAPI:
     errors.install(app)
     app.include_router(executions.router)
     app.include_router(tasks.router)
+    app.include_router(human.router)
+    app.include_router(webhooks.router)
     app.include_router(diagnostics.router)
     app.include_router(definitions.router)
+    app.include_router(schedules.router)
 
     @app.get("/healthz", tags=["health"], summary="Liveness: the process serves requests")
     async def healthz() -> dict[str, str]:

@@ -37,7 +37,7 @@ QUOTA_OBJECT = "default"
 
 
 # Every definition write can meet these, besides an invalid body.
-_WRITE_OUTCOMES: dict[int | str, dict[str, Any]] = {
+WRITE_OUTCOMES: dict[int | str, dict[str, Any]] = {
     202: {"description": "Accepted, not reconciled yet"},
     401: refusal("No Kubernetes identity to write with"),
     403: refusal("Kubernetes RBAC does not let the caller write this object"),
@@ -84,7 +84,7 @@ _INPUT_FAULTS_AS_5XX = ("failed to create typed patch object", "request is too l
 _PASSED_THROUGH = {401: "UNAUTHENTICATED", 403: "FORBIDDEN", 404: "NOT_FOUND", 409: "CONFLICT"}
 
 
-def _kube_error(error: KubeError) -> ApiError:
+def kube_error(error: KubeError) -> ApiError:
     """The caller's answer for a Kubernetes refusal: a 4xx naming the field
     when the input caused it, a 503 with the reason only when Kubernetes
     itself failed."""
@@ -102,7 +102,7 @@ def _kube_error(error: KubeError) -> ApiError:
     )
 
 
-async def _write(
+async def write_resource(
     kube: KubeClient, kind: ResourceKind, namespace: str, name: str, spec: dict[str, Any]
 ) -> dict[str, Any]:
     manifest = {
@@ -114,14 +114,14 @@ async def _write(
     try:
         applied = await kube.apply(kind.plural, namespace, name, manifest)
     except KubeError as error:
-        raise _kube_error(error) from error
+        raise kube_error(error) from error
     generation = applied["metadata"]["generation"]
     deadline = time.monotonic() + RECONCILE_WAIT_SECONDS
     while time.monotonic() < deadline:
         try:
             current = await kube.get(kind.plural, namespace, name)
         except KubeError as error:
-            raise _kube_error(error) from error
+            raise kube_error(error) from error
         status = (current or {}).get("status", {})
         if status.get("observedGeneration") == generation and status.get("conditions"):
             return dict(current or {})
@@ -152,7 +152,7 @@ def _answer(obj: dict[str, Any], shape: dict[str, Any]) -> JSONResponse:
     "/metadata/task-definitions",
     summary="Create or update a task definition",
     operation_id="put_task_definition",
-    responses=_WRITE_OUTCOMES,
+    responses=WRITE_OUTCOMES,
     dependencies=[writes_as_caller],
 )
 async def put_task_definition(
@@ -162,7 +162,7 @@ async def put_task_definition(
     spec = body.to_wire()
     if body.name == resource:
         spec.pop("name")
-    obj = await _write(caller(request, svc), TASK_DEFINITION, namespace, resource, spec)
+    obj = await write_resource(caller(request, svc), TASK_DEFINITION, namespace, resource, spec)
     return _answer(obj, body.to_wire())
 
 
@@ -195,7 +195,7 @@ async def get_task_definition(namespace: NAMESPACE, name: NAME, svc: Services = 
     "/semaphores/{name}",
     summary="Create or resize a semaphore",
     operation_id="put_semaphore",
-    responses=_WRITE_OUTCOMES,
+    responses=WRITE_OUTCOMES,
     dependencies=[writes_as_caller],
 )
 async def put_semaphore(
@@ -205,7 +205,7 @@ async def put_semaphore(
     spec: dict[str, Any] = {"permits": body.permits}
     if name != resource:
         spec["name"] = name
-    obj = await _write(caller(request, svc), SEMAPHORE, namespace, resource, spec)
+    obj = await write_resource(caller(request, svc), SEMAPHORE, namespace, resource, spec)
     return _answer(obj, {"name": name, "permits": body.permits})
 
 
@@ -213,13 +213,13 @@ async def put_semaphore(
     "/quotas",
     summary="Set the namespace's quotas",
     operation_id="put_quotas",
-    responses=_WRITE_OUTCOMES,
+    responses=WRITE_OUTCOMES,
     dependencies=[writes_as_caller],
 )
 async def put_quotas(
     namespace: NAMESPACE, body: QuotaSpec, request: Request, svc: Services = Depends(services)
 ) -> JSONResponse:
-    obj = await _write(caller(request, svc), QUOTA, namespace, QUOTA_OBJECT, body.to_wire())
+    obj = await write_resource(caller(request, svc), QUOTA, namespace, QUOTA_OBJECT, body.to_wire())
     return _answer(obj, body.to_wire())
 
 

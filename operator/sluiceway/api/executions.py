@@ -9,7 +9,8 @@ import re
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query
+import orjson
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 
 from sluiceway.api.errors import INVALID, ApiError, refusal
@@ -28,8 +29,10 @@ from sluiceway.api.paging import (
 from sluiceway.api.params import EXECUTION_ID, NAMESPACE
 from sluiceway.api.services import Services, services
 from sluiceway.controls import attributes as attribute_rules
-from sluiceway.model.common import ENGINE_NAME_PATTERN, INT32_MAX
+from sluiceway.model.common import ENGINE_NAME_PATTERN, INT32_MAX, unstorable
 from sluiceway.model.execution import (
+    MAX_MESSAGE_BYTES,
+    MAX_QUEUED_MESSAGES,
     REQUEST_ID_PATTERN,
     ExecutionView,
     LogEntry,
@@ -46,7 +49,8 @@ from sluiceway.model.execution import (
     TaskView,
     TerminateRequest,
 )
-from sluiceway.store import admission, attributes, executions, listing, logs, operations
+from sluiceway.observability import metrics
+from sluiceway.store import admission, attributes, executions, listing, logs, messages, operations
 
 router = APIRouter(prefix="/v1/ns/{namespace}/executions", tags=["executions"], responses=INVALID)
 
@@ -90,6 +94,8 @@ def _gate_error(outcome: admission.Refusal) -> ApiError:
 def start_error(outcome: executions.StartOutcome | operations.Refused) -> ApiError:
     if isinstance(outcome, executions.WorkflowNotFound):
         return ApiError(404, "WORKFLOW_NOT_FOUND", outcome.message)
+    if isinstance(outcome, executions.InvalidOverrides):
+        return invalid(outcome.field, outcome.message)
     if isinstance(outcome, executions.InvalidStart):
         fields = [{"field": p.field, "message": p.message} for p in outcome.problems]
         return ApiError(422, "INVALID_REQUEST", outcome.message, fields=fields)
@@ -174,6 +180,7 @@ async def start(
             search_attributes=request.search_attributes,
             sla_seconds=request.sla_seconds,
             idempotency_window=svc.idempotency_window,
+            task_overrides=request.task_overrides,
         )
     if not isinstance(outcome, executions.Started):
         raise start_error(outcome)
@@ -317,7 +324,6 @@ async def _read(svc: Services, namespace: str, execution_id: uuid.UUID, include_
         pause_reason=run.pause_reason,
         paused_seconds=round(run.paused_seconds, 3),
         deadline=_time(run.timeout_at),
-        chain_deadline=_time(run.chain_deadline_at),
         sla_seconds=run.sla_seconds,
         sla_deadline=_time(run.sla_at),
         sla_breached_at=_time(run.sla_breached_at),
@@ -325,6 +331,11 @@ async def _read(svc: Services, namespace: str, execution_id: uuid.UUID, include_
         expires_at=_time(run.expires_at),
         quarantined_at=_time(run.quarantined_at),
         quarantine_reason=run.quarantine_reason,
+        schedule=run.schedule_name,
+        chain_id=run.chain_id,
+        previous_run_id=run.previous_run_id,
+        next_run_id=run.next_run_id,
+        chain_deadline=_time(run.chain_deadline_at),
         tasks=[
             TaskView(
                 task_id=t.id,
@@ -343,6 +354,11 @@ async def _read(svc: Services, namespace: str, execution_id: uuid.UUID, include_
                 output=t.output,
                 sub_workflow_id=t.child_execution_id,
                 superseded=t.attempt <= superseded.get(t.ref, 0),
+                loop=t.loop_ref,
+                iteration=t.iteration,
+                snooze_count=t.snooze_count,
+                interrupt_count=t.interrupt_count,
+                completed_by=t.completed_by,
             )
             for t in tasks
         ],
@@ -592,3 +608,65 @@ def log_page(found: logs.Logs, after: int) -> LogPage:
         next_after=found.entries[-1].id if found.entries else (after or None),
         truncated=found.truncated,
     )
+
+
+async def _message(request: Request) -> object:
+    """The body as one JSON value, at most MAX_MESSAGE_BYTES long."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_MESSAGE_BYTES:
+            raise ApiError(413, "PAYLOAD_TOO_LARGE", f"body: a message is at most {MAX_MESSAGE_BYTES} bytes")
+        chunks.append(chunk)
+    try:
+        payload = orjson.loads(b"".join(chunks))
+    except orjson.JSONDecodeError as error:
+        raise ApiError(
+            422, "INVALID_REQUEST", f"body: not JSON: {error}", fields=[{"field": "body", "message": "not JSON"}]
+        ) from error
+    problem = unstorable(payload)
+    if problem:
+        raise ApiError(422, "INVALID_REQUEST", f"body: {problem}", fields=[{"field": "body", "message": problem}])
+    return payload
+
+
+@router.post(
+    "/{execution_id}/messages",
+    status_code=202,
+    summary="Send a message to a run: PULL_WORKFLOW_MESSAGES tasks take them in order, each once",
+    responses={
+        202: {"description": "`{id, delivered}`: queued; `delivered` when a waiting task took it at once"},
+        404: refusal("No such run"),
+        409: refusal("The run is not running"),
+        413: refusal(f"The message is larger than {MAX_MESSAGE_BYTES} bytes"),
+        429: refusal(f"The run holds {MAX_QUEUED_MESSAGES} messages nobody took yet: {{limit, current}}"),
+    },
+    dependencies=[requires("update", "workflowruns")],
+)
+async def send_message(
+    namespace: NAMESPACE, execution_id: EXECUTION_ID, request: Request, svc: Services = Depends(services)
+) -> JSONResponse:
+    """The body is the message: any JSON value. Messages are kept in the run's
+    durable queue until a PULL_WORKFLOW_MESSAGES task takes them."""
+    payload = await _message(request)
+    size = len(orjson.dumps(payload))
+    async with svc.pool.acquire() as conn, conn.transaction():
+        outcome = await messages.append(conn, namespace, str(execution_id), payload, size, MAX_QUEUED_MESSAGES)
+    if isinstance(outcome, messages.NoSuchRun):
+        raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
+    if isinstance(outcome, messages.NotRunning):
+        raise ApiError(409, "NOT_RUNNING", f"run {execution_id} is {outcome.status}")
+    if isinstance(outcome, messages.QueueFull):
+        metrics.RUN_MESSAGES.labels("refused").inc()
+        raise ApiError(
+            429,
+            "QUEUE_FULL",
+            f"run {execution_id} holds {outcome.current} messages nobody took yet (at most {outcome.limit})",
+            control="messagesPerRun",
+            limit=outcome.limit,
+            current=outcome.current,
+            retryAfterSeconds=5,
+        )
+    metrics.RUN_MESSAGES.labels("queued").inc()
+    return JSONResponse({"id": outcome.id, "delivered": bool(outcome.delivered_to)}, status_code=202)

@@ -46,10 +46,14 @@ from sluiceway.api.services import Services, services_of
 
 log = logging.getLogger(__name__)
 
-# The attribute naming what guards a dependency: its Rule, or WRITES_AS_CALLER.
+# The attribute naming what guards a dependency: its Rule, WRITES_AS_CALLER or SIGNED.
 GUARD = "sluiceway_guard"
 # Definition writes are authorized by the Kubernetes API itself, as the caller.
 WRITES_AS_CALLER = "writes as the caller"
+# Webhook intake is called by third parties without Kubernetes credentials:
+# exempt from the bearer-token middleware, it verifies each call's own
+# signature against the Webhook's secret instead.
+SIGNED = "verified by its own signature"
 
 
 def identity_of(request: Request) -> Identity:
@@ -128,6 +132,16 @@ setattr(_writes_as_caller, GUARD, WRITES_AS_CALLER)
 writes_as_caller: Any = Depends(_writes_as_caller)
 
 
+async def _verified_by_signature() -> None:
+    """Nothing to check here: the route verifies the call's signature itself,
+    before it reads or changes anything."""
+
+
+setattr(_verified_by_signature, GUARD, SIGNED)
+# The guard of routes that authenticate each call by its own signature.
+verified_by_signature: Any = Depends(_verified_by_signature)
+
+
 # -- Every /v1 route carries a guard ---------------------------------------------
 
 
@@ -160,14 +174,27 @@ def _public(path: str) -> bool:
 
 class AuthMiddleware:
     """Sets `request.state.identity` for `/v1/...` requests; 401 without one.
-    Health, metrics and the OpenAPI document stay open."""
+    Health, metrics and the OpenAPI document stay open, and so are the routes
+    guarded by SIGNED (webhook intake), which verify each call themselves."""
 
-    def __init__(self, app: ASGIApp, services: Services) -> None:
+    def __init__(self, app: ASGIApp, services: Services, signed: tuple[APIRoute, ...] = ()) -> None:
         self.app = app
         self.services = services
+        self.signed = signed
+
+    def _self_verified(self, scope: Scope) -> bool:
+        return any(
+            scope.get("method") in (route.methods or ()) and route.path_regex.match(scope["path"])
+            for route in self.signed
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.services.authenticate or _public(scope["path"]):
+        if (
+            scope["type"] != "http"
+            or not self.services.authenticate
+            or _public(scope["path"])
+            or self._self_verified(scope)
+        ):
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
@@ -195,7 +222,8 @@ async def enforce(request: Request) -> None:
 def install(app: FastAPI, services: Services) -> None:
     """The middleware (create the app with `dependencies=[Depends(enforce)]`
     too), and a loud log line for each `/v1` route that has no guard."""
-    app.add_middleware(AuthMiddleware, services=services)
+    signed = tuple(route for route in api_routes(app.routes) if guard_of(route) == SIGNED)
+    app.add_middleware(AuthMiddleware, services=services, signed=signed)
     for route in api_routes(app.routes):
         rule = guard_of(route)
         if isinstance(rule, Rule) and rule.names is Names.PATH and "{name}" not in route.path:

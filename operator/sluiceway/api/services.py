@@ -9,6 +9,7 @@ from fastapi import Request
 
 from sluiceway.api.authenticator import Authenticator
 from sluiceway.kubeapi.client import KubeClient
+from sluiceway.kubeapi.secrets import SecretSource
 from sluiceway.store.database import Pool
 from sluiceway.store.executions import IDEMPOTENCY_WINDOW_SECONDS
 from sluiceway.store.logs import DEFAULT_CAP_BYTES
@@ -26,6 +27,7 @@ class Services:
     authenticator: Authenticator | None = None  # identities and access decisions when authenticate is on
     idempotency_window: float = IDEMPOTENCY_WINDOW_SECONDS  # how long a requestId names its run
     log_cap_bytes: int = DEFAULT_CAP_BYTES  # what one task may keep of its log
+    secrets: SecretSource | None = None  # the Secrets webhooks verify with; None: no webhook verifies
     # Poller bookkeeping is written at most once per interval per worker and
     # queue: "who polled and when" needs seconds, not every poll.
     poll_record_interval: float = 5.0

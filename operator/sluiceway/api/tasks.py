@@ -44,6 +44,7 @@ from sluiceway.model.execution import (
     checked_items,
     sent_task_id,
 )
+from sluiceway.model.workflow import TaskType
 from sluiceway.observability import metrics
 from sluiceway.store import attributes, leasing, listing, logs, results
 
@@ -384,7 +385,7 @@ def _time(value: datetime.datetime | None) -> str | None:
     "",
     response_model=TaskPage,
     response_model_by_alias=True,
-    summary="List tasks, newest first",
+    summary="List tasks, newest first: ?type=HUMAN&status=IN_PROGRESS&order=oldest is the HUMAN inbox",
     operation_id="list_tasks",
     dependencies=[requires("list", "workflowruns")],
 )
@@ -395,12 +396,18 @@ async def list_tasks(
     worker_id: Annotated[str | None, Query(alias="workerId", min_length=1, max_length=256)] = None,
     execution_id: Annotated[str | None, Query(alias="executionId")] = None,
     reference_name: Annotated[str | None, Query(alias="referenceName", max_length=140)] = None,
+    type: Annotated[TaskType | None, Query(description="The engine's task type: HUMAN, SIMPLE, HTTP, ...")] = None,
+    workflow: Annotated[
+        str | None, Query(pattern=ENGINE_NAME_PATTERN, max_length=253, description="Of runs of this workflow")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
     order: Order = Order.NEWEST,
     svc: Services = Depends(services),
 ) -> TaskPage:
-    """Every attempt of every task, filtered (AND) and paged as runs are."""
+    """Every attempt of every task, filtered (AND) and paged as runs are.
+    The HUMAN inbox is `type=HUMAN&status=IN_PROGRESS` (`order=oldest`: the
+    longest waiting first); each item carries the task's input."""
     for field, value in (("workerId", worker_id), ("referenceName", reference_name)):
         if value is not None and "\x00" in value:
             raise invalid(field, "must not contain a NUL character")
@@ -411,6 +418,8 @@ async def list_tasks(
         worker_id=worker_id,
         execution_id=run_id("executionId", execution_id),
         reference_name=reference_name,
+        type=type.value if type is not None else None,
+        workflow=workflow,
     )
     async with svc.pool.acquire() as conn:
         page = await listing.tasks(conn, namespace, found, after=after, limit=limit, ascending=order is Order.OLDEST)
@@ -429,6 +438,9 @@ async def list_tasks(
                 started_at=_time(t.leased_at),
                 ended_at=_time(t.ended_at),
                 reason=t.reason,
+                workflow_name=t.workflow_name,
+                input=t.input or {},
+                completed_by=t.completed_by,
             )
             for t in page.rows
         ],

@@ -1,5 +1,5 @@
 """`sluiceway tasks list`: task attempts, newest first, by status, task type,
-worker, run and reference name."""
+engine type, workflow, worker, run and reference name."""
 
 from __future__ import annotations
 
@@ -25,30 +25,45 @@ COLUMNS: list[output.Column] = [
 ]
 
 
+def _tasks(conn: Connection, *rest: str) -> tuple[str, ...]:
+    return ("v1", "ns", conn.namespace, "tasks", *rest)
+
+
 @app.command("list")
 @connected
 def list_tasks(
     conn: Connection,
     status: Annotated[list[str] | None, typer.Option("--status", "-s", help="SCHEDULED, FAILED, ...")] = None,
     task_type: Annotated[str | None, typer.Option("--type", "-t", help="Of this task type")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="Of this engine type: HUMAN, SIMPLE, HTTP, ...")] = None,
+    workflow: Annotated[str | None, typer.Option("--workflow", "-w", help="Of runs of this workflow")] = None,
     worker: Annotated[str | None, typer.Option("--worker", help="Leased by this worker id")] = None,
     of_run: Annotated[str | None, typer.Option("--run", help="Of this run (id or workflowrun/NAME)")] = None,
     ref: Annotated[str | None, typer.Option("--ref", help="With this reference name")] = None,
+    oldest: Annotated[bool, typer.Option("--oldest", help="Oldest first (the longest waiting)")] = False,
     limit: Annotated[int, typer.Option(help="Tasks per page (at most 500)")] = 50,
     fmt: OUTPUT = output.Format.TABLE,
 ) -> None:
-    """List task attempts, newest first."""
+    """List task attempts, newest first. The HUMAN inbox:
+    `sluiceway tasks list --kind HUMAN --status IN_PROGRESS --oldest`."""
 
     async def fetch() -> dict[str, Any]:
         params: dict[str, Any] = {"limit": limit}
-        for key, value in (("taskType", task_type), ("workerId", worker), ("referenceName", ref)):
-            if value is not None:
-                params[key] = value
+        given = (
+            ("taskType", task_type),
+            ("type", kind.upper() if kind else None),
+            ("workflow", workflow),
+            ("workerId", worker),
+            ("referenceName", ref),
+        )
+        params.update({key: value for key, value in given if value is not None})
         if status:
             params["status"] = status
+        if oldest:
+            params["order"] = "oldest"
         if of_run is not None:
             params["executionId"] = await run_id(of_run, conn)
-        return await conn.api.get("v1", "ns", conn.namespace, "tasks", params=params)
+        return await conn.api.get(*_tasks(conn), params=params)
 
     body = run(fetch())
     output.emit(body, fmt, lambda: output.table(body["items"], COLUMNS), [t["taskId"] for t in body["items"]])

@@ -10,10 +10,17 @@
 
 `attempt` is 1-based: 1 is the delay before the first retry. The cap is applied
 twice, because upward jitter would otherwise push a delay back over it.
+
+The jitter band `[d(1-j), d(1+j)]` is fitted under the cap before the draw
+(the TaskQ reference): once the curve saturates, delays are drawn uniformly
+from `[cap(1-j), cap]`. Clamping the drawn value instead would put half of a
+cohort retrying at the cap, the retries most likely to follow a fleet-wide
+event, on exactly the same instant.
 """
 
 from __future__ import annotations
 
+import hashlib
 from random import Random
 
 from sluiceway.controls.policy import RetryPolicy
@@ -41,16 +48,27 @@ def ceiling(policy: RetryPolicy) -> float:
 
 
 def retry_delay(policy: RetryPolicy, attempt: int, rng: Random) -> float:
-    """Seconds to wait before retry number `attempt`."""
-    cap = ceiling(policy)
-    delay = min(raw_delay(policy, attempt), cap)
-    if policy.jitter > 0:
-        delay += delay * policy.jitter * rng.uniform(-1.0, 1.0)
-    return min(max(delay, 0.0), cap)
+    """Seconds to wait before retry number `attempt`: uniform over the jitter band."""
+    return delay_at(policy, attempt, rng.random())
+
+
+def delay_at(policy: RetryPolicy, attempt: int, unit: float) -> float:
+    """The delay at position `unit` (in [0, 1)) of the jitter band."""
+    low, high = jitter_band(policy, attempt)
+    return min(max(low + (high - low) * unit, low), high)
+
+
+def unit_of(seed: str) -> float:
+    """A position in [0, 1) derived from `seed` alone: the same on every
+    replica and every evaluation, spread evenly over seeds."""
+    digest = hashlib.sha256(seed.encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
 
 
 def jitter_band(policy: RetryPolicy, attempt: int) -> tuple[float, float]:
-    """The closed interval `retry_delay` draws from; for tests and diagnostics."""
+    """The closed interval `retry_delay` draws from: the band around the capped
+    curve, fitted under the cap (its upper edge clipped to the cap, never the
+    draw)."""
     cap = ceiling(policy)
     delay = min(raw_delay(policy, attempt), cap)
     spread = delay * policy.jitter

@@ -10,13 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from sluiceway.model.taskdefinition import RetryLogic, TaskDefinitionSpec, TimeoutPolicy
+from sluiceway.model.taskdefinition import RetryKind, RetryLogic, TaskDefinitionSpec, TimeoutPolicy
 from sluiceway.model.workflow import WorkflowTask
 
 # Cross-retry ceiling on any delay, whatever a policy or a worker asks for
 # (TaskQ's max_retry_backoff): a misconfigured cap or a hostile Retry-After
 # header cannot strand a task for a year.
 DEFAULT_MAX_RETRY_BACKOFF_SECONDS = 24 * 3600.0
+# The shortest deferral an explicit delay buys (TaskQ's MIN_DEFERRAL_INTERVAL):
+# a Retry-After of 0 or 0.2 s must not turn the retry loop into a busy loop.
+MIN_DEFERRAL_SECONDS = 1.0
 
 T = TypeVar("T")
 
@@ -34,6 +37,7 @@ class OperatorDefaults:
     retry_budget: float | None = None
     start_to_close_timeout: int | None = None
     max_retry_backoff_seconds: float = DEFAULT_MAX_RETRY_BACKOFF_SECONDS
+    max_chain_timeout_seconds: int | None = None  # caps every chainTimeoutSeconds, and is the default of those unset
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,13 @@ class RetryPolicy:
     retry_budget: float = 0.3
     non_retryable_errors: tuple[str, ...] = ()
     max_retry_backoff_seconds: float = DEFAULT_MAX_RETRY_BACKOFF_SECONDS
+    kind: RetryKind = RetryKind.TRANSIENT
+    time_budget_seconds: int = 0  # indefinite only: deadline = first scheduling + budget; 0 is none
+
+    def deadline_budget(self) -> int:
+        """Seconds the task's deadline is from its first scheduling by its
+        time budget (0: none): only an indefinite kind has one."""
+        return self.time_budget_seconds if self.kind is RetryKind.INDEFINITE else 0
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,15 @@ class TaskPolicy:
         retry = self.retry if task.retry_count is None else replace(self.retry, retry_count=task.retry_count)
         return replace(self, retry=retry, optional=task.optional)
 
+    def overridden(self, retry_count: int | None, start_to_close: int | None) -> TaskPolicy:
+        """A start's per-task overrides on top: the highest precedence."""
+        policy = self
+        if retry_count is not None:
+            policy = replace(policy, retry=replace(policy.retry, retry_count=retry_count))
+        if start_to_close is not None:
+            policy = replace(policy, timeouts=replace(policy.timeouts, start_to_close=start_to_close))
+        return policy
+
 
 def _layered(*values: T | None, builtin: T) -> T:
     """The first value set, highest precedence first, else the built-in."""
@@ -123,6 +143,8 @@ def resolve(
         retry_budget=_layered(spec.retry_budget, defaults.retry_budget, builtin=builtin.retry_budget),
         non_retryable_errors=tuple(spec.non_retryable_errors or ()),
         max_retry_backoff_seconds=defaults.max_retry_backoff_seconds,
+        kind=spec.retry_kind or RetryKind.TRANSIENT,
+        time_budget_seconds=spec.time_budget_seconds or 0,
     )
     timeouts = Timeouts(
         schedule_to_start=spec.schedule_to_start_timeout,

@@ -2,9 +2,25 @@
 
 The order of the checks is the reference's: a terminal error is never retried;
 a timeout only under `timeoutPolicy: RETRY`; a `nonRetryableErrors` substring
-stops it; then attempts, the retry budget and the `scheduleToCloseTimeout`
-deadline. An `optional` task that gives up is absorbed as
-COMPLETED_WITH_ERRORS and the run carries on.
+stops it; then the retry kind, attempts, the retry budget and the
+`scheduleToCloseTimeout` deadline. An `optional` task that gives up is
+absorbed as COMPLETED_WITH_ERRORS and the run carries on.
+
+Retry kinds (the TaskQ reference): `transient` spends `retryCount`;
+`indefinite` has no attempt ceiling and is outside the retry budget, so only
+its deadline ends it; `nonRetryable` gives up at once. A failure's own verdict
+(a worker's classifier) overrides the definition's kind.
+
+Deferrals: the curve is jittered; an explicit delay never is. A delay a
+classifier read from a server (`hint`) is clamped by the operator-wide
+ceiling; one the handler asked for (`signal`, RetryAfter) is gated only by
+the deadline. Both are floored at one second. A retry that would land past
+the deadline fails with DeadlineExceeded.
+
+A worker lost mid-attempt (no heartbeat, lease expired) is retried on the same
+curve with its jitter drawn from (task id, attempt), so a fleet-wide reclaim
+spreads out instead of coming due at one instant, and deciding it twice
+gives the same delay.
 """
 
 from __future__ import annotations
@@ -15,11 +31,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from random import Random
 
-from sluiceway.controls.backoff import retry_delay
+from sluiceway.controls.backoff import delay_at, retry_delay, unit_of
 from sluiceway.controls.budget import BudgetWindow, budget_spent
-from sluiceway.controls.policy import TaskPolicy
-from sluiceway.model.execution import TaskStatus
-from sluiceway.model.taskdefinition import TimeoutPolicy
+from sluiceway.controls.policy import MIN_DEFERRAL_SECONDS, TaskPolicy
+from sluiceway.model.execution import DelaySource, TaskStatus
+from sluiceway.model.taskdefinition import RetryKind, TimeoutPolicy
+
+# How the sweeper names an attempt whose worker went away (controls.timeouts).
+WORKER_LOST = "WorkerLost:"
 
 
 class GiveUpCause(StrEnum):
@@ -29,6 +48,7 @@ class GiveUpCause(StrEnum):
     EXHAUSTED = "retryCount"
     BUDGET = "retryBudget"
     DEADLINE = "scheduleToCloseTimeout"
+    KIND = "retryKind"
 
 
 @dataclass(frozen=True)
@@ -38,6 +58,12 @@ class FailedAttempt:
     attempt: int  # 1-based
     retry_after_seconds: float | None = None  # an exact delay the worker asked for
     schedule_to_close_at: datetime.datetime | None = None
+    kind: RetryKind | None = None  # this failure's own verdict, over the definition's kind
+    delay_source: DelaySource = DelaySource.HINT
+    task_id: str = ""  # with the attempt, seeds the jitter of a lost worker's retry
+
+    def worker_lost(self) -> bool:
+        return self.status is TaskStatus.FAILED and self.reason.startswith(WORKER_LOST)
 
 
 @dataclass(frozen=True)
@@ -82,23 +108,23 @@ def decide(
                 GiveUpCause.NON_RETRYABLE,
                 f"reason matches nonRetryableErrors entry {matched!r}",
             )
-    if failed.attempt > retry.retry_count:
-        return _give_up(
-            policy, failed.status, GiveUpCause.EXHAUSTED, f"retries exhausted: retryCount {retry.retry_count}"
-        )
-    if budget_spent(budget, retry.retry_budget):
-        return _give_up(
-            policy,
-            failed.status,
-            GiveUpCause.BUDGET,
-            f"retry budget spent: {budget.retries}/{budget.executions} executions in the last "
-            f"{budget.window_seconds:.0f} s were retries (retryBudget {retry.retry_budget})",
-        )
-    if failed.retry_after_seconds is not None and math.isfinite(failed.retry_after_seconds):
-        # An explicit delay is honored exactly (no jitter), under the operator-wide ceiling.
-        delay = min(max(failed.retry_after_seconds, 0.0), retry.max_retry_backoff_seconds)
-    else:
-        delay = retry_delay(retry, failed.attempt, rng)
+    kind = failed.kind or retry.kind
+    if kind is RetryKind.NON_RETRYABLE:
+        return _give_up(policy, failed.status, GiveUpCause.KIND, "retryKind nonRetryable: the first failure is final")
+    if kind.has_ceiling():
+        if failed.attempt > retry.retry_count:
+            return _give_up(
+                policy, failed.status, GiveUpCause.EXHAUSTED, f"retries exhausted: retryCount {retry.retry_count}"
+            )
+        if budget_spent(budget, retry.retry_budget):
+            return _give_up(
+                policy,
+                failed.status,
+                GiveUpCause.BUDGET,
+                f"retry budget spent: {budget.retries}/{budget.executions} executions in the last "
+                f"{budget.window_seconds:.0f} s were retries (retryBudget {retry.retry_budget})",
+            )
+    delay = next_delay(failed, policy, rng)
     if failed.schedule_to_close_at is not None:
         due = now + datetime.timedelta(seconds=delay)
         if due > failed.schedule_to_close_at:
@@ -109,3 +135,16 @@ def decide(
                 "DeadlineExceeded: the next retry would land past scheduleToCloseTimeout",
             )
     return Retry(delay)
+
+
+def next_delay(failed: FailedAttempt, policy: TaskPolicy, rng: Random) -> float:
+    """Seconds until the retry: an explicit delay exactly, else the jittered curve."""
+    retry = policy.retry
+    explicit = failed.retry_after_seconds
+    if explicit is not None and math.isfinite(explicit):
+        if failed.delay_source is DelaySource.HINT:
+            explicit = min(explicit, retry.max_retry_backoff_seconds)
+        return max(explicit, MIN_DEFERRAL_SECONDS)
+    if failed.worker_lost():
+        return delay_at(retry, failed.attempt, unit_of(f"{failed.task_id}:{failed.attempt}"))
+    return retry_delay(retry, failed.attempt, rng)

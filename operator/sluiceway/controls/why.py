@@ -5,8 +5,12 @@ which dequeue gates hold."""
 
 from __future__ import annotations
 
+import datetime
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+from sluiceway.controls import webhooks
 from sluiceway.controls.gates import GateHold, GateState, SemaphoreState, closed
 from sluiceway.controls.policy import Gates
 from sluiceway.model.workflow import Executor, TaskType
@@ -33,6 +37,19 @@ class TaskFacts:
     recent_pollers: int = 0
     seconds_since_last_poll: float | None = None
     queue_ready: int = 0
+    # What waiting tasks and loops are about.
+    input: Mapping[str, Any] = field(default_factory=dict)
+    output: Mapping[str, Any] = field(default_factory=dict)
+    scheduled_at: datetime.datetime | None = None
+    seconds_until_timeout: float | None = None  # timeoutSeconds, if armed
+    iteration: int | None = None  # the DO_WHILE iteration the task belongs to
+    max_iterations: int | None = None  # of the DO_WHILE this task is
+    keep_last_n: int | None = None
+    webhook_defined: bool = True  # WAIT_FOR_WEBHOOK: does its Webhook exist?
+    queued_messages: int = 0  # PULL_WORKFLOW_MESSAGES: messages nobody took yet
+    snooze_count: int = 0
+    interrupt_count: int = 0
+    previous_reason: str = ""  # why the attempt before this one failed
 
     def gate_state(self) -> GateState:
         return GateState(self.in_flight, self.window_used, self.seconds_to_next_window, self.semaphores)
@@ -77,6 +94,58 @@ def _seconds(value: float) -> str:
     return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
 
 
+def _since(task: TaskFacts) -> str:
+    """` since 10:02:03Z`, and the timeout ahead when one is armed."""
+    since = f" since {task.scheduled_at.astimezone(datetime.UTC):%H:%M:%SZ}" if task.scheduled_at else ""
+    if task.seconds_until_timeout is not None:
+        since += f"; timeoutSeconds ends the wait in {_seconds(max(task.seconds_until_timeout, 0.0))}"
+    return since
+
+
+def _iteration(task: TaskFacts) -> str:
+    return f" (iteration {task.iteration})" if task.iteration is not None else ""
+
+
+def _waiting(task: TaskFacts) -> Reason | None:
+    """A task that waits for the world: non-blocking unless nothing can end its wait."""
+
+    def reason(control: str, message: str, blocking: bool = False) -> Reason:
+        return Reason(control, message, task.task_id, task.ref, blocking)
+
+    if task.type == "WAIT":
+        return reason("wait", f"{task.ref} is waiting (a WAIT task){_since(task)}")
+    if task.type == "SUB_WORKFLOW":
+        return reason("subWorkflow", f"{task.ref} waits for its child run")
+    if task.type == "WAIT_FOR_WEBHOOK":
+        name = str(task.input.get("webhook", ""))
+        if not task.webhook_defined:
+            return reason(
+                "webhook",
+                f"{task.ref} waits for webhook {name}, which does not exist in this namespace: no call can end "
+                f"the wait{_since(task)}",
+                blocking=True,
+            )
+        matching = webhooks.describe(task.input.get("matches"))
+        return reason("webhook", f"waiting for webhook {name} matching {matching}{_since(task)}")
+    if task.type == "HUMAN":
+        return reason(
+            "human",
+            f"{task.ref} waits for a person to complete or reject it{_since(task)} "
+            f"(POST .../tasks/{task.task_id}/complete or /reject)",
+        )
+    if task.type == "PULL_WORKFLOW_MESSAGES":
+        return reason(
+            "messages",
+            f"{task.ref} waits for messages (batchSize {task.input.get('batchSize', 1)}, "
+            f"{task.queued_messages} queued){_since(task)} (POST .../executions/<id>/messages)",
+        )
+    if task.type == "DO_WHILE":
+        bound = f" of at most {task.max_iterations}" if task.max_iterations else ""
+        kept = f", keeping the last {task.keep_last_n}" if task.keep_last_n else ""
+        return reason("loop", f"{task.ref} is on iteration {task.output.get('iteration', 1)}{bound}{kept}")
+    return None
+
+
 def explain_task(task: TaskFacts) -> list[Reason]:
     """Reasons for one active task, most telling first."""
 
@@ -84,10 +153,9 @@ def explain_task(task: TaskFacts) -> list[Reason]:
         return Reason(control, message, task.task_id, task.ref, blocking)
 
     if task.status == "IN_PROGRESS":
-        if task.type == "WAIT":
-            return [reason("wait", f"{task.ref} is waiting (a WAIT task)", blocking=False)]
-        if task.type == "SUB_WORKFLOW":
-            return [reason("subWorkflow", f"{task.ref} waits for its child run", blocking=False)]
+        waiting = _waiting(task)
+        if waiting is not None:
+            return [waiting]
         beat = (
             f", last heartbeat {_seconds(task.seconds_since_heartbeat)} ago"
             if task.seconds_since_heartbeat is not None
@@ -96,16 +164,24 @@ def explain_task(task: TaskFacts) -> list[Reason]:
         return [
             reason(
                 "running",
-                f"{task.ref} ({task.name}) attempt {task.attempt} is leased to "
+                f"{task.ref} ({task.name}){_iteration(task)} attempt {task.attempt} is leased to "
                 f"{task.worker_id} for {_seconds(task.seconds_leased or 0)}{beat}",
                 blocking=False,
             )
         ]
     if task.seconds_until_available > 0:
-        control = "retryBackoff" if task.attempt > 1 else "snooze"
-        what = f"attempt {task.attempt} waits out its retry backoff" if task.attempt > 1 else "it was snoozed"
+        control = "snooze" if task.snooze_count > 0 or task.attempt == 1 else "retryBackoff"
+        if control == "snooze":
+            what = f"it was snoozed ({task.snooze_count} times)" if task.snooze_count else "it was snoozed"
+        else:
+            after = f" after: {task.previous_reason[:200]}" if task.previous_reason else ""
+            what = f"attempt {task.attempt} waits out its retry backoff{after}"
         return [
-            reason(control, f"{task.ref} ({task.name}): {what}; leasable in {_seconds(task.seconds_until_available)}")
+            reason(
+                control,
+                f"{task.ref} ({task.name}){_iteration(task)}: {what}; leasable in "
+                f"{_seconds(task.seconds_until_available)}",
+            )
         ]
     found = [reason(hold.control, _gate_message(task, hold)) for hold in closed(task.gates, task.gate_state())]
     if _executor(task) is Executor.WORKER and task.recent_pollers == 0:

@@ -28,11 +28,17 @@ class ScheduleTask:
     deadlines: Deadlines
     first_scheduled_at: datetime.datetime
     timeouts: Timeouts = field(default_factory=Timeouts)  # the policy this attempt runs under, kept on its row
+    # A first attempt of an indefinite task: its deadline is the insert's now()
+    # plus this many seconds (the database's clock), if earlier than deadlines.
+    time_budget: int = 0
+    loop: str | None = None  # the DO_WHILE and iteration this task belongs to
+    iteration: int | None = None
 
 
 @dataclass(frozen=True)
 class RecordTask:
-    """A task the decider ran itself (fork, join, switch, inline, terminate)."""
+    """A task the decider ran itself (fork, join, switch, inline, terminate),
+    or one it keeps running (a DO_WHILE, IN_PROGRESS until its loop ends)."""
 
     ref: str
     type: TaskType
@@ -42,6 +48,8 @@ class RecordTask:
     input: dict[str, Any] = field(default_factory=dict)
     output: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
+    loop: str | None = None
+    iteration: int | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,22 @@ class UpdateTask:
     task_id: str
     status: TaskStatus
     reason: str
+    output: dict[str, Any] | None = None  # replaces the output when set (a DO_WHILE's progress)
+
+
+@dataclass(frozen=True)
+class PruneIterations:
+    """Delete the task rows of a DO_WHILE's iterations before `before`: its
+    keepLastN. The loop's own output keeps their summary."""
+
+    loop: str
+    before: int
+
+
+@dataclass(frozen=True)
+class DecideAgain:
+    """Wake the decider for this run once this decision is applied: a loop of
+    engine tasks advances a bounded number of iterations per pass."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +91,13 @@ class ArmRunTimeout:
 
 
 @dataclass(frozen=True)
+class ArmChainDeadline:
+    """The first run of a chain: its deadline, which every link carries verbatim."""
+
+    at: datetime.datetime
+
+
+@dataclass(frozen=True)
 class FinishRun:
     """End the run: cancel what is still active and terminate its child runs.
     What else follows from its end comes as the commands below, applied only
@@ -76,6 +107,7 @@ class FinishRun:
     reason: str = ""
     output: dict[str, Any] = field(default_factory=dict)
     failed_task_id: str | None = None
+    by_chain_deadline: bool = False  # TIMED_OUT by the chain's deadline rather than the run's own
 
 
 @dataclass(frozen=True)
@@ -109,6 +141,18 @@ class StartFailureWorkflow:
 
 
 @dataclass(frozen=True)
+class ContinueAsNew:
+    """The run ended by continuing as new: start the next link of its chain,
+    with this id and input, carrying the chain's id and deadline."""
+
+    workflow: str
+    input: dict[str, Any]
+    run_id: str
+    chain_id: str
+    chain_deadline_at: datetime.datetime | None
+
+
+@dataclass(frozen=True)
 class Quarantine:
     """The run could not be decided for a reason nothing foresaw (a stored
     row or spec the decider cannot read). It is set aside, alone, until an
@@ -127,14 +171,29 @@ class Hold:
 
 
 # What follows from a run's end, beyond ending it.
-Consequence = NotifyParent | AdmitNext | StartFailureWorkflow
-Command = ScheduleTask | RecordTask | UpdateTask | StartChild | ArmRunTimeout | FinishRun | Consequence | Quarantine
+Consequence = NotifyParent | AdmitNext | StartFailureWorkflow | ContinueAsNew
+Command = (
+    ScheduleTask
+    | RecordTask
+    | UpdateTask
+    | PruneIterations
+    | DecideAgain
+    | StartChild
+    | ArmRunTimeout
+    | ArmChainDeadline
+    | FinishRun
+    | Consequence
+    | Quarantine
+)
 
 
 @dataclass(frozen=True)
 class Decision:
     commands: list[Command]
     holds: list[Hold] = field(default_factory=list)
+    # Task types whose policy the snapshot lacked (a dynamic fork's children):
+    # the store loads them and decides again rather than apply this decision.
+    needs: frozenset[str] = frozenset()
 
     def finish(self) -> FinishRun | None:
         return next((c for c in self.commands if isinstance(c, FinishRun)), None)

@@ -24,7 +24,11 @@ def problems(spec: WorkflowSpec) -> list[str]:
     for task in iter_tasks(spec.tasks):
         where = f"{_at(task)}.inputParameters"
         found.extend(reference_problems(task.input_parameters, where))
-        for name in sorted(references(task.input_parameters) - refs - {"workflow"}):
+        # A dynamic fork's task specs may refer to the tasks they create, which no spec names.
+        checked = {k: v for k, v in task.input_parameters.items() if k != "forkTasks"}
+        if task.type is TaskType.FORK_JOIN_DYNAMIC and isinstance(task.input_parameters.get("forkTasks"), str):
+            checked["forkTasks"] = task.input_parameters["forkTasks"]
+        for name in sorted(references(checked) - refs - {"workflow"}):
             found.append(f"{where}: refers to unknown task {name!r}")
     found.extend(reference_problems(spec.output_parameters, "outputParameters"))
     for name in sorted(references(spec.output_parameters) - refs - {"workflow"}):
@@ -72,10 +76,15 @@ def _check_task(task: WorkflowTask, previous: WorkflowTask | None, refs: set[str
         _check_cel(f"{at}.expression", task.expression or "", found)
     if task.type is TaskType.INLINE:
         _check_cel(f"{at}.inputParameters.expression", str(params.get("expression", "")), found)
-    if task.type is TaskType.FORK_JOIN_DYNAMIC:
+    if task.type is TaskType.FORK_JOIN_DYNAMIC and "forkTasks" in params:
+        if "forkTaskName" in params:
+            found.append(f"{at}: FORK_JOIN_DYNAMIC takes forkTasks or forkTaskName, not both")
+        if _literal(params["forkTasks"]) and not isinstance(params["forkTasks"], list):
+            found.append(f"{at}.inputParameters.forkTasks: must be a list of task specs (or a reference to one)")
+    elif task.type is TaskType.FORK_JOIN_DYNAMIC:
         for key in ("forkTaskName", "forkTaskInputs"):
             if key not in params:
-                found.append(f"{at}: FORK_JOIN_DYNAMIC needs inputParameters.{key}")
+                found.append(f"{at}: FORK_JOIN_DYNAMIC needs inputParameters.forkTasks, or {key}")
         fork_name = params.get("forkTaskName")
         named = isinstance(fork_name, str) and re.fullmatch(ENGINE_NAME_PATTERN, fork_name)
         if "forkTaskName" in params and _literal(fork_name) and not named:
@@ -84,6 +93,24 @@ def _check_task(task: WorkflowTask, previous: WorkflowTask | None, refs: set[str
         status = params.get("terminationStatus", "COMPLETED")
         if _literal(status) and str(status).upper() not in _TERMINATION_STATUSES:
             found.append(f"{at}.inputParameters.terminationStatus: must be COMPLETED, FAILED or TERMINATED")
+    if task.type is TaskType.DO_WHILE:
+        _check_loop(task, found)
+    if task.type is TaskType.WAIT_FOR_WEBHOOK:
+        matches = params.get("matches")
+        if isinstance(matches, str) and _literal(matches):
+            _check_cel(f"{at}.inputParameters.matches", matches, found)
+        elif matches is not None and _literal(matches) and not isinstance(matches, dict):
+            found.append(f"{at}.inputParameters.matches: must be an object (key equality) or a CEL string")
+    if task.type is TaskType.WEBHOOK:
+        url = params.get("url")
+        if url is None:
+            found.append(f"{at}: a WEBHOOK needs inputParameters.url")
+        elif _literal(url) and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+            found.append(f"{at}.inputParameters.url: must be an http(s) URL")
+    if task.type is TaskType.CONTINUE_AS_NEW:
+        new_input = params.get("input", {})
+        if _literal(new_input) and not isinstance(new_input, dict):
+            found.append(f"{at}.inputParameters.input: must be an object (the next run's input)")
     if task.type is TaskType.WAIT:
         for key, parse in (("duration", parse_duration), ("until", parse_instant)):
             value = params.get(key)
@@ -92,6 +119,20 @@ def _check_task(task: WorkflowTask, previous: WorkflowTask | None, refs: set[str
                     parse(value)
                 except ValueError as error:
                     found.append(f"{at}.inputParameters.{key}: {error}")
+
+
+def _check_loop(task: WorkflowTask, found: list[str]) -> None:
+    at = _at(task)
+    if not task.loop_condition and "items" not in task.input_parameters:
+        found.append(f"{at}: a DO_WHILE needs a loopCondition, inputParameters.items, or both")
+    if task.loop_condition:
+        _check_cel(f"{at}.loopCondition", task.loop_condition, found)
+    items = task.input_parameters.get("items")
+    if "items" in task.input_parameters and _literal(items) and not isinstance(items, list):
+        found.append(f"{at}.inputParameters.items: must be a list (or a reference to one)")
+    for inner in iter_tasks(list(task.loop_over or [])):
+        if inner.type is TaskType.DO_WHILE:
+            found.append(f"{_at(inner)}: a DO_WHILE inside a DO_WHILE is not supported; use a SUB_WORKFLOW")
 
 
 def _literal(value: Any) -> bool:

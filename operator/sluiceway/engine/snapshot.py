@@ -9,7 +9,8 @@ from typing import Any
 
 from sluiceway.controls.budget import BudgetWindow
 from sluiceway.controls.policy import OperatorDefaults, TaskPolicy
-from sluiceway.model.execution import RunStatus, TaskStatus
+from sluiceway.model.execution import DelaySource, RunStatus, TaskOverride, TaskStatus
+from sluiceway.model.taskdefinition import RetryKind
 from sluiceway.model.workflow import TaskType, WorkflowSpec
 
 
@@ -29,6 +30,10 @@ class TaskRow:
     retry_after_seconds: float | None = None
     schedule_to_close_at: datetime.datetime | None = None
     first_scheduled_at: datetime.datetime | None = None
+    retry_kind: RetryKind | None = None  # the verdict the failing worker gave
+    delay_source: DelaySource = DelaySource.HINT
+    loop: str | None = None  # the DO_WHILE and iteration it belongs to
+    iteration: int | None = None
 
 
 @dataclass(frozen=True)
@@ -67,11 +72,14 @@ class RunSnapshot:
     parent_task_id: str | None = None
     admission_key: str | None = None
     paused: bool = False  # schedules nothing new while set; only a terminate request acts
-    chain_deadline_at: datetime.datetime | None = None  # the chain's absolute bound: never moved by a pause
     # Retry and rerun start tasks afresh: a ref's attempts up to this number are
     # history, invisible to the walk, and its next attempt is numbered after them.
     superseded: Mapping[str, int] = field(default_factory=dict)
     input_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # rerun's new input, by ref
+    task_overrides: Mapping[str, TaskOverride] = field(default_factory=dict)  # the start's, by task reference
+    chain_id: str | None = None  # the chain's first run; None (or its own id) for a first run
+    previous_run_id: str | None = None  # the run this one continues as new, if any
+    chain_deadline_at: datetime.datetime | None = None  # the chain's absolute deadline: never moved by a pause
 
     def links(self) -> RunLinks:
         config = self.workflow.rate_limit_config

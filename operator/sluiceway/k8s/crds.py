@@ -26,6 +26,12 @@ Schema = dict[str, Any]
 # How many levels of nested task lists get a typed schema; deeper levels are
 # preserved and validated by the operator.
 MAX_RECURSION = 3
+# CEL rules (x-kubernetes-validations) are kept on the first level of a
+# recursive structure only: the API server prices a rule by the most items it
+# could meet, and a rule on every task of every nested list (forks of loops of
+# switches) exceeds its budget many times over. Nested levels are checked by
+# the operator's own models, reported on the Workflow's Ready condition.
+CEL_DEPTH = 1
 
 _KEPT_KEYS = (
     "type",
@@ -44,6 +50,7 @@ _KEPT_KEYS = (
     "nullable",
 )
 
+_RULES = "x-kubernetes-validations"
 _READY = '.status.conditions[?(@.type=="Ready")].status'
 
 PRINTER_COLUMNS: dict[str, list[Schema]] = {
@@ -76,11 +83,26 @@ PRINTER_COLUMNS: dict[str, list[Schema]] = {
         {"name": "Held", "type": "integer", "jsonPath": ".status.held"},
         {"name": "Ready", "type": "string", "jsonPath": _READY},
     ],
+    "Webhook": [
+        {"name": "Ready", "type": "string", "jsonPath": _READY},
+        {"name": "Path", "type": "string", "jsonPath": ".status.path"},
+    ],
     "Quota": [
         {"name": "Max-Running", "type": "integer", "jsonPath": ".spec.maxConcurrentExecutions"},
         {"name": "Running", "type": "integer", "jsonPath": ".status.used.concurrentExecutions"},
         {"name": "Per-Minute", "type": "integer", "jsonPath": ".spec.maxExecutionsPerMinute"},
         {"name": "Ready", "type": "string", "jsonPath": _READY},
+    ],
+    "Schedule": [
+        {"name": "Workflow", "type": "string", "jsonPath": ".spec.workflow"},
+        {"name": "Next", "type": "string", "jsonPath": ".status.nextFireTimes[0]"},
+        {"name": "Last", "type": "string", "jsonPath": ".status.lastFireTime"},
+        {"name": "Active", "type": "integer", "jsonPath": ".status.activeRuns"},
+        {"name": "Suspended", "type": "boolean", "jsonPath": ".spec.suspend"},
+        {"name": "Ready", "type": "string", "jsonPath": _READY},
+        {"name": "Cron", "type": "string", "jsonPath": ".spec.cron", "priority": 1},
+        {"name": "Every", "type": "string", "jsonPath": ".spec.every", "priority": 1},
+        {"name": "Policy", "type": "string", "jsonPath": ".spec.overlapPolicy", "priority": 1},
     ],
 }
 _AGE: Schema = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
@@ -109,7 +131,8 @@ def structural(node: Schema, defs: dict[str, Schema], stack: tuple[str, ...] = (
         out["enum"] = [node["const"]]
     if "exclusiveMinimum" in node:
         out["minimum"], out["exclusiveMinimum"] = node["exclusiveMinimum"], True
-    out.update({k: v for k, v in node.items() if k.startswith("x-kubernetes-")})
+    nested = any(stack.count(name) > CEL_DEPTH for name in stack)
+    out.update({k: v for k, v in node.items() if k.startswith("x-kubernetes-") and not (nested and k == _RULES)})
     if out.get("x-kubernetes-preserve-unknown-fields"):
         out["type"] = "object"
         return out

@@ -1,6 +1,6 @@
-"""TaskDefinitions, Semaphores and Quotas: parse the spec, store the
-definition in PostgreSQL, report the outcome in `status`; forget it when the
-object is deleted. The three share one shape, registered from `LIFECYCLES`."""
+"""TaskDefinitions, Semaphores, Quotas and Webhooks: parse the spec, store
+the definition in PostgreSQL, report the outcome in `status`; forget it when
+the object is deleted. They share one shape, registered from `LIFECYCLES`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import kopf
 
+from sluiceway.k8s.conditions import with_condition
 from sluiceway.k8s.reconciling import (
     Lifecycle,
     context_of,
@@ -18,12 +19,44 @@ from sluiceway.k8s.reconciling import (
     retrying_outages,
     set_ready,
 )
+from sluiceway.model.common import Condition, ConditionStatus
 from sluiceway.model.quota import QuotaSpec
-from sluiceway.model.resources import QUOTA, SEMAPHORE, TASK_DEFINITION
+from sluiceway.model.resources import QUOTA, SEMAPHORE, TASK_DEFINITION, WEBHOOK
 from sluiceway.model.semaphore import SemaphoreSpec
-from sluiceway.model.taskdefinition import TaskDefinitionSpec
-from sluiceway.store import definitions
+from sluiceway.model.taskdefinition import RetryKind, TaskDefinitionSpec
+from sluiceway.model.webhook import WebhookSpec
+from sluiceway.store import definitions, webhooks
 from sluiceway.store.database import Connection
+
+
+def retry_warning(spec: TaskDefinitionSpec) -> tuple[str, str] | None:
+    """(reason, message) of what the retry policy does that its author may
+    not expect; None when nothing."""
+    if spec.retry_kind is RetryKind.INDEFINITE and not spec.schedule_to_close_timeout and not spec.time_budget_seconds:
+        return (
+            "IndefiniteWithoutDeadline",
+            "retryKind indefinite without scheduleToCloseTimeout or timeBudgetSeconds: a failing task is "
+            "retried forever",
+        )
+    if spec.time_budget_seconds and spec.retry_kind is not RetryKind.INDEFINITE:
+        return "TimeBudgetIgnored", "timeBudgetSeconds applies to retryKind indefinite only; it is ignored"
+    return None
+
+
+def _report_warning(patch: kopf.Patch, body: kopf.Body, now: str, warning: tuple[str, str] | None) -> None:
+    """A `Warning` condition (True with its reason, or False): the object is
+    still Ready, and `kubectl describe` shows what to look at."""
+    generation = int(body["metadata"].get("generation", 0))
+    reason, message = warning or ("None", "the retry policy has a stopping condition")
+    condition = Condition(
+        type="Warning",
+        status=ConditionStatus.TRUE if warning else ConditionStatus.FALSE,
+        reason=reason,
+        message=message,
+        observed_generation=generation,
+    )
+    previous = patch.status.get("conditions") or body.get("status", {}).get("conditions")
+    patch.status["conditions"] = with_condition(previous, condition, now)
 
 
 async def reconcile_task_definition(
@@ -42,6 +75,11 @@ async def reconcile_task_definition(
             )
         patch.status["taskType"] = task_type
         report_claim(patch, body, context, claim, f"task type {task_type}", "is active")
+        warning = retry_warning(parsed)
+        _report_warning(patch, body, context.now(), warning)
+        if warning is not None and context.events is not None:
+            meta_ = body["metadata"]
+            context.events.record("TaskDefinition", namespace, name, meta_.get("uid", ""), True, warning[0], warning[1])
 
     await retrying_outages(store())
 
@@ -92,6 +130,25 @@ async def reconcile_quota(
     await retrying_outages(store())
 
 
+async def reconcile_webhook(
+    body: kopf.Body, meta: kopf.Meta, namespace: str, name: str, patch: kopf.Patch, memo: kopf.Memo, **_: Any
+) -> None:
+    context = context_of(memo)
+    parsed = parse(WebhookSpec, body, patch, context)
+    if parsed is None:
+        return
+    endpoint = parsed.name or name
+
+    async def store() -> None:
+        async with context.pool.acquire() as conn:
+            claim = await webhooks.upsert(conn, namespace, endpoint, name, int(meta["generation"]), parsed.to_wire())
+        patch.status["webhookName"] = endpoint
+        patch.status["path"] = f"v1/ns/{namespace}/webhooks/{endpoint}"
+        report_claim(patch, body, context, claim, f"webhook {endpoint}", "accepts calls")
+
+    await retrying_outages(store())
+
+
 async def _forget(
     memo: kopf.Memo, remove: Callable[[Connection, str, str], Awaitable[None]], namespace: str, name: str
 ) -> None:
@@ -114,10 +171,15 @@ async def delete_quota(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> 
     await _forget(memo, definitions.delete_quota, namespace, name)
 
 
+async def delete_webhook(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    await _forget(memo, webhooks.delete, namespace, name)
+
+
 LIFECYCLES = (
     Lifecycle(TASK_DEFINITION, reconcile_task_definition, delete_task_definition),
     Lifecycle(SEMAPHORE, reconcile_semaphore, delete_semaphore),
     Lifecycle(QUOTA, reconcile_quota, delete_quota),
+    Lifecycle(WEBHOOK, reconcile_webhook, delete_webhook),
 )
 
 

@@ -3,6 +3,7 @@ themselves live with their concern:
 
 - `definitions`: TaskDefinition, Semaphore, Quota (stored in PostgreSQL);
 - `workflows`: Workflow (versioned definitions) and WorkflowRun (one run);
+- `schedules`: Schedule (fired by every replica's scheduler, outside kopf);
 - `status_reports`: periodic, change-only status of what each object governs;
 - `worker_pods`: a worker Deployment per TaskDefinition with `spec.workers`.
 
@@ -16,6 +17,7 @@ from typing import Any
 import kopf
 
 from sluiceway.k8s.definitions import register_definitions
+from sluiceway.k8s.schedules import register_schedules
 from sluiceway.k8s.status_reports import STATUS_INTERVAL, register_status_reports
 from sluiceway.k8s.worker_pods import WorkerPods, register_worker_pods
 from sluiceway.k8s.workflows import register_workflows
@@ -35,5 +37,6 @@ def register(
     kopf.on.login(registry=registry)(login)
     register_definitions(registry)
     register_workflows(registry, ttl_interval=status_interval)
+    register_schedules(registry)
     register_status_reports(registry, status_interval)
     register_worker_pods(registry, worker_pods.interval)

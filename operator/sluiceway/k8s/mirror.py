@@ -48,6 +48,7 @@ async def mirror_once(pool: Pool, kube: KubeClient, batch: int = 100, recorder: 
             quarantine_reason=run.quarantine_reason,
             paused_at=run.paused_at,
             sla_breached_at=run.sla_breached_at,
+            iterations=run.iterations,
         )
         try:
             await kube.patch_status(WORKFLOW_RUN.plural, run.namespace, run.resource_name, status)

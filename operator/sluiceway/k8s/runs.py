@@ -68,6 +68,7 @@ def run_status(
     quarantine_reason: str | None = None,
     paused_at: datetime.datetime | None = None,
     sla_breached_at: datetime.datetime | None = None,
+    iterations: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """The status patch; explicit nulls clear fields that no longer apply."""
     quarantined = quarantined_at is not None and not status.is_terminal()
@@ -82,6 +83,7 @@ def run_status(
         control=control,
         quarantined_at=timestamp(quarantined_at) if quarantined else None,
         tasks=counts(task_counts),
+        iterations=iterations or None,
         start_time=timestamp(created_at),
         end_time=timestamp(ended_at),
         output=bounded_output(output, execution_id) if status.is_terminal() else None,

@@ -1,6 +1,6 @@
 """Periodic, change-only status: what each object governs, right now (a
 queue's depth and pollers, a semaphore's holders, a quota's usage, a
-workflow's active runs). Every `SLUICEWAY_STATUS_INTERVAL` seconds."""
+workflow's active runs, a schedule's next fires). Every `SLUICEWAY_STATUS_INTERVAL` seconds."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import kopf
 
 from sluiceway.k8s.reconciling import Handler, changed, context_of, every
 from sluiceway.k8s.runs import timestamp
-from sluiceway.model.resources import QUOTA, SEMAPHORE, TASK_DEFINITION, WORKFLOW, ResourceKind
+from sluiceway.k8s.schedules import report_schedule
+from sluiceway.model.resources import QUOTA, SCHEDULE, SEMAPHORE, TASK_DEFINITION, WORKFLOW, ResourceKind
 from sluiceway.store import diagnostics
 
 STATUS_INTERVAL = 5.0
@@ -99,6 +100,7 @@ REPORTS: tuple[tuple[ResourceKind, Handler], ...] = (
     (SEMAPHORE, report_semaphore),
     (QUOTA, report_quota),
     (WORKFLOW, report_workflow),
+    (SCHEDULE, report_schedule),
 )
 
 

@@ -117,6 +117,7 @@ async def start_workflow_run(
                 labels=dict(meta.get("labels") or {}),
                 sla_seconds=parsed.sla_seconds,
                 retention_seconds=parsed.ttl_seconds_after_finished,
+                task_overrides=parsed.task_overrides,
             )
             if isinstance(outcome, executions.Started) and parsed.paused:
                 await operations.pause(conn, namespace, outcome.id, "WorkflowRun spec.paused")
@@ -133,6 +134,10 @@ async def start_workflow_run(
             patch.status.update({"phase": RunPhase.FAILED.value, "reasonForIncompletion": outcome.message})
             if context.events is not None:
                 context.events.record("WorkflowRun", namespace, name, uid, True, "InvalidSpec", outcome.message)
+            return
+        if isinstance(outcome, executions.InvalidOverrides):
+            patch.status["phase"] = RunPhase.FAILED.value
+            patch.status["reasonForIncompletion"] = f"spec.{outcome.field}: {outcome.message}"
             return
         if isinstance(outcome, executions.Refused):
             patch.status.update(

@@ -175,6 +175,20 @@ class KubeClient:
             raise KubeError(404, "NotFound", f"{plural}/{name} vanished right after it was applied")
         return applied
 
+    async def merge_patch(self, plural: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch of an existing object (404 when there is none)."""
+        patched: dict[str, Any] = await self._call(
+            self._custom().patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            name,
+            patch,
+            _content_type="application/merge-patch+json",
+        )
+        return patched
+
     def close(self) -> None:
         self.api.close()
 

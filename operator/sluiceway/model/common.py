@@ -175,3 +175,18 @@ class Status(Spec):
 
     observed_generation: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
+
+
+# The label a Secret must carry before the operator reads it for a task or a
+# webhook: a Workflow author who may not read Secrets cannot have the
+# operator read one for them.
+SECRET_LABEL = "sluiceway.dev/secret"
+_SECRET_NAME = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+_SECRET_KEY = r"^[-._a-zA-Z0-9]{1,253}$"
+
+
+class SecretKeyRef(Spec):
+    """One key of a Secret in the same namespace, labelled `sluiceway.dev/secret: "true"`."""
+
+    name: str = Field(pattern=_SECRET_NAME, max_length=253, description="The Secret's name.")
+    key: str = Field(pattern=_SECRET_KEY, description="The key in its data.")

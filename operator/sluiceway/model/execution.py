@@ -10,6 +10,8 @@ from pydantic import AfterValidator, Field, SkipValidation, ValidationError
 
 from sluiceway.model.attributes import MAX_PER_RUN, AttributeName
 from sluiceway.model.common import INT32_MAX, EngineName, Epoch, SetOf, Spec, Uuid
+from sluiceway.model.taskdefinition import RetryKind
+from sluiceway.model.workflow import REF_PATTERN
 
 TaskId = Annotated[Uuid, Field(description="A task id, as leased")]
 # What one result or heartbeat may ask: a year, the longest timer the store arms.
@@ -79,6 +81,21 @@ SearchAttributes = Annotated[
 ]
 
 
+class TaskOverride(Spec):
+    """What one start may change about one task of its run: the highest
+    precedence, above the workflow task and the TaskDefinition, within the
+    same bounds."""
+
+    retry_count: int | None = Field(None, ge=0, le=100, description="Attempts after the first, for this run.")
+    start_to_close_timeout: int | None = Field(
+        None, ge=0, le=31_536_000, description="Seconds from lease to result, for this run; 0 arms no timer."
+    )
+
+
+TaskReferenceKey = Annotated[str, Field(pattern=REF_PATTERN)]
+MAX_TASK_OVERRIDES = 100
+
+
 class StartRequest(Spec):
     name: EngineName = Field(description="The workflow to run.")
     version: int | None = Field(None, ge=1, le=INT32_MAX, description="Pinned version; the latest when unset.")
@@ -92,6 +109,13 @@ class StartRequest(Spec):
         le=MAX_SLA_SECONDS,
         description="This run's soft SLA, overriding the workflow's slaSeconds (0: none), clamped down to its "
         "timeoutSeconds.",
+    )
+    task_overrides: dict[TaskReferenceKey, TaskOverride] = Field(
+        default_factory=dict,
+        max_length=MAX_TASK_OVERRIDES,
+        description="Per task reference: retryCount and startToCloseTimeout for this run only (a DO_WHILE's inner "
+        "reference covers every iteration; a FORK_JOIN_DYNAMIC's covers its branches). Unknown references are "
+        "refused.",
     )
 
 
@@ -171,6 +195,16 @@ class ResultStatus(StrEnum):
     FAILED = "FAILED"
     FAILED_WITH_TERMINAL_ERROR = "FAILED_WITH_TERMINAL_ERROR"
     IN_PROGRESS = "IN_PROGRESS"
+    # A graceful shutdown hands the task back: the attempt is spent (the next
+    # lease is a new attempt number) and the task's interruptCount goes up.
+    INTERRUPTED = "INTERRUPTED"
+
+
+class DelaySource(StrEnum):
+    """Where a FAILED result's `retryAfterSeconds` came from."""
+
+    HINT = "hint"  # a classifier read it (a server's Retry-After): clamped by maxRetryBackoff
+    SIGNAL = "signal"  # the handler asked for exactly this delay: only scheduleToCloseTimeout gates it
 
 
 MAX_LOG_LINE = 8192  # characters of one log line; longer ones are cut, and say so
@@ -215,8 +249,18 @@ class TaskResult(Spec):
         None,
         ge=0,
         le=MAX_DELAY_SECONDS,
-        description="FAILED only: retry after exactly this delay (a server's Retry-After), "
-        "still spending an attempt; clamped by the operator's maxRetryBackoff.",
+        description="FAILED only: retry after exactly this delay (never jittered), still spending an attempt, "
+        "and at least 1 s. As a `hint` (default: a server's Retry-After) it is clamped by the operator's "
+        "maxRetryBackoff; as a `signal` only scheduleToCloseTimeout gates it.",
+    )
+    retry_after_source: DelaySource = Field(
+        DelaySource.HINT, description="What `retryAfterSeconds` is: a classifier's `hint` or the handler's `signal`."
+    )
+    retry_kind: RetryKind | None = Field(
+        None,
+        description="FAILED only: this failure's verdict, overriding the TaskDefinition's retryKind: `indefinite` "
+        "retries with no attempt ceiling until the task's deadline; `nonRetryable` is final; `transient` "
+        "spends retryCount.",
     )
     callback_after_seconds: float | None = Field(
         None,
@@ -354,6 +398,11 @@ class TaskView(Spec):
     output: dict[str, Any] = Field(default_factory=dict)
     sub_workflow_id: str | None = None
     superseded: bool = Field(False, description="A retry or rerun started this task afresh after this attempt.")
+    loop: str | None = Field(None, description="The DO_WHILE this task belongs to, if any.")
+    iteration: int | None = Field(None, description="Its iteration of that DO_WHILE, 1-based.")
+    snooze_count: int = Field(0, description="Snoozes of this attempt: each handed the task back, attempt refunded.")
+    interrupt_count: int = Field(0, description="Graceful worker shutdowns that handed this task back.")
+    completed_by: str | None = Field(None, description="HUMAN: who completed or rejected it.")
 
 
 class RunSummary(Spec):
@@ -394,6 +443,11 @@ class TaskSummary(Spec):
     started_at: str | None = None
     ended_at: str | None = None
     reason: str = ""
+    workflow_name: str | None = Field(None, description="The workflow of the task's run.")
+    input: dict[str, Any] = Field(
+        default_factory=dict, description="The task's input: for a HUMAN task, what the person decides on."
+    )
+    completed_by: str | None = Field(None, description="HUMAN: who completed or rejected it.")
 
 
 class TaskPage(Spec):
@@ -440,7 +494,6 @@ class ExecutionView(Spec):
     pause_reason: str | None = None
     paused_seconds: float = Field(0, description="Time spent paused, in seconds, over the run's life.")
     deadline: str | None = Field(None, description="When timeoutSeconds ends the run (moved by pauses).")
-    chain_deadline: str | None = Field(None, description="The chain's deadline: never moved by pauses.")
     sla_seconds: int = 0
     sla_deadline: str | None = None
     sla_breached_at: str | None = None
@@ -452,4 +505,41 @@ class ExecutionView(Spec):
         "terminated or released by forcing an evaluation (POST .../decide).",
     )
     quarantine_reason: str | None = None
+    schedule: str | None = Field(None, description="The Schedule that started it, if any.")
+    chain_id: str | None = Field(None, description="Its continue-as-new chain: the id of the chain's first run.")
+    previous_run_id: str | None = Field(None, description="The run it continues as new, if any.")
+    next_run_id: str | None = Field(None, description="The run that continues it, once it continued as new.")
+    chain_deadline: str | None = Field(None, description="The chain's deadline: set at its first run, never moved.")
     tasks: list[TaskView] = Field(default_factory=list)
+
+
+# --- Waiting tasks: people and messages ------------------------------------------
+
+MAX_MESSAGE_BYTES = 64 * 1024
+MAX_QUEUED_MESSAGES = 1000
+
+
+class HumanCompletion(Spec):
+    output: dict[str, Any] = Field(default_factory=dict, description="The task's output: the person's answer.")
+
+
+class HumanRejection(Spec):
+    reason: str = Field(min_length=1, max_length=MAX_REASON, description="Why; becomes the task's reason.")
+    output: dict[str, Any] = Field(default_factory=dict)
+
+
+class WaitingTaskView(Spec):
+    task_id: str
+    execution_id: str
+    workflow_name: str
+    reference_name: str
+    type: str
+    task_type: str
+    status: str
+    attempt: int
+    input: dict[str, Any] = Field(default_factory=dict)
+    output: dict[str, Any] = Field(default_factory=dict)
+    reason: str = ""
+    scheduled_at: str
+    ended_at: str | None = None
+    completed_by: str | None = None

@@ -1,4 +1,4 @@
-"""The five custom resources: their names and the models of spec and status."""
+"""The six custom resources: their names and the models of spec and status."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ from dataclasses import dataclass
 
 from sluiceway.model.common import Spec, Status
 from sluiceway.model.quota import QuotaSpec, QuotaStatus
+from sluiceway.model.schedule import ScheduleSpec, ScheduleStatus
 from sluiceway.model.semaphore import SemaphoreSpec, SemaphoreStatus
 from sluiceway.model.taskdefinition import TaskDefinitionSpec, TaskDefinitionStatus
+from sluiceway.model.webhook import WebhookSpec, WebhookStatus
 from sluiceway.model.workflow import WorkflowSpec, WorkflowStatus
 from sluiceway.model.workflowrun import WorkflowRunSpec, WorkflowRunStatus
 
@@ -43,5 +45,8 @@ WORKFLOW_RUN = ResourceKind(
 )
 SEMAPHORE = ResourceKind("Semaphore", "semaphores", "semaphore", ("sem",), SemaphoreSpec, SemaphoreStatus)
 QUOTA = ResourceKind("Quota", "quotas", "quota", ("swquota",), QuotaSpec, QuotaStatus)
+WEBHOOK = ResourceKind("Webhook", "webhooks", "webhook", ("wh",), WebhookSpec, WebhookStatus)
 
-ALL_KINDS: tuple[ResourceKind, ...] = (TASK_DEFINITION, WORKFLOW, WORKFLOW_RUN, SEMAPHORE, QUOTA)
+SCHEDULE = ResourceKind("Schedule", "schedules", "schedule", ("sched", "swsched"), ScheduleSpec, ScheduleStatus)
+
+ALL_KINDS: tuple[ResourceKind, ...] = (TASK_DEFINITION, WORKFLOW, WORKFLOW_RUN, SEMAPHORE, QUOTA, SCHEDULE, WEBHOOK)

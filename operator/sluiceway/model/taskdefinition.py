@@ -24,6 +24,17 @@ class RetryLogic(StrEnum):
     EXPONENTIAL_BACKOFF = "EXPONENTIAL_BACKOFF"
 
 
+class RetryKind(StrEnum):
+    """How failures are retried (the TaskQ reference's retry kinds)."""
+
+    TRANSIENT = "transient"  # up to retryCount retries
+    INDEFINITE = "indefinite"  # no attempt ceiling: only the deadline ends it
+    NON_RETRYABLE = "nonRetryable"  # the first failure is final
+
+    def has_ceiling(self) -> bool:
+        return self is not RetryKind.INDEFINITE
+
+
 class TimeoutPolicy(StrEnum):
     TIME_OUT_WF = "TIME_OUT_WF"
     RETRY = "RETRY"
@@ -244,6 +255,19 @@ class TaskDefinitionSpec(Spec):
         None,
         max_length=100,
         description="Substrings of a failure reason that must never be retried, each listed once.",
+    )
+    retry_kind: RetryKind | None = Field(
+        None,
+        description="transient (default): at most retryCount retries. indefinite: retry on the backoff curve with "
+        "no attempt ceiling (and outside the retry budget) until scheduleToCloseTimeout or timeBudgetSeconds. "
+        "nonRetryable: the first failure is final.",
+    )
+    time_budget_seconds: int | None = Field(
+        None,
+        ge=1,
+        le=31_536_000,
+        description="indefinite only: the task's deadline is its first scheduling plus this budget, computed by "
+        "the database when the task is inserted (the earlier of it and scheduleToCloseTimeout wins).",
     )
 
     # Timeouts --------------------------------------------------------------

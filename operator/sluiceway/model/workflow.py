@@ -14,11 +14,18 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, model_validator
 
 from sluiceway.model.attributes import MAX_DECLARED, SearchAttribute
-from sluiceway.model.common import EngineName, SetOf, Spec, Status
+from sluiceway.model.common import EngineName, SecretKeyRef, SetOf, Spec, Status
 
 REF_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,127}$"
 TaskReference = Annotated[str, Field(pattern=REF_PATTERN)]
 ParameterName = Annotated[str, Field(min_length=1, max_length=256)]
+
+# A DO_WHILE runs at most this many iterations, whatever it asks: every pass of
+# the decider reads the rows a run keeps, and a loop that keeps all of 10,000
+# iterations already makes each pass read tens of thousands (keepLastN bounds it).
+MAX_ITERATIONS = 10_000
+# PULL_WORKFLOW_MESSAGES hands over at most this many messages at once.
+MAX_BATCH_SIZE = 1000
 
 
 class Executor(StrEnum):
@@ -47,14 +54,30 @@ class TaskType(StrEnum):
     SUB_WORKFLOW = "SUB_WORKFLOW"
     HTTP = "HTTP"
     HTTP_POLL = "HTTP_POLL"
+    DO_WHILE = "DO_WHILE"
+    WAIT_FOR_WEBHOOK = "WAIT_FOR_WEBHOOK"
+    HUMAN = "HUMAN"
+    PULL_WORKFLOW_MESSAGES = "PULL_WORKFLOW_MESSAGES"
+    GRPC = "GRPC"
+    WEBHOOK = "WEBHOOK"
+    CONTINUE_AS_NEW = "CONTINUE_AS_NEW"
 
     def executor(self) -> Executor:
         return _EXECUTORS.get(self, Executor.ENGINE)
 
     def waits_for_signal(self) -> bool:
         """An engine task that a reported result may end (as a leased task's
-        result ends its attempt): a WAIT, which its timer or a signal ends."""
+        result ends its attempt): a WAIT, which its timer or a signal ends.
+        The other waiting types are ended only by their own intake (a
+        verified webhook, a person's decision, a run's messages)."""
         return self is TaskType.WAIT
+
+    def waits(self) -> bool:
+        """Never dispatched: it waits for a timer, a webhook, a person or a
+        message. Only `timeoutSeconds` applies to it, as the reference says:
+        the deadlines of dispatch and execution would fire while it
+        legitimately waits."""
+        return self in _WAITING
 
     def polls(self) -> bool:
         """A system task that goes back to its queue between polls (a snooze,
@@ -72,7 +95,10 @@ _EXECUTORS = {
     TaskType.SIMPLE: Executor.WORKER,
     TaskType.HTTP: Executor.SYSTEM,
     TaskType.HTTP_POLL: Executor.SYSTEM,
+    TaskType.GRPC: Executor.SYSTEM,
+    TaskType.WEBHOOK: Executor.SYSTEM,
 }
+_WAITING = frozenset({TaskType.WAIT, TaskType.WAIT_FOR_WEBHOOK, TaskType.HUMAN, TaskType.PULL_WORKFLOW_MESSAGES})
 
 
 class EvaluatorType(StrEnum):
@@ -83,6 +109,77 @@ class EvaluatorType(StrEnum):
 class SubWorkflowParam(Spec):
     name: EngineName
     version: int | None = Field(None, ge=1, description="Pinned version; the latest when unset.")
+
+
+_METADATA_KEY = r"^[a-z0-9][a-z0-9_.-]{0,127}$"
+_TARGET = r"^[A-Za-z0-9_.:\[\]-]{1,253}:[0-9]{1,5}$"
+
+
+class GrpcTls(Spec):
+    """TLS toward the gRPC server. Without `caSecretRef` the system's trusted roots apply."""
+
+    ca_secret_ref: SecretKeyRef | None = Field(None, description="PEM CA bundle that signs the server's certificate.")
+    cert_secret_ref: SecretKeyRef | None = Field(None, description="PEM client certificate, for mutual TLS.")
+    key_secret_ref: SecretKeyRef | None = Field(None, description="PEM client key, with certSecretRef.")
+    server_name: str | None = Field(
+        None, min_length=1, max_length=253, description="The name to verify the server's certificate against."
+    )
+
+    model_config = ConfigDict(
+        **Spec.model_config,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.certSecretRef) == has(self.keySecretRef)",
+                    "message": "certSecretRef and keySecretRef go together",
+                }
+            ]
+        },
+    )
+
+    @model_validator(mode="after")
+    def _pair(self) -> GrpcTls:
+        if (self.cert_secret_ref is None) != (self.key_secret_ref is None):
+            raise ValueError("certSecretRef and keySecretRef go together")
+        return self
+
+
+class GrpcMetadataFromSecret(Spec):
+    name: str = Field(pattern=_METADATA_KEY, description="The metadata key (lower case), e.g. `authorization`.")
+    secret_ref: SecretKeyRef
+
+
+class GrpcCall(Spec):
+    """A unary gRPC call made by the operator (type GRPC). The request is
+    `inputParameters.request` (JSON, mapped onto the method's input message);
+    literal metadata is `inputParameters.metadata`."""
+
+    target: str = Field(pattern=_TARGET, description="host:port of the server.")
+    service: str = Field(
+        pattern=r"^[A-Za-z_][A-Za-z0-9_.]{0,252}$",
+        description="Fully qualified service name, e.g. `shop.Inventory`; the circuit breaker is keyed by it.",
+    )
+    method: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", description="Method name, e.g. `Reserve`.")
+    deadline_seconds: float = Field(30.0, gt=0, le=3600, description="Deadline of the call. Default 30.")
+    tls: GrpcTls | None = Field(None, description="Use TLS; plaintext when unset.")
+    metadata_from: list[GrpcMetadataFromSecret] | None = Field(
+        None,
+        max_length=16,
+        description="Metadata read from Secrets labelled sluiceway.dev/secret=true, e.g. a bearer token.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    descriptor_set: str | None = Field(
+        None,
+        max_length=1_048_576,
+        description="A base64 FileDescriptorSet (protoc --descriptor_set_out --include_imports) describing "
+        "the service; without it the server's reflection service is asked.",
+    )
+
+
+class WebhookSigning(Spec):
+    """How an outgoing WEBHOOK call is signed: HMAC-SHA256 over `timestamp.body`."""
+
+    secret_ref: SecretKeyRef = Field(description="The shared secret, in a Secret labelled sluiceway.dev/secret=true.")
 
 
 class WorkflowTask(Spec):
@@ -112,10 +209,79 @@ class WorkflowTask(Spec):
     default_case: list[WorkflowTask] | None = None
     # SUB_WORKFLOW
     sub_workflow_param: SubWorkflowParam | None = None
+    # DO_WHILE
+    loop_condition: str | None = Field(
+        None,
+        max_length=4096,
+        description="DO_WHILE: CEL checked after each iteration; the loop goes on while it is true. In scope: "
+        "`iteration` (1-based), `tasks` (this iteration's tasks by reference), `items`, `item`, `input`, `workflow`.",
+    )
+    loop_over: list[WorkflowTask] | None = Field(
+        None, max_length=100, description="DO_WHILE: the tasks of one iteration, addressed as `ref__N`."
+    )
+    max_iterations: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_ITERATIONS,
+        description=f"DO_WHILE (required): most iterations; reaching it with the condition still true fails the "
+        f"task. At most {MAX_ITERATIONS}.",
+    )
+    keep_last_n: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_ITERATIONS,
+        description="DO_WHILE: keep the task rows of the last N iterations only; older ones are summarized in "
+        "the loop's output. Default: keep all.",
+    )
+    # WAIT_FOR_WEBHOOK
+    webhook: EngineName | None = Field(
+        None,
+        description="WAIT_FOR_WEBHOOK (required): the Webhook whose calls may complete it; "
+        "`inputParameters.matches` says which calls.",
+    )
+    # PULL_WORKFLOW_MESSAGES
+    batch_size: int | None = Field(
+        None, ge=1, le=MAX_BATCH_SIZE, description="PULL_WORKFLOW_MESSAGES: most messages handed over. Default 1."
+    )
+    # GRPC
+    grpc: GrpcCall | None = Field(None, description="GRPC (required): the call to make.")
+    # WEBHOOK
+    signing: WebhookSigning | None = Field(None, description="WEBHOOK (required): how the callback is signed.")
+
+    model_config = ConfigDict(
+        **Spec.model_config,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.type) || self.type != 'DO_WHILE'"
+                    " || (has(self.loopOver) && size(self.loopOver) > 0 && has(self.maxIterations))",
+                    "message": "a DO_WHILE needs loopOver and maxIterations",
+                },
+                {
+                    "rule": "!has(self.keepLastN) || !has(self.maxIterations) || self.keepLastN <= self.maxIterations",
+                    "message": "keepLastN cannot exceed maxIterations",
+                    "fieldPath": ".keepLastN",
+                },
+                {
+                    "rule": "!has(self.type) || self.type != 'WAIT_FOR_WEBHOOK' || has(self.webhook)",
+                    "message": "a WAIT_FOR_WEBHOOK names its webhook",
+                },
+                {
+                    "rule": "!has(self.type) || self.type != 'GRPC' || has(self.grpc)",
+                    "message": "a GRPC task needs grpc",
+                },
+                {
+                    "rule": "!has(self.type) || self.type != 'WEBHOOK' || has(self.signing)",
+                    "message": "a WEBHOOK task needs signing",
+                },
+            ]
+        },
+    )
 
     @model_validator(mode="after")
     def _shape_matches_type(self) -> WorkflowTask:
         t = self.type
+        self._new_shapes()
         if t is TaskType.FORK_JOIN and not self.fork_tasks:
             raise ValueError(f"{self.task_reference_name}: FORK_JOIN needs forkTasks")
         if t is TaskType.SWITCH:
@@ -135,12 +301,28 @@ class WorkflowTask(Spec):
                 raise ValueError(f"{self.task_reference_name}: INLINE needs inputParameters.expression")
         return self
 
+    def _new_shapes(self) -> None:
+        ref, t = self.task_reference_name, self.type
+        if t is TaskType.DO_WHILE:
+            if not self.loop_over or self.max_iterations is None:
+                raise ValueError(f"{ref}: a DO_WHILE needs loopOver and maxIterations")
+            if self.keep_last_n is not None and self.keep_last_n > self.max_iterations:
+                raise ValueError(f"{ref}: keepLastN cannot exceed maxIterations")
+        if t is TaskType.WAIT_FOR_WEBHOOK and self.webhook is None:
+            raise ValueError(f"{ref}: a WAIT_FOR_WEBHOOK names its webhook")
+        if t is TaskType.GRPC and self.grpc is None:
+            raise ValueError(f"{ref}: a GRPC task needs grpc")
+        if t is TaskType.WEBHOOK and self.signing is None:
+            raise ValueError(f"{ref}: a WEBHOOK task needs signing")
+
     def children(self) -> list[list[WorkflowTask]]:
         """Every nested task list, in declaration order."""
         lists: list[list[WorkflowTask]] = list(self.fork_tasks or [])
         lists.extend((self.decision_cases or {}).values())
         if self.default_case:
             lists.append(self.default_case)
+        if self.loop_over:
+            lists.append(self.loop_over)
         return lists
 
 
@@ -151,6 +333,9 @@ class RateLimitConfig(Spec):
         description="An expression such as ${workflow.input.tenantId}; runs sharing the resolved key are limited.",
     )
     concurrent_exec_limit: int = Field(ge=1, le=1_000_000, description="Runs per key at once.")
+
+
+MAX_CHAIN_TIMEOUT_SECONDS = 10 * 31_536_000
 
 
 class WorkflowTimeoutPolicy(StrEnum):
@@ -237,6 +422,14 @@ class WorkflowSpec(Spec):
         description="Typed attributes runs are found by (`sluiceway runs list --search-attr tenant=acme`).",
     )
     retention: Retention | None = Field(None, description="How long finished runs are kept.")
+    chain_timeout_seconds: int = Field(
+        0,
+        ge=0,
+        le=MAX_CHAIN_TIMEOUT_SECONDS,
+        description="Whole-chain deadline across CONTINUE_AS_NEW links, from the chain's first run, never moved by "
+        "a pause: past it the running link ends TIMED_OUT. 0 is none (SLUICEWAY_MAX_CHAIN_TIMEOUT caps it, and "
+        "applies when it is 0).",
+    )
     active_runs_policy: ActiveRunsPolicy = Field(
         ActiveRunsPolicy.FINISH,
         description="On deletion of the Workflow: let active runs Finish (default) or Terminate them.",

@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Field
 
 from sluiceway.model.attributes import MAX_PER_RUN, AttributeName
 from sluiceway.model.common import EngineName, Spec, Status
+from sluiceway.model.execution import MAX_TASK_OVERRIDES, TaskOverride, TaskReferenceKey
 from sluiceway.model.workflow import MAX_RETENTION_SECONDS
 
 
@@ -73,6 +74,12 @@ class WorkflowRunSpec(Spec):
         le=MAX_RETENTION_SECONDS,
         description="Delete this object, and the run's history, this long after the run ends.",
     )
+    task_overrides: dict[TaskReferenceKey, TaskOverride] | None = Field(
+        None,
+        max_length=MAX_TASK_OVERRIDES,
+        description="Per task reference: retryCount and startToCloseTimeout for this run only, the highest "
+        "precedence. A reference the workflow does not have refuses the run (phase Failed).",
+    )
 
     model_config = ConfigDict(
         **Spec.model_config,
@@ -121,6 +128,9 @@ class WorkflowRunStatus(Status):
     tasks: TaskCounts | None = None
     start_time: str | None = None
     end_time: str | None = None
+    iterations: dict[str, int] | None = Field(
+        None, description="Each running or finished DO_WHILE by reference: the iteration it is on (or ended at)."
+    )
     quarantined_at: str | None = Field(
         None,
         description="Set while the decider cannot evaluate the run: it is set aside (control quarantine, the "

@@ -55,3 +55,38 @@ BREAKER_REJECTIONS = Counter(
 HTTP_TASK_CALLS = Counter("sluiceway_http_task_calls_total", "HTTP system-task calls, by outcome class.", ["outcome"])
 RUNS_PURGED = Counter("sluiceway_runs_purged_total", "Finished runs deleted by retention, with their tasks and logs.")
 TASKS_PURGED = Counter("sluiceway_tasks_purged_total", "Task attempts deleted with their runs by retention.")
+GRPC_TASK_CALLS = Counter(
+    "sluiceway_grpc_task_calls_total", "GRPC system-task calls, by service and status code.", ["service", "code"]
+)
+WEBHOOK_CALLS = Counter(
+    "sluiceway_webhook_calls_total",
+    "Webhook intake calls: refused, matched (completed tasks) or unmatched.",
+    ["outcome"],
+)
+HUMAN_DECISIONS = Counter("sluiceway_human_decisions_total", "HUMAN tasks completed or rejected.", ["decision"])
+RUN_MESSAGES = Counter("sluiceway_run_messages_total", "Messages sent to runs, by outcome.", ["outcome"])
+
+SCHEDULE_FIRES = Counter(
+    "sluiceway_schedule_fires_total",
+    "Schedule fires handled, by result: started, buffered (waits for a running run), skipped (by the overlap "
+    "policy) or refused (a quota, a limit or a missing workflow refused the run).",
+    ["result"],
+)
+SCHEDULE_MISSED = Counter(
+    "sluiceway_schedule_missed_total",
+    "Fires found older than their schedule's catch-up window (after an outage): skipped, never started.",
+    ["namespace"],
+)
+SCHEDULE_SKIPPED = Counter(
+    "sluiceway_schedule_skipped_total", "Fires an overlap policy skipped because a run still ran.", ["namespace"]
+)
+SCHEDULE_LAG = Histogram(
+    "sluiceway_schedule_lag_seconds",
+    "From a fire's due time (its time plus jitter) to the start of its run.",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0),
+)
+CHAIN_TIMEOUTS = Counter(
+    "sluiceway_chain_timeouts_total",
+    "Runs ended TIMED_OUT because their continue-as-new chain passed its chainTimeoutSeconds "
+    "(a run's own timeoutSeconds counts in sluiceway_runs_finished_total only).",
+)

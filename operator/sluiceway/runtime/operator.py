@@ -1,7 +1,7 @@
 """`sluiceway operator`: one process with every part of the operator.
 
 - the reconcilers (kopf) and the WorkflowRun status mirror,
-- the decider and the sweeper,
+- the decider, the sweeper and the scheduler (schedule fires),
 - the HTTP API (worker protocol, runs, metrics).
 
 Every part runs on every replica against the same PostgreSQL; transactions
@@ -35,8 +35,10 @@ from sluiceway.k8s.handlers import register
 from sluiceway.k8s.leadership import LeaderElector
 from sluiceway.k8s.mirror import run_mirror
 from sluiceway.k8s.reconciling import Context
+from sluiceway.k8s.schedules import post_events
 from sluiceway.k8s.worker_pods import DEFAULT_API_URL, WorkerPods
 from sluiceway.kubeapi.client import Events, KubeClient, Leases
+from sluiceway.kubeapi.secrets import KubeSecrets
 from sluiceway.runtime import loops
 from sluiceway.runtime.settings import Settings
 from sluiceway.store.database import Pool, open_pool
@@ -44,8 +46,11 @@ from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.errors import StoreUnavailable
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.policies import Policies
+from sluiceway.store.schedules import PassReport
+from sluiceway.systemtasks.grpc import GrpcTasks
 from sluiceway.systemtasks.http import HttpTasks
 from sluiceway.systemtasks.runner import SystemTaskRunner
+from sluiceway.systemtasks.webhook import WebhookTasks
 from sluiceway.ui.web import install as install_ui
 
 log = logging.getLogger(__name__)
@@ -160,6 +165,14 @@ async def _own_signals_when(ready: asyncio.Event, stop: asyncio.Event) -> None:
     _own_signals(stop)
 
 
+def _schedule_events(kube: KubeClient | None) -> Callable[[PassReport], None] | None:
+    """Every replica fires schedules, so every replica posts their Events."""
+    if kube is None:
+        return None
+    recorder = EventRecorder(Events(kube))
+    return lambda report: post_events(recorder, report)
+
+
 class _Memo(kopf.Memo):
     context: Context
     worker_pods: WorkerPods
@@ -205,6 +218,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     # One policy object for the process: every part reads task types' policies through it.
     policies = Policies(settings.operator_defaults())
     notifications.caches.append(policies)
+    secrets = KubeSecrets(kube) if kube is not None else None  # webhook, GRPC and WEBHOOK secrets
     services = Services(
         pool,
         notifications,
@@ -214,6 +228,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         authenticator=authenticator,
         idempotency_window=settings.idempotency_window,
         log_cap_bytes=settings.task_log_bytes,
+        secrets=secrets,
     )
     app = create_app(services)
     install_ui(app)  # the web UI at /ui: the same process, authentication and rules
@@ -229,10 +244,16 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         )
     )
     config = DeciderConfig(policies=policies, retention_seconds=settings.retention)
+    # HTTP, HTTP_POLL and WEBHOOK share the breakers by host; gRPC's are by service name.
+    by_host = Breakers(settings.circuit_breaker)
     system_tasks = SystemTaskRunner(
         pool,
         # Every kind of system task this operator runs: a new system task type adds its own.
-        [HttpTasks(Breakers(settings.circuit_breaker), settings.http_allowed_hosts)],
+        [
+            HttpTasks(by_host, settings.http_allowed_hosts),
+            WebhookTasks(by_host, secrets, settings.http_allowed_hosts),
+            GrpcTasks(Breakers(settings.circuit_breaker), secrets, settings.http_allowed_hosts),
+        ],
         notifications=notifications,
         policies=policies,
         concurrency=settings.http_concurrency,
@@ -242,6 +263,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         ("system task", system_tasks.run(stop)),
         *((f"decider {i + 1}", loops.run_decider(pool, notifications, config, stop)) for i in range(settings.deciders)),
         ("sweeper", loops.run_sweeper(pool, stop)),
+        ("scheduler", loops.run_scheduler(pool, stop, on_report=_schedule_events(kube))),
         ("gauges", loops.run_gauges(pool, stop)),
         (
             "purger",

@@ -16,6 +16,7 @@ from sluiceway.controls.durations import parse_duration
 from sluiceway.controls.policy import DEFAULT_MAX_RETRY_BACKOFF_SECONDS, OperatorDefaults
 from sluiceway.model.common import Spec
 from sluiceway.model.taskdefinition import RetryLogic
+from sluiceway.model.workflow import MAX_CHAIN_TIMEOUT_SECONDS
 
 
 class SettingsError(ValueError):
@@ -56,6 +57,8 @@ class Settings(BaseModel):
     default_retry_policy: DefaultRetryPolicy = Field(default_factory=DefaultRetryPolicy)
     default_start_to_close_timeout: int | None = Field(None, ge=0)
     max_retry_backoff: float = Field(DEFAULT_MAX_RETRY_BACKOFF_SECONDS, gt=0)
+    # Caps every Workflow's chainTimeoutSeconds and is the chain deadline of those that set none.
+    max_chain_timeout: int | None = Field(None, ge=1, le=MAX_CHAIN_TIMEOUT_SECONDS)
     circuit_breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     http_allowed_hosts: tuple[str, ...] = ()
     http_concurrency: int = Field(32, ge=1, le=1024)
@@ -98,6 +101,7 @@ class Settings(BaseModel):
             retry_budget=policy.retry_budget,
             start_to_close_timeout=self.default_start_to_close_timeout,
             max_retry_backoff_seconds=self.max_retry_backoff,
+            max_chain_timeout_seconds=self.max_chain_timeout,
         )
 
     @classmethod
@@ -151,6 +155,13 @@ class Settings(BaseModel):
         ):
             if env.get(variable):
                 raw[key] = env[variable]
+        if env.get("SLUICEWAY_MAX_CHAIN_TIMEOUT"):
+            try:
+                raw["max_chain_timeout"] = int(parse_duration(env["SLUICEWAY_MAX_CHAIN_TIMEOUT"]))
+            except ValueError as error:
+                raise SettingsError(
+                    f"SLUICEWAY_MAX_CHAIN_TIMEOUT: {error} (seconds, or a duration such as 30d)"
+                ) from error
         if env.get("SLUICEWAY_CIRCUIT_BREAKER"):
             try:
                 raw["circuit_breaker"] = BreakerConfig.parse(env["SLUICEWAY_CIRCUIT_BREAKER"])

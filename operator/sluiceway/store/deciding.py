@@ -24,7 +24,7 @@ import random
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import asyncpg
@@ -34,11 +34,15 @@ from sluiceway.controls.budget import WINDOW_SECONDS, BudgetWindow
 from sluiceway.controls.policy import TaskPolicy
 from sluiceway.engine.commands import (
     AdmitNext,
+    ArmChainDeadline,
     ArmRunTimeout,
     Consequence,
+    ContinueAsNew,
+    DecideAgain,
     Decision,
     FinishRun,
     NotifyParent,
+    PruneIterations,
     Quarantine,
     RecordTask,
     ScheduleTask,
@@ -48,9 +52,10 @@ from sluiceway.engine.commands import (
 )
 from sluiceway.engine.decider import Event, consequences, decide
 from sluiceway.engine.snapshot import RunLinks, RunSnapshot, TaskRow
-from sluiceway.model.execution import RunStatus, TaskStatus
+from sluiceway.model.execution import DelaySource, RunStatus, TaskOverride, TaskStatus
+from sluiceway.model.taskdefinition import RetryKind
 from sluiceway.model.workflow import Executor, TaskType, WorkflowSpec, iter_tasks
-from sluiceway.store import admission, executions, workflows
+from sluiceway.store import admission, executions, messages, workflows
 from sluiceway.store.database import Pool
 from sluiceway.store.policies import Policies
 from sluiceway.store.sql import types_where
@@ -94,9 +99,10 @@ class DeciderConfig:
 _LOCK_DUE = """
 SELECT now() AS now, e.id, e.namespace, e.workflow_name, e.workflow_version, e.status, e.input,
        e.correlation_id, e.evaluated, e.timeout_at, e.terminate_requested, e.awaiting_admission,
-       e.admission_key, e.parent_execution_id, e.parent_task_id,
+       e.admission_key, e.parent_execution_id, e.parent_task_id, e.task_overrides,
        e.resource_name IS NOT NULL AS mirrored, e.quarantined_at IS NOT NULL AS quarantined, v.spec::text AS spec,
-       e.paused_at IS NOT NULL AS paused, e.chain_deadline_at, e.superseded, e.input_overrides,
+       e.paused_at IS NOT NULL AS paused, e.superseded, e.input_overrides,
+       e.chain_id, e.previous_run_id, e.chain_deadline_at,
        ARRAY(SELECT q.id FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now()) AS event_ids,
        ARRAY(SELECT DISTINCT q.event FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now())
            AS events
@@ -118,7 +124,7 @@ _LOCK_ONE = _LOCK_DUE.replace(
 _LATEST_TASKS = """
 SELECT DISTINCT ON (execution_id, ref)
        id, execution_id, ref, type, name, status, attempt, input, output, reason, retry_after_seconds,
-       close_deadline, first_scheduled_at
+       close_deadline, first_scheduled_at, retry_kind, retry_after_source, loop_ref, iteration
   FROM tasks WHERE execution_id = ANY($1)
  ORDER BY execution_id, ref, attempt DESC
 """
@@ -297,10 +303,7 @@ async def _decide(conn: asyncpg.Connection, runs: list[asyncpg.Record], config: 
                     f"{run['workflow_version']} cannot be read: {_describe(error)}",
                 )
     for run, snapshot in await _snapshots(conn, live, rows_by_run, config, applier):
-        try:
-            decision = decide(snapshot, _event_of(set(run["events"])), now, config.rng)
-        except Exception as error:  # noqa: BLE001 - decide() is total; this guards that promise
-            decision = Decision([Quarantine(f"the decider failed: {_describe(error)}")])
+        decision = await _decision(conn, config, snapshot, _event_of(set(run["events"])), now)
         quarantine = decision.quarantine()
         if quarantine is not None:
             applier.quarantine(run["id"], quarantine.reason)
@@ -311,6 +314,27 @@ async def _decide(conn: asyncpg.Connection, runs: list[asyncpg.Record], config: 
     outcome = await applier.apply(conn, [event for run in runs for event in run["event_ids"]])
     outcome.decided = len(runs) - len(outcome.quarantined)
     return outcome
+
+
+async def _decision(
+    conn: asyncpg.Connection, config: DeciderConfig, snapshot: RunSnapshot, event: Event, now: datetime.datetime
+) -> Decision:
+    """decide(), once more with the policies it found missing (the task types
+    a dynamic fork named in this very pass): its tasks must start on their
+    TaskDefinition's policy, never on the operator's defaults by mistake."""
+    for _ in range(3):
+        try:
+            decision = decide(snapshot, event, now, config.rng)
+        except Exception as error:  # noqa: BLE001 - decide() is total; this guards that promise
+            return Decision([Quarantine(f"the decider failed: {_describe(error)}")])
+        missing = decision.needs - set(snapshot.policies)
+        if not missing:
+            return decision
+        found = await _policies(conn, config, snapshot.namespace, set(missing))
+        if isinstance(found, str):
+            return Decision([Quarantine(found)])
+        snapshot = replace(snapshot, policies={**snapshot.policies, **found})
+    return decision
 
 
 def _event_of(names: set[str]) -> Event:
@@ -338,6 +362,10 @@ def _task_row(row: asyncpg.Record) -> TaskRow:
         retry_after_seconds=row["retry_after_seconds"],
         schedule_to_close_at=row["close_deadline"],
         first_scheduled_at=row["first_scheduled_at"],
+        retry_kind=RetryKind(row["retry_kind"]) if row["retry_kind"] else None,
+        delay_source=DelaySource(row["retry_after_source"] or DelaySource.HINT.value),
+        loop=row["loop_ref"],
+        iteration=row["iteration"],
     )
 
 
@@ -439,13 +467,18 @@ async def _snapshots(
                 admission_key=run["admission_key"],
                 parent_run_id=_str_or_none(run["parent_execution_id"]),
                 parent_task_id=_str_or_none(run["parent_task_id"]),
+                chain_id=_str_or_none(run["chain_id"]),
+                previous_run_id=_str_or_none(run["previous_run_id"]),
+                chain_deadline_at=run["chain_deadline_at"],
                 policies=found,
                 defaults=config.policies.defaults,
                 budgets=budgets[run["namespace"]],
                 paused=run["paused"],
-                chain_deadline_at=run["chain_deadline_at"],
                 superseded=run["superseded"],
                 input_overrides=run["input_overrides"],
+                task_overrides={
+                    ref: TaskOverride.model_validate(value) for ref, value in (run["task_overrides"] or {}).items()
+                },
             )
         except Exception as error:  # noqa: BLE001 - a run row nothing wrote this way: that run alone
             applier.quarantine(run["id"], f"the run cannot be read: {_describe(error)}")
@@ -454,40 +487,61 @@ async def _snapshots(
     return built
 
 
+# An indefinite task's first attempt carries its time budget: its deadline is
+# the insert's now() plus the budget, if earlier than the one it has.
 _INSERT_TASKS = f"""
 WITH inserted AS (
 INSERT INTO tasks (id, execution_id, namespace, ref, type, name, attempt, status, input, output, reason,
                    first_scheduled_at, available_at, ended_at, close_deadline,
                    schedule_to_start_timeout, start_to_close_timeout, timeout_seconds, heartbeat_timeout,
                    response_timeout, timeout_policy,
-                   schedule_to_start_at, total_at, schedule_to_close_at, wait_until, executor)
-SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[],
-                     $8::text[], $9::jsonb[], $10::jsonb[], $11::text[], $12::timestamptz[], $13::timestamptz[],
-                     $14::timestamptz[], $15::timestamptz[], $16::int[], $17::int[], $18::int[], $19::int[],
-                     $20::int[], $21::text[], $22::timestamptz[], $23::timestamptz[], $24::timestamptz[],
-                     $25::timestamptz[], $26::text[])
+                   schedule_to_start_at, total_at, schedule_to_close_at, wait_until, executor, loop_ref, iteration)
+SELECT u.id, u.execution_id, u.namespace, u.ref, u.type, u.name, u.attempt, u.status, u.input, u.output, u.reason,
+       u.first_scheduled_at, u.available_at, u.ended_at,
+       CASE WHEN u.budget > 0 THEN least(u.close_deadline, now() + make_interval(secs => u.budget))
+            ELSE u.close_deadline END,
+       u.schedule_to_start_timeout, u.start_to_close_timeout, u.timeout_seconds, u.heartbeat_timeout,
+       u.response_timeout, u.timeout_policy, u.schedule_to_start_at, u.total_at,
+       CASE WHEN u.budget > 0 THEN least(u.schedule_to_close_at, now() + make_interval(secs => u.budget))
+            ELSE u.schedule_to_close_at END,
+       u.wait_until, u.executor, u.loop_ref, u.iteration
+  FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[],
+              $8::text[], $9::jsonb[], $10::jsonb[], $11::text[], $12::timestamptz[], $13::timestamptz[],
+              $14::timestamptz[], $15::timestamptz[], $16::int[], $17::int[], $18::int[], $19::int[],
+              $20::int[], $21::text[], $22::timestamptz[], $23::timestamptz[], $24::timestamptz[],
+              $25::timestamptz[], $26::text[], $27::text[], $28::int[], $29::int[])
+       AS u(id, execution_id, namespace, ref, type, name, attempt, status, input, output, reason,
+            first_scheduled_at, available_at, ended_at, close_deadline,
+            schedule_to_start_timeout, start_to_close_timeout, timeout_seconds, heartbeat_timeout,
+            response_timeout, timeout_policy, schedule_to_start_at, total_at, schedule_to_close_at, wait_until,
+            executor, loop_ref, iteration, budget)
 ON CONFLICT (execution_id, ref, attempt) DO NOTHING
 RETURNING namespace, name, attempt, type
 )
 -- The retry budget's window counts every attempt of a task type that runs work.
 INSERT INTO execution_counts AS c (namespace, name, bucket, shard, executions, retries)
-SELECT namespace, name, $27, $28, count(*), count(*) FILTER (WHERE attempt > 1)
+SELECT namespace, name, $30, $31, count(*), count(*) FILTER (WHERE attempt > 1)
   FROM inserted WHERE type IN {types_where(TaskType.counts_in_retry_budget)}
  GROUP BY namespace, name
 ON CONFLICT (namespace, name, bucket, shard) DO UPDATE
    SET executions = c.executions + EXCLUDED.executions, retries = c.retries + EXCLUDED.retries
 """
 _UPDATE_TASK = """
-UPDATE tasks SET status = $2, reason = $3, ended_at = coalesce(ended_at, now()) WHERE id = $1
+UPDATE tasks SET status = $2, reason = $3, output = coalesce($4::jsonb, output),
+       ended_at = CASE WHEN $2 IN ('SCHEDULED', 'IN_PROGRESS') THEN NULL ELSE coalesce(ended_at, now()) END
+ WHERE id = $1
 """
+_PRUNE = "DELETE FROM tasks WHERE execution_id = $1 AND loop_ref = $2 AND iteration < $3"
+_DECIDE_AGAIN = "INSERT INTO decide_queue (execution_id, event) SELECT unnest($1::uuid[]), 'continue'"
 # Mark the runs decided, consume their events and wake the pollers of queues
 # that got work, in one round trip. `notified` is read (count) so that it runs.
 _MARK_DECIDED = f"""
 WITH consumed AS (DELETE FROM decide_queue WHERE id = ANY($3)),
      notified AS (SELECT pg_notify('{executions.READY_CHANNEL}', queue) FROM unnest($4::text[]) AS queue)
 UPDATE executions e SET evaluated = true, mirror_seq = e.mirror_seq + 1,
-       timeout_at = coalesce(t.timeout_at, e.timeout_at)
-  FROM unnest($1::uuid[], $2::timestamptz[]) AS t(id, timeout_at)
+       timeout_at = coalesce(t.timeout_at, e.timeout_at),
+       chain_deadline_at = coalesce(e.chain_deadline_at, t.chain_deadline_at)
+  FROM unnest($1::uuid[], $2::timestamptz[], $5::timestamptz[]) AS t(id, timeout_at, chain_deadline_at)
  WHERE e.id = t.id AND (SELECT count(*) FROM notified) >= 0
 """
 
@@ -500,16 +554,20 @@ class _Applier:
         self.retention_seconds = retention_seconds
         self.tasks: list[tuple[Any, ...]] = []
         self.updates: list[tuple[Any, ...]] = []
-        self.decided: list[tuple[uuid.UUID, datetime.datetime | None]] = []
+        self.decided: list[tuple[uuid.UUID, datetime.datetime | None, datetime.datetime | None]] = []
         self.finishes: list[Finishing] = []
         self.quarantines: list[tuple[uuid.UUID, str]] = []
         self.children: list[tuple[RunSnapshot, StartChild, uuid.UUID]] = []
+        self.prunes: list[tuple[uuid.UUID, str, int]] = []
+        self.again: list[uuid.UUID] = []
+        self.waiting_for_messages: list[uuid.UUID] = []
         self.ready: set[tuple[str, str]] = set()
         self.shard = random.randrange(_SHARDS)
 
     def add(self, snapshot: RunSnapshot, decision: Decision, mirrored: bool = False) -> None:
         run_id = uuid.UUID(snapshot.id)
         timeout_at: datetime.datetime | None = None
+        chain_deadline_at: datetime.datetime | None = None
         ids_by_ref: dict[str, uuid.UUID] = {}
         ending: Finishing | None = None
         for command in decision.commands:
@@ -518,19 +576,25 @@ class _Applier:
             elif isinstance(command, RecordTask):
                 ids_by_ref[command.ref] = self._record(snapshot, command)
             elif isinstance(command, UpdateTask):
-                self.updates.append((uuid.UUID(command.task_id), command.status.value, command.reason))
+                self.updates.append((uuid.UUID(command.task_id), command.status.value, command.reason, command.output))
+            elif isinstance(command, PruneIterations):
+                self.prunes.append((run_id, command.loop, command.before))
+            elif isinstance(command, DecideAgain):
+                self.again.append(run_id)
             elif isinstance(command, ArmRunTimeout):
                 timeout_at = command.at
+            elif isinstance(command, ArmChainDeadline):
+                chain_deadline_at = command.at
             elif isinstance(command, StartChild):
                 self.children.append((snapshot, command, ids_by_ref[command.parent_ref]))
             elif isinstance(command, FinishRun):
                 ending = Finishing(snapshot.id, snapshot.namespace, command)
                 self.finishes.append(ending)
-            elif isinstance(command, (NotifyParent, AdmitNext, StartFailureWorkflow)) and ending is not None:
+            elif isinstance(command, (NotifyParent, AdmitNext, StartFailureWorkflow, ContinueAsNew)) and ending:
                 ending.consequences.append(command)  # the decider emits them after its FinishRun
         # Write the run's row only when something about it changed: each write is a new row version.
         if ending is None and (not snapshot.evaluated or timeout_at is not None or (mirrored and decision.commands)):
-            self.decided.append((run_id, timeout_at))
+            self.decided.append((run_id, timeout_at, chain_deadline_at))
 
     def quarantine(self, run_id: uuid.UUID, reason: str) -> None:
         self.quarantines.append((run_id, reason))
@@ -584,8 +648,13 @@ class _Applier:
                 d.schedule_to_close,
                 d.wait_until,
                 executor.value,
+                command.loop,
+                command.iteration,
+                command.time_budget,
             )
         )
+        if command.type is TaskType.PULL_WORKFLOW_MESSAGES:
+            self.waiting_for_messages.append(uuid.UUID(snapshot.id))
         if executor is Executor.WORKER:
             # Delayed tasks too: a waiting poll then knows exactly how long to sleep.
             self.ready.add((snapshot.namespace, command.name))
@@ -610,7 +679,7 @@ class _Applier:
                 command.reason,
                 self.now,
                 self.now,
-                self.now,
+                self.now if command.status.is_terminal() else None,
                 None,
                 0,
                 0,
@@ -623,16 +692,26 @@ class _Applier:
                 None,
                 None,
                 command.type.executor().value,
+                command.loop,
+                command.iteration,
+                0,
             )
         )
         return task_id
 
     async def apply(self, conn: asyncpg.Connection, event_ids: list[int]) -> _Outcome:
+        await messages.lock(conn, self.waiting_for_messages)  # first: see store.messages
         outcome = _Outcome(quarantined=await quarantine_runs(conn, self.quarantines))
         if self.tasks:
             await conn.execute(_INSERT_TASKS, *map(list, zip(*self.tasks, strict=False)), _bucket(self.now), self.shard)
         if self.updates:
             await conn.executemany(_UPDATE_TASK, self.updates)
+        if self.prunes:
+            await conn.executemany(_PRUNE, self.prunes)
+        if self.again:
+            await conn.execute(_DECIDE_AGAIN, self.again)
+        if self.waiting_for_messages:
+            await messages.deliver(conn, self.waiting_for_messages)
         for snapshot, child, parent_task in self.children:
             await _start_child(conn, snapshot, child, parent_task)
         if self.finishes:
@@ -644,6 +723,7 @@ class _Applier:
             [d[1] for d in self.decided],
             event_ids,
             [f"{namespace}/{name}" for namespace, name in sorted(self.ready)],
+            [d[2] for d in self.decided],
         )
         return outcome
 
@@ -718,6 +798,8 @@ WITH cancelled AS (
 )
 SELECT child_execution_id, (SELECT count(*) FROM freed) FROM cancelled
 """
+# A finished run takes no more messages: those nobody took go with it.
+_DROP_MESSAGES = "DELETE FROM run_messages WHERE execution_id = ANY($1)"
 _TERMINATE_CHILDREN = """
 UPDATE executions SET terminate_requested = $2
  WHERE id = ANY($1) AND status = 'RUNNING' AND terminate_requested IS NULL
@@ -756,6 +838,7 @@ async def finish_runs(
     if not ended:
         return []
     cancelled = await conn.fetch(_CANCEL_ACTIVE, [uuid.UUID(run_id) for run_id in ended])
+    await conn.execute(_DROP_MESSAGES, [uuid.UUID(run_id) for run_id in ended])
     children = [r["child_execution_id"] for r in cancelled if r["child_execution_id"] is not None]
     if children:
         stopped = await conn.fetch(_TERMINATE_CHILDREN, children, "the parent run ended")
@@ -779,7 +862,40 @@ async def _follow(conn: asyncpg.Connection, finishing: Finishing, command: Conse
         )
         await executions.enqueue_decide(conn, command.parent_run_id, "child_finished")
         return []
+    if isinstance(command, ContinueAsNew):
+        await _continue_as_new(conn, finishing, command)
+        return []
     started = await executions.start_run(conn, finishing.namespace, command.workflow, None, command.input)
     if not isinstance(started, executions.Started):
         log.warning("run %s: failureWorkflow %s not started: %s", finishing.run_id, command.workflow, started.message)
     return []
+
+
+_CONTINUED = "SELECT correlation_id, schedule_name FROM executions WHERE id = $1"
+
+
+async def _continue_as_new(conn: asyncpg.Connection, finishing: Finishing, command: ContinueAsNew) -> None:
+    """Start the next link of the chain, in the transaction that ended this
+    one: on the latest version, with the chain's id and deadline, and the
+    same correlation id and schedule (whose overlap policy sees the chain as
+    one run). A start the gates refuse leaves the chain ended here, said in
+    the ended run's reason."""
+    previous = await conn.fetchrow(_CONTINUED, uuid.UUID(finishing.run_id))
+    started = await executions.start_run(
+        conn,
+        finishing.namespace,
+        command.workflow,
+        None,
+        command.input,
+        correlation_id=previous["correlation_id"],
+        run_id=command.run_id,
+        schedule=previous["schedule_name"],
+        chain=executions.ChainLink(uuid.UUID(command.chain_id), uuid.UUID(finishing.run_id), command.chain_deadline_at),
+    )
+    if not isinstance(started, executions.Started):
+        log.warning("run %s: could not continue as new: %s", finishing.run_id, started.message)
+        await conn.execute(
+            "UPDATE executions SET reason = $2 WHERE id = $1",
+            uuid.UUID(finishing.run_id),
+            f"could not continue as new: {started.message}",
+        )

@@ -12,7 +12,7 @@ import asyncpg
 from sluiceway.controls.gates import SemaphoreState
 from sluiceway.controls.policy import Gates
 from sluiceway.controls.why import RunFacts, TaskFacts
-from sluiceway.model.workflow import Executor
+from sluiceway.model.workflow import Executor, TaskType, WorkflowTask, iter_tasks
 from sluiceway.store import workflows
 from sluiceway.store.policies import Policies
 
@@ -102,7 +102,8 @@ _USAGE = """
 SELECT (SELECT count(*) FROM executions WHERE namespace = $1 AND status = 'RUNNING')::int AS running,
        (SELECT count(*) FROM executions WHERE namespace = $1
           AND created_at >= date_trunc('minute', now()))::int AS this_minute,
-       (SELECT count(*) FROM workflows WHERE namespace = $1)::int AS definitions
+       (SELECT count(*) FROM workflows WHERE namespace = $1)::int AS definitions,
+       (SELECT count(*) FROM schedules WHERE namespace = $1)::int AS schedules
 """
 _QUOTA_ROWS = """
 SELECT resource_name, max_concurrent_executions, max_executions_per_minute, max_workflow_definitions, max_schedules
@@ -166,7 +167,7 @@ class Usage:
     concurrent_executions: int
     executions_this_minute: int
     workflow_definitions: int
-    schedules: int = 0  # no Schedule resource exists yet
+    schedules: int = 0
 
 
 async def quota_rows(conn: asyncpg.Connection, namespace: str) -> list[QuotaRow]:
@@ -184,7 +185,7 @@ async def quota_rows(conn: asyncpg.Connection, namespace: str) -> list[QuotaRow]
 
 async def usage(conn: asyncpg.Connection, namespace: str) -> Usage:
     row = await conn.fetchrow(_USAGE, namespace)
-    return Usage(row["running"], row["this_minute"], row["definitions"])
+    return Usage(row["running"], row["this_minute"], row["definitions"], row["schedules"])
 
 
 _RUN = """
@@ -198,12 +199,22 @@ SELECT e.id, e.namespace, e.workflow_name, e.workflow_version, e.status, e.reaso
  WHERE e.id = $1 AND e.namespace = $2
 """
 _ACTIVE_TASKS = """
-SELECT id, ref, type, executor, name, status, attempt, worker_id,
-       extract(epoch FROM available_at - now()) AS until_available,
-       extract(epoch FROM now() - leased_at) AS leased_for,
-       extract(epoch FROM now() - last_heartbeat_at) AS since_beat
-  FROM tasks WHERE execution_id = $1 AND status IN ('SCHEDULED', 'IN_PROGRESS')
- ORDER BY created_at
+SELECT t.id, t.ref, t.type, t.executor, t.name, t.status, t.attempt, t.worker_id, t.input, t.output, t.created_at,
+       t.iteration, t.snooze_count, t.interrupt_count,
+       extract(epoch FROM t.available_at - now()) AS until_available,
+       extract(epoch FROM now() - t.leased_at) AS leased_for,
+       extract(epoch FROM now() - t.last_heartbeat_at) AS since_beat,
+       extract(epoch FROM t.total_at - now()) AS until_timeout,
+       (SELECT p.reason FROM tasks p WHERE p.execution_id = t.execution_id AND p.ref = t.ref
+           AND p.attempt < t.attempt ORDER BY p.attempt DESC LIMIT 1) AS previous_reason,
+       CASE WHEN t.type = 'WAIT_FOR_WEBHOOK'
+            THEN EXISTS (SELECT 1 FROM webhooks w WHERE w.namespace = t.namespace AND w.name = t.input ->> 'webhook')
+       END AS webhook_defined,
+       CASE WHEN t.type = 'PULL_WORKFLOW_MESSAGES'
+            THEN (SELECT count(*) FROM run_messages m WHERE m.execution_id = t.execution_id)
+       END AS queued_messages
+  FROM tasks t WHERE t.execution_id = $1 AND t.status IN ('SCHEDULED', 'IN_PROGRESS')
+ ORDER BY t.created_at
 """
 _ADMITTED = """
 SELECT id FROM executions WHERE namespace = $1 AND workflow_name = $2 AND admission_key = $3
@@ -241,7 +252,8 @@ async def run_facts(
         ]
     rows = await conn.fetch(_ACTIVE_TASKS, execution_id)
     found = await policies.of(conn, namespace, {r["name"] for r in rows})
-    tasks = [await _task_facts(conn, namespace, row, found[row["name"]].gates) for row in rows]
+    loops = {t.task_reference_name: t for t in iter_tasks(spec.tasks) if t.type is TaskType.DO_WHILE} if spec else {}
+    tasks = [await _task_facts(conn, namespace, row, found[row["name"]].gates, loops) for row in rows]
     active_workers = sum(1 for r in rows if Executor(r["executor"]).leases())
     return RunFacts(
         execution_id=str(run["id"]),
@@ -267,8 +279,11 @@ async def execution_of_task(conn: asyncpg.Connection, namespace: str, task_id: u
     return value
 
 
-async def _task_facts(conn: asyncpg.Connection, namespace: str, row: asyncpg.Record, gates: Gates) -> TaskFacts:
+async def _task_facts(
+    conn: asyncpg.Connection, namespace: str, row: asyncpg.Record, gates: Gates, loops: dict[str, WorkflowTask]
+) -> TaskFacts:
     name = row["name"]
+    loop = loops.get(row["ref"])
     in_flight = 0
     if gates.concurrent_exec_limit:
         in_flight = int(await conn.fetchval(_IN_FLIGHT, namespace, name, row["executor"]))
@@ -307,6 +322,18 @@ async def _task_facts(conn: asyncpg.Connection, namespace: str, row: asyncpg.Rec
         recent_pollers=queue[0].pollers,
         seconds_since_last_poll=since_poll,
         queue_ready=queue[0].ready,
+        input=row["input"] or {},
+        output=row["output"] or {},
+        scheduled_at=row["created_at"],
+        seconds_until_timeout=_float(row["until_timeout"]),
+        iteration=row["iteration"],
+        max_iterations=loop.max_iterations if loop else None,
+        keep_last_n=loop.keep_last_n if loop else None,
+        webhook_defined=row["webhook_defined"] is not False,
+        queued_messages=int(row["queued_messages"] or 0),
+        snooze_count=row["snooze_count"],
+        interrupt_count=row["interrupt_count"],
+        previous_reason=row["previous_reason"] or "",
     )
 
 

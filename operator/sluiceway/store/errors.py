@@ -27,8 +27,12 @@ _UNAVAILABLE_STATES = ("08", "53", "57")
 def _unavailable(error: BaseException) -> bool:
     if isinstance(error, asyncpg.PostgresError):
         return str(getattr(error, "sqlstate", "") or "").startswith(_UNAVAILABLE_STATES)
-    # The client's own: a closed connection, a closing pool. Not a value that
-    # does not fit its parameter (asyncpg's DataError is a ValueError too).
+    # The client's own: a closed connection, a closing pool, or a protocol left
+    # mid-operation by a session the server ended under it (InternalClientError
+    # "cannot switch to state ..."). Not a value that does not fit its parameter
+    # (asyncpg's DataError is a ValueError too).
+    if isinstance(error, asyncpg.InternalClientError):
+        return True
     return isinstance(error, asyncpg.InterfaceError) and not isinstance(error, ValueError)
 
 

@@ -15,7 +15,8 @@ import asyncpg
 
 from sluiceway.controls import attributes as attribute_rules
 from sluiceway.controls.pausing import effective_sla_seconds
-from sluiceway.model.execution import RunStatus
+from sluiceway.model.execution import RunStatus, TaskOverride
+from sluiceway.model.workflow import iter_tasks
 from sluiceway.store import admission, attributes, workflows
 
 DECIDE_CHANNEL = "sluiceway_decide"
@@ -99,16 +100,37 @@ class WorkflowNotFound:
         return f"workflow {self.name}{pinned} not found"
 
 
-StartOutcome = Started | Refused | WorkflowNotFound | InvalidStart | RequestReused
+@dataclass(frozen=True)
+class InvalidOverrides:
+    """A start's taskOverrides name a reference its workflow version does not have."""
+
+    field: str
+    message: str
 
 
+StartOutcome = Started | Refused | WorkflowNotFound | InvalidStart | RequestReused | InvalidOverrides
+
+
+@dataclass(frozen=True)
+class ChainLink:
+    """Where a continued run sits in its chain: the chain (its first run's id),
+    the run it continues, and the chain's deadline, carried verbatim."""
+
+    chain_id: uuid.UUID
+    previous_run_id: uuid.UUID
+    deadline_at: datetime.datetime | None
+
+
+# A run that continues none starts a chain of its own: chain_id is its id.
 _INSERT_RUN = """
 INSERT INTO executions (id, namespace, workflow_name, workflow_version, status, input, correlation_id,
                         resource_name, parent_execution_id, parent_task_id, sla_at, admission_key,
                         awaiting_admission, sla_seconds, request_id, restarted_from, retain_seconds,
-                        retain_failed_seconds)
+                        retain_failed_seconds, schedule_name, chain_id, previous_run_id, chain_deadline_at,
+                        task_overrides)
 VALUES ($1, $2, $3, $4, 'RUNNING', $5, $6, $7, $8, $9,
-        CASE WHEN $10::int > 0 THEN now() + make_interval(secs => $10::int) END, $11, $12, $10, $13, $14, $15, $16)
+        CASE WHEN $10::int > 0 THEN now() + make_interval(secs => $10::int) END, $11, $12, $10, $13, $14, $15, $16,
+        $17, coalesce($18::uuid, $1::uuid), $19, $20, $21)
 ON CONFLICT (id) DO NOTHING
 RETURNING created_at
 """
@@ -186,17 +208,32 @@ async def start_run(
     retention_seconds: int | None = None,
     restarted_from: uuid.UUID | None = None,
     idempotency_window: float = IDEMPOTENCY_WINDOW_SECONDS,
+    schedule: str | None = None,
+    chain: ChainLink | None = None,
+    task_overrides: Mapping[str, TaskOverride] | None = None,
 ) -> StartOutcome:
     """Create a run and wake the decider, in the caller's transaction.
 
-    Idempotent two ways: `run_id` (a WorkflowRun passes its uid), and
-    `request_id`, which names the run it started for `idempotency_window`
-    seconds; concurrent starts with one key wait on its row, so they create
-    one run. `retention_seconds` overrides the workflow's retention (a
-    WorkflowRun's ttlSecondsAfterFinished)."""
+    Idempotent two ways: `run_id` (a WorkflowRun passes its uid, a schedule
+    one derived from the fire), and `request_id`, which names the run it
+    started for `idempotency_window` seconds; concurrent starts with one key
+    wait on its row, so they create one run. `retention_seconds` overrides the
+    workflow's retention (a WorkflowRun's ttlSecondsAfterFinished). `schedule`
+    names the Schedule that started it; `chain` links a continue-as-new run to
+    the run it continues. `task_overrides` must name references of the version
+    the run starts on."""
     found = await workflows.find_version(conn, namespace, name, version)
     if found is None:
         return WorkflowNotFound(name, version)
+    overrides = dict(task_overrides or {})
+    if overrides and found.spec is not None:
+        known = {t.task_reference_name for t in iter_tasks(found.spec.tasks)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            return InvalidOverrides(
+                f"taskOverrides.{unknown[0]}",
+                f"workflow {name} version {found.version} has no task {unknown[0]!r}",
+            )
     execution_id = _uuid(run_id) if run_id else uuid.uuid4()
     existing = await conn.fetchrow(_EXISTING, execution_id)
     if existing is not None:
@@ -210,6 +247,7 @@ async def start_run(
         attributes=dict(search_attributes or {}),
         sla=sla_seconds,
         restarted_from=restarted_from,
+        overrides={ref: o.model_dump(mode="json", by_alias=True, exclude_none=True) for ref, o in overrides.items()},
     )
     if request_id is not None:
         prior = await _prior_start(conn, namespace, request_id, asked, idempotency_window)
@@ -264,6 +302,11 @@ async def start_run(
         restarted_from,
         keep,
         keep_failed,
+        schedule,
+        chain.chain_id if chain else None,
+        chain.previous_run_id if chain else None,
+        chain.deadline_at if chain else None,
+        {ref: o.model_dump(mode="json", by_alias=True, exclude_none=True) for ref, o in overrides.items()},
     )
     if created_at is None:  # raced with an identical start
         row = await conn.fetchrow(_EXISTING, execution_id)
@@ -307,6 +350,10 @@ class RunView:
     expires_at: datetime.datetime | None = None
     superseded: dict[str, int] | None = None
     parent_task_id: str | None = None
+    schedule_name: str | None = None
+    chain_id: str | None = None
+    previous_run_id: str | None = None
+    next_run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -326,18 +373,25 @@ class TaskView:
     leased_at: datetime.datetime | None
     ended_at: datetime.datetime | None
     child_execution_id: str | None
+    loop_ref: str | None = None
+    iteration: int | None = None
+    snooze_count: int = 0
+    interrupt_count: int = 0
+    completed_by: str | None = None
 
 
 _GET_RUN = """
 SELECT id, namespace, workflow_name, workflow_version, status, input, output, reason, correlation_id,
        awaiting_admission, resource_name, parent_execution_id, created_at, ended_at, sla_breached_at,
        quarantined_at, quarantine_reason, request_id, restarted_from, paused_at, pause_reason, paused_seconds,
-       timeout_at, chain_deadline_at, sla_seconds, sla_at, retries, expires_at, superseded, parent_task_id
-  FROM executions WHERE id = $1 AND namespace = $2
+       timeout_at, chain_deadline_at, sla_seconds, sla_at, retries, expires_at, superseded, parent_task_id,
+       schedule_name, chain_id, previous_run_id,
+       (SELECT n.id FROM executions n WHERE n.previous_run_id = e.id LIMIT 1) AS next_run_id
+  FROM executions e WHERE id = $1 AND namespace = $2
 """
 _GET_TASKS = """
 SELECT id, ref, type, name, status, attempt, reason, input, output, worker_id, created_at, available_at,
-       leased_at, ended_at, child_execution_id
+       leased_at, ended_at, child_execution_id, loop_ref, iteration, snooze_count, interrupt_count, completed_by
   FROM tasks WHERE execution_id = $1 ORDER BY created_at, ref, attempt
 """
 
@@ -357,7 +411,8 @@ async def get_run(conn: asyncpg.Connection, namespace: str, execution_id: str) -
     values = dict(row)
     values["id"] = str(values["id"])
     values["status"] = shown_status(values["status"], values["paused_at"])
-    for column in ("parent_execution_id", "restarted_from", "parent_task_id"):
+    ids = ("parent_execution_id", "restarted_from", "parent_task_id", "chain_id", "previous_run_id", "next_run_id")
+    for column in ids:
         values[column] = _str_or_none(values[column])
     return RunView(**values)
 

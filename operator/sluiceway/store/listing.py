@@ -244,6 +244,8 @@ class TaskFilter:
     worker_id: str | None = None
     execution_id: uuid.UUID | None = None
     reference_name: str | None = None
+    type: str | None = None  # the engine's type: HUMAN, SIMPLE, HTTP, ...
+    workflow: str | None = None  # the workflow of the task's run
 
 
 @dataclass(frozen=True)
@@ -260,6 +262,9 @@ class TaskRow:
     leased_at: datetime.datetime | None
     ended_at: datetime.datetime | None
     reason: str
+    workflow_name: str | None = None
+    input: dict[str, Any] | None = None
+    completed_by: str | None = None
 
 
 def tasks_query(
@@ -272,6 +277,8 @@ def tasks_query(
         (f.worker_id, "t.worker_id = {}"),
         (f.execution_id, "t.execution_id = {}"),
         (f.reference_name, "t.ref = {}"),
+        (f.type, "t.type = {}"),
+        (f.workflow, "e.workflow_name = {}"),
     ):
         if value is not None:
             where.add(template.format(where.param(value)))
@@ -282,8 +289,9 @@ def tasks_query(
         where.add(f"(t.created_at, t.id) {compare} ({where.param(after.created_at)}, {where.param(after.id)})")
     sql = (
         "SELECT t.id, t.execution_id, t.ref, t.name, t.type, t.status, t.attempt, t.worker_id, t.created_at,\n"
-        "       t.leased_at, t.ended_at, left(t.reason, 512) AS reason\n"
-        f"  FROM tasks t\n WHERE {where.sql()}\n ORDER BY t.created_at {order}, t.id {order}\n"
+        "       t.leased_at, t.ended_at, left(t.reason, 512) AS reason, e.workflow_name, t.input, t.completed_by\n"
+        "  FROM tasks t LEFT JOIN executions e ON e.id = t.execution_id\n"
+        f" WHERE {where.sql()}\n ORDER BY t.created_at {order}, t.id {order}\n"
         f" LIMIT {where.param(limit + 1)}"
     )
     return sql, where.args
@@ -316,6 +324,9 @@ async def tasks(
             leased_at=r["leased_at"],
             ended_at=r["ended_at"],
             reason=r["reason"],
+            workflow_name=r["workflow_name"],
+            input=r["input"],
+            completed_by=r["completed_by"],
         )
         for r in rows
     ]

@@ -30,6 +30,7 @@ class PendingMirror:
     paused_at: datetime.datetime | None = None
     sla_breached_at: datetime.datetime | None = None
     sla_to_report: bool = False  # breached, and no Event said so yet
+    iterations: dict[str, int] | None = None  # each DO_WHILE: its iteration
 
 
 _PENDING = """
@@ -47,6 +48,10 @@ SELECT execution_id, status, count(*)::int AS n FROM (
      WHERE execution_id = ANY($1) ORDER BY execution_id, ref, attempt DESC
 ) latest GROUP BY execution_id, status
 """
+_ITERATIONS = """
+SELECT DISTINCT ON (execution_id, ref) execution_id, ref, output -> 'iteration' AS iteration FROM tasks
+ WHERE execution_id = ANY($1) AND type = 'DO_WHILE' ORDER BY execution_id, ref, attempt DESC
+"""
 # An SLA breach is reported once: marked with the write that reported it.
 _MARK = """
 UPDATE executions e SET mirrored_seq = greatest(e.mirrored_seq, m.seq), sla_reported = e.sla_reported OR m.sla
@@ -62,6 +67,10 @@ async def pending(conn: asyncpg.Connection, limit: int) -> list[PendingMirror]:
     counts: dict[uuid.UUID, dict[str, int]] = {r["id"]: {} for r in rows}
     for row in await conn.fetch(_COUNTS, list(counts)):
         counts[row["execution_id"]][row["status"]] = row["n"]
+    iterations: dict[uuid.UUID, dict[str, int]] = {}
+    for row in await conn.fetch(_ITERATIONS, list(counts)):
+        if isinstance(row["iteration"], int):
+            iterations.setdefault(row["execution_id"], {})[row["ref"]] = row["iteration"]
     return [
         PendingMirror(
             id=str(r["id"]),
@@ -81,6 +90,7 @@ async def pending(conn: asyncpg.Connection, limit: int) -> list[PendingMirror]:
             paused_at=r["paused_at"],
             sla_breached_at=r["sla_breached_at"],
             sla_to_report=r["sla_to_report"],
+            iterations=iterations.get(r["id"]),
         )
         for r in rows
     ]

@@ -4,8 +4,12 @@ lease epoch and applied exactly once.
 COMPLETED, FAILED and FAILED_WITH_TERMINAL_ERROR end the attempt and wake the
 decider, which owns what happens next (retry, next task, run end). IN_PROGRESS
 with `callbackAfterSeconds` snoozes: the task goes back to the queue for later
-without spending an attempt. IN_PROGRESS without it is progress: the output is
-kept and the lease renewed."""
+without spending an attempt (its snoozeCount goes up). IN_PROGRESS without it
+is progress: the output is kept and the lease renewed. INTERRUPTED is a
+graceful shutdown's hand-back: the attempt is spent, the task is queued again
+at once as the next attempt number, and its interruptCount goes up. A
+snooze or a hand-back that would land past the task's deadline fails it with
+DeadlineExceeded instead."""
 
 from __future__ import annotations
 
@@ -30,9 +34,9 @@ _FINISH_ATTEMPTS = f"""
 WITH done AS (
     UPDATE tasks t
        SET status = r.status, output = r.output, reason = r.reason, retry_after_seconds = r.retry_after,
-           ended_at = now(), {_CLEAR_TIMERS}
-      FROM unnest($2::uuid[], $3::int[], $4::text[], $5::jsonb[], $6::text[], $7::float8[])
-           AS r(id, epoch, status, output, reason, retry_after)
+           retry_after_source = r.source, retry_kind = r.kind, ended_at = now(), {_CLEAR_TIMERS}
+      FROM unnest($2::uuid[], $3::int[], $4::text[], $5::jsonb[], $6::text[], $7::float8[], $8::text[], $9::text[])
+           AS r(id, epoch, status, output, reason, retry_after, source, kind)
      WHERE t.id = r.id AND t.epoch = r.epoch AND t.status = 'IN_PROGRESS' AND t.namespace = $1
        AND (t.executor <> 'engine' OR t.type IN {types_where(TaskType.waits_for_signal)})
     RETURNING t.id, t.execution_id, t.namespace, t.name, t.holds
@@ -59,6 +63,9 @@ SELECT close_deadline, now() + make_interval(secs => $4) AS due FROM tasks
    AND (executor = 'worker' OR type IN {types_where(TaskType.polls)})
    FOR UPDATE
 """
+# A snooze keeps the attempt (refunded: the next lease is the same attempt
+# number) and counts itself; a hand-back ($4) spends it: the next lease is
+# the next attempt number.
 _SNOOZE = f"""
 WITH snoozed AS (
     UPDATE tasks
@@ -66,7 +73,10 @@ WITH snoozed AS (
            start_to_close_at = NULL, heartbeat_at = NULL, lease_expires_at = NULL, wait_until = NULL,
            schedule_to_start_at = CASE WHEN schedule_to_start_timeout > 0
                                        THEN $2::timestamptz + make_interval(secs => schedule_to_start_timeout) END,
-           schedule_to_close_at = close_deadline
+           schedule_to_close_at = close_deadline,
+           snooze_count = snooze_count + CASE WHEN $4 THEN 0 ELSE 1 END,
+           interrupt_count = interrupt_count + CASE WHEN $4 THEN 1 ELSE 0 END,
+           attempt = attempt + CASE WHEN $4 THEN 1 ELSE 0 END
      WHERE id = $1
     RETURNING namespace, name, holds
 ), freed AS ({executions.released("snoozed")}
@@ -76,7 +86,7 @@ SELECT name, (SELECT count(*) FROM freed) FROM snoozed
 _DEADLINE_EXCEEDED = f"""
 WITH ended AS (
     UPDATE tasks SET status = 'FAILED_WITH_TERMINAL_ERROR', ended_at = now(),
-           reason = 'DeadlineExceeded: the snooze would land past scheduleToCloseTimeout', {_CLEAR_TIMERS}
+           reason = 'DeadlineExceeded: handing it back would land past scheduleToCloseTimeout', {_CLEAR_TIMERS}
      WHERE id = $1
     RETURNING execution_id, namespace, name, holds
 ), freed AS ({executions.released("ended")}
@@ -114,8 +124,13 @@ async def apply_results(conn: asyncpg.Connection, namespace: str, results: list[
         if not _is_uuid(result.task_id):
             outcomes[result.task_id] = Outcome(Verdict.NO_SUCH_TASK, "not a task id")
     results = [r for r in results if r.task_id not in outcomes]
-    finishing = [r for r in results if r.status is not ResultStatus.IN_PROGRESS]
-    snoozing = [r for r in results if r.status is ResultStatus.IN_PROGRESS and r.callback_after_seconds is not None]
+    finishing = [r for r in results if r.status not in (ResultStatus.IN_PROGRESS, ResultStatus.INTERRUPTED)]
+    snoozing = [
+        r
+        for r in results
+        if r.status is ResultStatus.INTERRUPTED
+        or (r.status is ResultStatus.IN_PROGRESS and r.callback_after_seconds is not None)
+    ]
     progress = [r for r in results if r.status is ResultStatus.IN_PROGRESS and r.callback_after_seconds is None]
     woken: set[uuid.UUID] = set()
     if finishing:
@@ -128,6 +143,8 @@ async def apply_results(conn: asyncpg.Connection, namespace: str, results: list[
             [r.output for r in finishing],
             [r.reason for r in finishing],
             [r.retry_after_seconds if r.status is ResultStatus.FAILED else None for r in finishing],
+            [r.retry_after_source.value if r.retry_after_seconds is not None else None for r in finishing],
+            [r.retry_kind.value if r.retry_kind and r.status is ResultStatus.FAILED else None for r in finishing],
         )
         outcomes.update({str(row["id"]): _APPLIED for row in rows})
     if progress:
@@ -171,10 +188,12 @@ SELECT e.id, e.paused_at FROM tasks t JOIN executions e ON e.id = t.execution_id
 
 
 async def _snooze(conn: asyncpg.Connection, namespace: str, result: TaskResult) -> uuid.UUID | bool:
-    """True when snoozed; the run's id when the snooze hit the deadline instead; False when refused.
-    A task handed back while its run is paused waits with the run's other held tasks."""
+    """True when snoozed (or handed back); the run's id when that hit the
+    deadline instead; False when refused. A task handed back while its run is
+    paused waits with the run's other held tasks."""
     task_id = uuid.UUID(result.task_id)
-    delay = float(result.callback_after_seconds or 0)
+    interrupted = result.status is ResultStatus.INTERRUPTED
+    delay = 0.0 if interrupted else float(result.callback_after_seconds or 0)
     run = await conn.fetchrow(_LOCK_RUN_OF_TASK, task_id, namespace)
     if run is None:
         return False
@@ -184,7 +203,7 @@ async def _snooze(conn: asyncpg.Connection, namespace: str, result: TaskResult) 
     if row["close_deadline"] is not None and row["due"] > row["close_deadline"]:
         execution: uuid.UUID = await conn.fetchval(_DEADLINE_EXCEEDED, task_id)
         return execution
-    name = await conn.fetchval(_SNOOZE, task_id, row["due"], result.output)
+    name = await conn.fetchval(_SNOOZE, task_id, row["due"], result.output, interrupted)
     if run["paused_at"] is not None:
         await operations.park(conn, run["id"], task_id)
         return True

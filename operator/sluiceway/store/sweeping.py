@@ -3,7 +3,7 @@
 Each due task is locked, the pure `expiry` says which deadline was missed and
 what that means, and the transition is applied in the same transaction as the
 decide event it causes. Run-level timers (the workflow timeout) wake the
-decider; a passed soft SLA is only flagged. Rows are claimed with
+decider, and so does a chain's deadline; a passed soft SLA is only flagged. Rows are claimed with
 SKIP LOCKED, so several replicas sweep without firing a timer twice. A
 quarantined run's own timeout is not fired: the decider passes it over, so the
 timer would fire again on every pass; releasing the run lets it fire."""

@@ -96,7 +96,11 @@ async def check_target(request: HttpRequest, allowed_hosts: tuple[str, ...]) -> 
     """Refuse link-local targets (cloud metadata endpoints) always, and hosts
     off the allow-list when one is set: a workflow author must not be able to
     make the operator read what only the operator can reach."""
-    host = urlsplit(request.uri).hostname or ""
+    await check_host(urlsplit(request.uri).hostname or "", allowed_hosts)
+
+
+async def check_host(host: str, allowed_hosts: tuple[str, ...]) -> None:
+    """check_target for a bare host name (gRPC targets too)."""
     if allowed_hosts and not any(fnmatch.fnmatch(host, pattern) for pattern in allowed_hosts):
         raise TargetRefused(f"host {host} is not in SLUICEWAY_HTTP_ALLOWED_HOSTS")
     infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
@@ -136,10 +140,14 @@ class HttpTasks:
     def _result(self, lease: leasing.Lease, status: ResultStatus, **fields: Any) -> TaskResult:
         return TaskResult(task_id=lease.task_id, epoch=lease.epoch, status=status, **fields)
 
+    async def request_of(self, lease: leasing.Lease) -> HttpRequest:
+        """The request a leased task asks for; ValueError naming the field when it is malformed."""
+        return HttpRequest.from_input(lease.input)
+
     async def call(self, lease: leasing.Lease) -> TaskResult:
         """One HTTP call for one leased task, classified into a result."""
         try:
-            request = HttpRequest.from_input(lease.input)
+            request = await self.request_of(lease)
             await check_target(request, self.allowed_hosts)
         except (ValueError, TargetRefused) as error:
             metrics.HTTP_TASK_CALLS.labels("refused").inc()

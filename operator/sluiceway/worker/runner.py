@@ -18,8 +18,11 @@ reports in batches, and shuts down gracefully.
   for its task and shipped with its heartbeats and its result, so the server
   keeps it after the worker is gone (`sluiceway logs RUN`).
 - SIGTERM: stop polling, let in-flight work finish within the grace period,
-  then hand back what is left (a zero snooze: another worker leases it at
-  once, no attempt spent; the epoch fences this process off).
+  then hand back what is left (INTERRUPTED: another worker leases it at once
+  as the next attempt, the interrupted attempt spent and counted, so no
+  attempt is ever shared between a dying process and its replacement; the
+  epoch fences this process off). A task leased during shutdown and never
+  started is handed back as a zero snooze, spending nothing.
 """
 
 from __future__ import annotations
@@ -213,7 +216,6 @@ class Worker:
         api_key: str | None = None,
         poll_timeout: float = 10.0,
         classifier: Classifier | None = None,
-        default_snooze_seconds: float = 30.0,
         shutdown_grace: float = 30.0,
         result_batch: int = 100,
         capture_logs: bool = True,
@@ -225,7 +227,6 @@ class Worker:
         self._auth = (token, token_file, api_key)
         self.poll_timeout = poll_timeout
         self.classifier = classifier
-        self.default_snooze_seconds = default_snooze_seconds
         self.shutdown_grace = shutdown_grace
         self.result_batch = max(1, min(result_batch, MAX_BATCH))
         self.registrations: dict[str, _Registration] = {}
@@ -359,7 +360,10 @@ class Worker:
         except RetryAfter as exc:
             if not exc.consume_budget:
                 return _result(task, "IN_PROGRESS", callbackAfterSeconds=exc.seconds)
-            return _result(task, "FAILED", reason=_reason(exc), retryAfterSeconds=exc.seconds)
+            # The handler's own direction: only the task's deadline gates it, not the ceiling.
+            return _result(
+                task, "FAILED", reason=_reason(exc), retryAfterSeconds=exc.seconds, retryAfterSource="signal"
+            )
         except BaseException as exc:  # noqa: BLE001 - any failure of user code is an outcome, never a crash
             log.debug("task %s failed:\n%s", task.task_id, traceback.format_exc())
             return self._classified(reg, task, exc)
@@ -383,11 +387,11 @@ class Worker:
     def _apply(self, task: Task, verdict: RetryOverride, reason: str) -> _Report:
         if verdict.kind == "non_retryable":
             return _result(task, "FAILED_WITH_TERMINAL_ERROR", reason=reason)
-        if verdict.kind == "indefinite":
-            # Wait it out without spending attempts; scheduleToCloseTimeout bounds it.
-            delay = verdict.delay if verdict.delay is not None else self.default_snooze_seconds
-            return _result(task, "IN_PROGRESS", callbackAfterSeconds=delay)
         fields: dict[str, Any] = {"reason": reason}
+        if verdict.kind == "indefinite":
+            # The server retries it with no attempt ceiling, on the policy's curve
+            # (or the hint), until the task's deadline: any worker language gets this.
+            fields["retryKind"] = "indefinite"
         if verdict.delay is not None:
             fields["retryAfterSeconds"] = verdict.delay
         return _result(task, "FAILED", **fields)
@@ -534,7 +538,7 @@ class Worker:
         leftovers = list(self.in_flight.values())
         for task, runner in leftovers:
             runner.cancel()
-            self._enqueue(_result(task, "IN_PROGRESS", callbackAfterSeconds=0))
+            self._enqueue(_result(task, "INTERRUPTED"))
         if leftovers:
             log.info("handed back %d unfinished tasks", len(leftovers))
 
