@@ -15,7 +15,8 @@ import pytest
 from sluiceway.api.services import Services
 from sluiceway.controls.policy import Gates
 from sluiceway.model.execution import ResultStatus, RunStatus
-from sluiceway.store import definitions, leasing
+from sluiceway.model.schedule import ScheduleSpec
+from sluiceway.store import definitions, leasing, schedules
 from tests.integration.engine_helpers import NS, define_task, define_workflow, lease, report, run_status, settle, start
 from tests.integration.ui_support import Browser, serve_ui
 
@@ -257,3 +258,43 @@ async def test_definitions_show_the_effective_policy_and_the_yaml_of_each_versio
     assert (await browser.get(f"/ui/ns/{NS}/workflows/nope")).status == 404
     home = await browser.get("/ui")
     assert home.url.endswith(f"/ui/ns/{NS}/runs")  # the one namespace there is
+
+
+async def test_a_human_task_is_completed_from_its_page_and_bad_output_is_refused(
+    pool: asyncpg.Pool, browser: Browser
+) -> None:
+    gate = {"name": "approve", "taskReferenceName": "approve", "type": "HUMAN", "inputParameters": {"amount": 40}}
+    await define_workflow(pool, "refund", [gate, simple("pay", approved="${approve.output.approved}")])
+    run_id = await start(pool, "refund")
+    await settle(pool)
+    panel = await browser.get(f"/ui/ns/{NS}/runs/{run_id}?task=approve")
+    link = re.search(r'href="(/ui/ns/[^"]+/human/[^"]+)"', panel.text)
+    assert link, "a waiting HUMAN task offers a decision"
+    form = await browser.get(link.group(1))
+    assert "&#34;amount&#34;: 40" in form.text
+
+    not_json = await browser.post(link.group(1), {"csrf": form.csrf(), "decision": "complete", "output": "{oops"})
+    assert not_json.status == 422 and "output: not JSON" in not_json.text
+    no_reason = await browser.post(link.group(1), {"csrf": form.csrf(), "decision": "reject", "output": "{}"})
+    assert no_reason.status == 422 and "reason" in no_reason.text
+
+    done = await browser.post(
+        link.group(1), {"csrf": form.csrf(), "decision": "complete", "output": '{"approved": true}'}
+    )
+    assert done.status == 200 and "approve: completed by anonymous" in done.text
+    await settle(pool)
+    [pay] = await lease(pool, "pay")
+    assert pay.input == {"approved": True}
+    again = await browser.post(link.group(1), {"csrf": form.csrf(), "decision": "complete", "output": "{}"})
+    assert again.status == 409
+
+
+async def test_schedules_show_their_next_fires(pool: asyncpg.Pool, browser: Browser) -> None:
+    await define_workflow(pool, "report", [simple("export")])
+    spec = ScheduleSpec.model_validate({"workflow": "report", "cron": ["0 6 * * *"]})
+    async with pool.acquire() as conn:
+        await schedules.upsert_schedule(conn, NS, "daily", str(uuid.uuid4()), 1, spec)
+    page = await browser.get(f"/ui/ns/{NS}/schedules")
+    assert page.status == 200 and "daily" in page.text
+    assert len(re.findall(r"\d{4}-\d\d-\d\d 06:00:00 UTC", page.text)) == 5
+    assert "No fire yet." in page.text and "cron:" in page.text

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from sluiceway.api.access import Rule
+from sluiceway.api.access import Check, Names, Rule
 from sluiceway.api.errors import ApiError
 from sluiceway.api.identities import Identity
 from sluiceway.api.services import services_of
@@ -77,21 +77,28 @@ async def viewer_of(request: Request) -> Viewer:
     return Viewer(identity, from_cookie)
 
 
-async def may(request: Request, viewer: Viewer, verb: str, resource: str, namespace: str) -> bool:
-    """Whether the viewer may do what the API route with this rule does."""
+async def may(
+    request: Request, viewer: Viewer, verb: str, resource: str, namespace: str, name: str | None = None
+) -> bool:
+    """Whether the viewer may do what the API route with this rule does
+    (on the resource `name`, for rules naming one)."""
     if viewer.identity is None:
         return True
     authenticator = services_of(request).authenticator
     if authenticator is None:
         return False
-    checks = Rule(verb, resource).checks(namespace)
+    rule = Rule(verb, resource, Names.NONE if name is None else Names.REQUEST)
+    checks = rule.checks(namespace, [name] if name is not None else [])
     return all([await authenticator.allowed(viewer.identity.principal, c) for c in checks])
 
 
-async def require(request: Request, viewer: Viewer, verb: str, resource: str, namespace: str) -> None:
+async def require(
+    request: Request, viewer: Viewer, verb: str, resource: str, namespace: str, name: str | None = None
+) -> None:
     """403, naming the missing right, unless the viewer may."""
-    if not await may(request, viewer, verb, resource, namespace):
-        raise ApiError(403, "FORBIDDEN", Rule(verb, resource).checks(namespace)[0].refusal(viewer.name))
+    if not await may(request, viewer, verb, resource, namespace, name):
+        check = Check(verb, resource, namespace, name)
+        raise ApiError(403, "FORBIDDEN", check.refusal(viewer.name))
 
 
 def csrf_token(request: Request) -> str:

@@ -28,12 +28,15 @@ from fastapi.staticfiles import StaticFiles
 
 from sluiceway import __version__
 from sluiceway.api import executions as runs_api
+from sluiceway.api import schedules as schedules_api
 from sluiceway.api.errors import ApiError
 from sluiceway.api.services import Services, services_of
 from sluiceway.controls.why import Reason, explain, explain_task
 from sluiceway.model.common import ENGINE_NAME_PATTERN
 from sluiceway.model.execution import PauseRequest, RerunRequest, RunStatus, TerminateRequest
-from sluiceway.store import diagnostics, executions, logs, overview, workflows
+from sluiceway.model.workflow import TaskType
+from sluiceway.observability import metrics
+from sluiceway.store import diagnostics, executions, human, logs, overview, schedules, workflows
 from sluiceway.store.definitions import list_task_definitions
 from sluiceway.ui import gantt, rungraph, session, views
 from sluiceway.ui.session import LoginNeeded, Viewer
@@ -545,6 +548,70 @@ async def bulk_action(request: Request, namespace: str, action: str) -> Response
     return render(request, "bulk_done.html", {**context, "action": action, "outcomes": outcomes})
 
 
+# -- HUMAN tasks ----------------------------------------------------------------------
+
+
+async def _human_task(request: Request, namespace: str, task_id: str) -> human.WaitingTask:
+    try:
+        key = uuid.UUID(task_id)
+    except ValueError:
+        raise ApiError(404, "NOT_FOUND", f"{task_id[:64]!r} is not a task id") from None
+    async with services_of(request).pool.acquire() as conn:
+        task = await human.find(conn, namespace, key)
+    if task is None:
+        raise ApiError(404, "NOT_FOUND", f"no task {key} in namespace {namespace}")
+    if task.type != TaskType.HUMAN.value:
+        raise ApiError(409, "NOT_A_HUMAN_TASK", f"task {key} is a {task.type} task, not HUMAN")
+    return task
+
+
+@router.get("/ns/{namespace}/human/{task_id}", response_class=HTMLResponse)
+async def decide_form(request: Request, namespace: str, task_id: str) -> Response:
+    """The confirmation of a person's decision: the task's input, and the
+    output to complete it with (or the reason to reject it)."""
+    context = await _page_context(request, namespace, "get", "workflowruns")
+    task = await _human_task(request, namespace, task_id)
+    await session.require(request, context["viewer"], "update", "workflowruns", namespace, task.workflow_name)
+    return render(request, "human.html", {**context, "task": task, "output": "{}", "problem": ""})
+
+
+@router.post("/ns/{namespace}/human/{task_id}", response_class=HTMLResponse)
+async def decide(request: Request, namespace: str, task_id: str) -> Response:
+    """Complete or reject a waiting HUMAN task, as the API's complete and
+    reject do: the same rule (update on the runs of its workflow), the same
+    store function, recorded with who decided."""
+    form = await _form(request)
+    context = await _page_context(request, namespace, "get", "workflowruns")
+    task = await _human_task(request, namespace, task_id)
+    viewer: Viewer = context["viewer"]
+    await session.require(request, viewer, "update", "workflowruns", namespace, task.workflow_name)
+    decision, text, reason = _one(form, "decision"), _one(form, "output", "{}"), _one(form, "reason").strip()
+    problem = ""
+    try:
+        output = json.loads(text or "{}")
+    except ValueError as error:
+        output, problem = None, f"output: not JSON ({error})"
+    if not problem and not isinstance(output, dict):
+        problem = 'output: must be a JSON object, such as {"approved": true}'
+    if not problem and decision == "reject" and not reason:
+        problem = "reason: say why it is rejected"
+    if not problem and decision not in ("complete", "reject"):
+        problem = "decision: complete or reject"
+    if problem:
+        return render(request, "human.html", {**context, "task": task, "output": text, "problem": problem}, status=422)
+    who = viewer.identity.user if viewer.identity else "anonymous (authentication is off)"
+    status, why = (
+        ("COMPLETED", "") if decision == "complete" else ("FAILED_WITH_TERMINAL_ERROR", f"rejected by {who}: {reason}")
+    )
+    async with services_of(request).pool.acquire() as conn, conn.transaction():
+        settled = await human.settle(conn, namespace, uuid.UUID(task.id), status, output or {}, why[:4096], who)
+    if not settled:
+        raise ApiError(409, "NOT_WAITING", f"task {task.id} is {task.status}: it no longer waits for a person")
+    metrics.HUMAN_DECISIONS.labels(status).inc()
+    done = quote(f"{task.ref}: {decision}d by {who}")
+    return RedirectResponse(f"/ui/ns/{namespace}/runs/{task.execution_id}?task={quote(task.ref)}&done={done}", 303)
+
+
 # -- gates, definitions -------------------------------------------------------------
 
 
@@ -605,6 +672,15 @@ async def definitions(request: Request, namespace: str) -> Response:
         "definitions.html",
         {**context, "tasks": tasks, "policies": policies, "workflows": live, "yaml": _yaml},
     )
+
+
+@router.get("/ns/{namespace}/schedules", response_class=HTMLResponse)
+async def schedule_list(request: Request, namespace: str) -> Response:
+    context = await _page_context(request, namespace, "list", "schedules")
+    async with services_of(request).pool.acquire() as conn:
+        found = await schedules.states(conn, namespace, recent=5)
+    shown_schedules = [{"state": s, "view": schedules_api.schedule_view(s, 5)} for s in found]
+    return render(request, "schedules.html", {**context, "schedules": shown_schedules, "yaml": _yaml})
 
 
 @router.get("/ns/{namespace}/workflows/{name}", response_class=HTMLResponse)
