@@ -298,3 +298,23 @@ async def test_schedules_show_their_next_fires(pool: asyncpg.Pool, browser: Brow
     assert page.status == 200 and "daily" in page.text
     assert len(re.findall(r"\d{4}-\d\d-\d\d 06:00:00 UTC", page.text)) == 5
     assert "No fire yet." in page.text and "cron:" in page.text
+
+
+async def test_the_tasks_page_lists_what_a_queue_holds_back_and_the_human_inbox(
+    pool: asyncpg.Pool, browser: Browser
+) -> None:
+    gate = {"name": "approve", "taskReferenceName": "approve", "type": "HUMAN"}
+    await define_workflow(pool, "queued", [simple("slow")])
+    await define_workflow(pool, "asks", [gate])
+    queued = await start(pool, "queued")
+    asks = await start(pool, "asks")
+    await settle(pool)
+    gates = await browser.get(f"/ui/ns/{NS}/gates")
+    link = re.search(r'href="(/ui/ns/[^"]+/tasks\?taskType=slow&amp;status=SCHEDULED[^"]*)"', gates.text)
+    assert link, "a queue's ready count links to the tasks it holds"
+    held = await browser.get(link.group(1).replace("&amp;", "&"))
+    assert queued in held.text and asks not in held.text
+    inbox = await browser.get(f"/ui/ns/{NS}/tasks?type=HUMAN&status=IN_PROGRESS&order=oldest")
+    assert asks in inbox.text and queued not in inbox.text
+    assert (await browser.get(f"/ui/ns/{NS}/tasks?type=NOPE")).status == 422
+    assert (await browser.get(f"/ui/ns/{NS}/tasks?status=NOPE")).status == 422

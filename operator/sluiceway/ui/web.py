@@ -29,11 +29,13 @@ from fastapi.staticfiles import StaticFiles
 from sluiceway import __version__
 from sluiceway.api import executions as runs_api
 from sluiceway.api import schedules as schedules_api
+from sluiceway.api import tasks as tasks_api
 from sluiceway.api.errors import ApiError
+from sluiceway.api.paging import Order
 from sluiceway.api.services import Services, services_of
 from sluiceway.controls.why import Reason, explain, explain_task
 from sluiceway.model.common import ENGINE_NAME_PATTERN
-from sluiceway.model.execution import PauseRequest, RerunRequest, RunStatus, TerminateRequest
+from sluiceway.model.execution import PauseRequest, RerunRequest, RunStatus, TaskStatus, TerminateRequest
 from sluiceway.model.workflow import TaskType
 from sluiceway.observability import metrics
 from sluiceway.store import diagnostics, executions, human, logs, overview, schedules, workflows
@@ -546,6 +548,34 @@ async def bulk_action(request: Request, namespace: str, action: str) -> Response
                 str(error.body["message"]) if error.status == 404 else str(error.body["error"]), []
             ).append(str(run_id))
     return render(request, "bulk_done.html", {**context, "action": action, "outcomes": outcomes})
+
+
+@router.get("/ns/{namespace}/tasks", response_class=HTMLResponse)
+async def tasks(request: Request, namespace: str) -> Response:
+    """Task attempts, filtered and paged as the API's task list is: what a
+    queue holds back, what a worker ran, the HUMAN inbox."""
+    context = await _page_context(request, namespace, "list", "workflowruns")
+    q = request.query_params
+    kind = q.get("type") or None
+    if kind is not None and kind not in TaskType.__members__:
+        raise ApiError(422, "INVALID_REQUEST", f"type: {kind[:32]!r} is not a task type")
+    for name in ("taskType", "workflow"):
+        if q.get(name) and not _ENGINE_NAME.fullmatch(q[name]):
+            raise ApiError(422, "INVALID_REQUEST", f"{name}: {q[name][:64]!r} is not a name")
+    order = Order.OLDEST if q.get("order") == "oldest" else Order.NEWEST
+    page = await tasks_api.list_tasks(
+        namespace,
+        status=q.getlist("status") or None,
+        task_type=q.get("taskType") or None,
+        worker_id=q.get("workerId") or None,
+        type=TaskType(kind) if kind else None,
+        workflow=q.get("workflow") or None,
+        limit=PAGE_SIZE,
+        cursor=q.get("cursor") or None,
+        order=order,
+        svc=services_of(request),
+    )
+    return render(request, "tasks.html", {**context, "page": page, "statuses": [s.value for s in TaskStatus]})
 
 
 # -- HUMAN tasks ----------------------------------------------------------------------
