@@ -318,3 +318,21 @@ async def test_the_tasks_page_lists_what_a_queue_holds_back_and_the_human_inbox(
     assert asks in inbox.text and queued not in inbox.text
     assert (await browser.get(f"/ui/ns/{NS}/tasks?type=NOPE")).status == 422
     assert (await browser.get(f"/ui/ns/{NS}/tasks?status=NOPE")).status == 422
+
+
+async def test_a_message_sent_from_the_ui_is_taken_by_the_run(pool: asyncpg.Pool, browser: Browser) -> None:
+    inbox = {"name": "inbox", "taskReferenceName": "inbox", "type": "PULL_WORKFLOW_MESSAGES"}
+    await define_workflow(pool, "chat", [inbox, simple("answer", got="${inbox.output.messages}")])
+    run_id = await start(pool, "chat")
+    await settle(pool)
+    confirm = await browser.get(f"/ui/ns/{NS}/runs/{run_id}/message")
+    assert 'name="message"' in confirm.text
+    bad = await browser.post(f"/ui/ns/{NS}/runs/{run_id}/message", {"csrf": confirm.csrf(), "message": "{nope"})
+    assert bad.status == 422 and "not JSON" in bad.text
+    sent = await browser.post(
+        f"/ui/ns/{NS}/runs/{run_id}/message", {"csrf": confirm.csrf(), "message": '{"text": "where is my order?"}'}
+    )
+    assert sent.status == 200 and "handed to a waiting task" in sent.text
+    await settle(pool)
+    [answer] = await lease(pool, "answer")
+    assert [m["payload"] for m in answer.input["got"]] == [{"text": "where is my order?"}]

@@ -435,12 +435,34 @@ async def _rerun(svc: Services, namespace: str, run_id: uuid.UUID, form: dict[st
     return (await runs_api.rerun(namespace, run_id, request, svc=svc)).message
 
 
+def _json_body(text: str) -> Request:
+    """A request whose body is `text`, for the API route that reads its body as the message."""
+    body = text.encode()
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return Request({"type": "http", "method": "POST", "headers": [], "path": "/", "query_string": b""}, receive)
+
+
+async def _send(svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]) -> str:
+    answer = await runs_api.send_message(namespace, run_id, _json_body(_one(form, "message")), svc=svc)
+    found = json.loads(answer.body)
+    return f"message {found['id']} " + ("handed to a waiting task" if found["delivered"] else "queued")
+
+
 ACTIONS: dict[str, tuple[Action, str]] = {
     "terminate": (_terminate, "Terminate"),
     "pause": (_pause, "Pause"),
     "resume": (_resume, "Resume"),
     "retry": (_retry, "Retry from the failed tasks"),
     "rerun": (_rerun, "Rerun from a task"),
+    "message": (_send, "Send a message"),
 }
 WHAT_ACTIONS_DO = {
     "terminate": "The run ends as TERMINATED; tasks in flight are canceled. It can be retried afterwards.",
@@ -448,6 +470,7 @@ WHAT_ACTIONS_DO = {
     "resume": "Held tasks are queued again; the deadline and SLA move by the time paused.",
     "retry": "Failed, timed-out and canceled tasks start again; completed tasks keep their output.",
     "rerun": "The task and everything after it start afresh; the others keep their outputs.",
+    "message": "The message (any JSON value) joins the run's queue; a PULL_WORKFLOW_MESSAGES task takes it.",
 }
 
 
@@ -502,8 +525,8 @@ async def bulk_confirm(request: Request, namespace: str) -> Response:
     context = await _page_context(request, namespace, "update", "workflowruns")
     action = _one(form, "action")
     _action(action)
-    if action == "rerun":
-        raise ApiError(422, "INVALID_REQUEST", "action: rerun names a task of one run; open the run")
+    if action in ("rerun", "message"):
+        raise ApiError(422, "INVALID_REQUEST", f"action: {action} is for one run; open the run")
     more = False
     if _one(form, "scope") == "filter":
         query = _one(form, "filter").lstrip("?")
