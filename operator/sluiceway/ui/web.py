@@ -452,7 +452,7 @@ def _json_body(text: str) -> Request:
 
 async def _send(svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]) -> str:
     answer = await runs_api.send_message(namespace, run_id, _json_body(_one(form, "message")), svc=svc)
-    found = json.loads(answer.body)
+    found = json.loads(bytes(answer.body))
     return f"message {found['id']} " + ("handed to a waiting task" if found["delivered"] else "queued")
 
 
