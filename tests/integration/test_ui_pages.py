@@ -336,3 +336,49 @@ async def test_a_message_sent_from_the_ui_is_taken_by_the_run(pool: asyncpg.Pool
     await settle(pool)
     [answer] = await lease(pool, "answer")
     assert [m["payload"] for m in answer.input["got"]] == [{"text": "where is my order?"}]
+
+
+async def test_nothing_sent_to_the_ui_makes_it_answer_5xx(pool: asyncpg.Pool, browser: Browser) -> None:
+    await define_workflow(pool, "pay", [simple("charge")])
+    run_id = await start(pool, "pay")
+    await settle(pool)
+    csrf = (await browser.get(f"/ui/ns/{NS}/runs")).csrf()
+    run = f"/ui/ns/{NS}/runs/{run_id}"
+    gets = [
+        f"/ui/ns/{NS}/runs?cursor=garbage",
+        f"/ui/ns/{NS}/runs?cursor=" + "A" * 600,
+        f"/ui/ns/{NS}/runs?status=NOPE&since=never&slaBreached=maybe&awaitingAdmission=%00",
+        f"/ui/ns/{NS}/runs?parent=nope&restartedFrom=%00",
+        f"/ui/ns/{NS}/runs?attr=tenant%3D%00&attr=" + "x" * 5000,
+        f"{run}?group=charge&gpage=-3&gstatus=%00&expand=%00&task=%00",
+        f"{run}?gpage=99999999999999999999&group=nope",
+        f"{run}?task=" + "a" * 300,
+        f"{run}/tasks/%00",
+        f"{run}/rerun?task=%00",
+        f"/ui/ns/{NS}/tasks?cursor=%00&order=sideways&workerId=%00",
+        f"/ui/ns/{NS}/human/nope",
+        f"/ui/ns/{NS}/human/{uuid.uuid4()}",
+        f"/ui/ns/{NS}/workflows/%00",
+        "/ui/login?next=//evil.example&why=<script>",
+        "/ui?ns=..%2F..",
+    ]
+    for path in gets:
+        page = await browser.get(path)
+        assert page.status < 500, (path, page.status, page.text[:300])
+        assert "<script>" not in page.text.split("</head>", 1)[1].replace("<script src", ""), path
+    posts: list[tuple[str, list[tuple[str, str]]]] = [
+        (f"{run}/pause", [("csrf", csrf), ("reason", "x" * 5000)]),
+        (f"{run}/rerun", [("csrf", csrf), ("task", "../../etc")]),
+        (f"{run}/message", [("csrf", csrf), ("message", "1" * 70_000)]),
+        (f"/ui/ns/{NS}/bulk", [("csrf", csrf), ("action", "retry"), ("scope", "selection"), ("id", "nope")]),
+        (f"/ui/ns/{NS}/bulk", [("csrf", csrf), ("action", "explode")]),
+        (f"/ui/ns/{NS}/bulk", [("csrf", csrf), ("action", "pause"), ("scope", "filter"), ("filter", "?cursor=%00")]),
+        (f"/ui/ns/{NS}/bulk/retry", [("csrf", csrf), ("id", str(uuid.uuid4())), ("id", "nope")]),
+        (f"/ui/ns/{NS}/human/{uuid.uuid4()}", [("csrf", csrf), ("decision", "complete")]),
+        ("/ui/login", [("csrf", csrf), ("token", "x"), ("next", "https://evil.example")]),
+    ]
+    for path, form in posts:
+        page = await browser.post(path, form)
+        assert page.status < 500, (path, page.status, page.text[:300])
+    paused = await run_status(pool, run_id)  # the long reason was cut to what the API keeps
+    assert paused.status is RunStatus.PAUSED and paused.pause_reason == "x" * 1024
