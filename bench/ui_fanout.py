@@ -73,7 +73,7 @@ async def report(pool: Pool, leases: list[leasing.Lease], status: ResultStatus) 
             await results.apply_results(conn, NS, batch)
 
 
-async def build_run(pool: Pool, branches: int) -> str:
+async def build_run(pool: Pool, branches: int, fresh: bool = False) -> str:
     async with pool.acquire() as conn:
         await workflows.upsert_workflow(conn, NS, "fanout", "fanout", 1, SPEC)
     async with pool.acquire() as conn, conn.transaction():
@@ -82,6 +82,8 @@ async def build_run(pool: Pool, branches: int) -> str:
     await settle(pool)
     await report(pool, await lease(pool, "prepare", 1), ResultStatus.COMPLETED)
     await settle(pool)
+    if fresh:
+        return started.id
     work = await lease(pool, "work", branches - 38)  # 38 stay leased: in progress
     failed = 12
     # optional failures would end the run; these report FAILED with retries left, so they are rescheduled
@@ -111,12 +113,13 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--branches", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--fresh", action="store_true", help="leave every branch scheduled (none leased yet)")
     args = parser.parse_args()
     with LocalPostgres() as server:
         pool = await open_pool(server.dsn, min_size=1, max_size=8)
         try:
             began = time.perf_counter()
-            run_id = await build_run(pool, args.branches)
+            run_id = await build_run(pool, args.branches, args.fresh)
             print(f"run {run_id} with {args.branches:,} branches built in {time.perf_counter() - began:.1f} s")
             async with serve_ui(Services(pool)) as base:
                 for label, query in (("folded (default)", ""), ("every branch drawn", "?expand=fan")):

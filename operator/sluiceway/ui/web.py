@@ -48,6 +48,7 @@ HERE = Path(__file__).parent
 PAGE_SIZE = 50
 GROUP_PAGE = 100
 BULK_LIMIT = 1000  # runs one bulk action may touch
+WHY_TASKS = 10  # active tasks whose reasons a run page explains; the rest are counted
 _ENGINE_NAME = re.compile(ENGINE_NAME_PATTERN)
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,127}(__[0-9]{1,9})?$")
@@ -304,7 +305,7 @@ async def _run_page(request: Request, namespace: str, execution_id: str) -> dict
             raise ApiError(404, "NOT_FOUND", f"no run {run_id} in namespace {namespace}")
         attempts = await overview.attempts(conn, run.id)
         version = await workflows.find_version(conn, namespace, run.workflow_name, run.workflow_version)
-        facts = await diagnostics.run_facts(conn, namespace, run_id, svc.policies)
+        facts = await diagnostics.run_facts(conn, namespace, run_id, svc.policies, limit=WHY_TASKS)
     latest: dict[str, rungraph.Latest] = {}
     for a in attempts:
         latest[a.ref] = rungraph.Latest(a.ref, a.type, a.name, a.status, a.attempt)
@@ -333,6 +334,7 @@ async def _run_page(request: Request, namespace: str, execution_id: str) -> dict
         ]
         members.sort(key=lambda r: int(r.ref.rsplit("__", 1)[1]))
     reasons = explain(facts) if facts else []
+    active = sum(1 for row in latest.values() if row.status in ("SCHEDULED", "IN_PROGRESS"))
     return {
         **context,
         "run": run,
@@ -340,6 +342,7 @@ async def _run_page(request: Request, namespace: str, execution_id: str) -> dict
         "timeline": timeline,
         "now": now,
         "reasons": reasons,
+        "unexplained": max(active - WHY_TASKS, 0) if facts and facts.tasks else 0,
         "group": group,
         "group_members": members[group_page * GROUP_PAGE : (group_page + 1) * GROUP_PAGE],
         "group_total": len(members),
@@ -375,7 +378,7 @@ async def _task_panel(request: Request, namespace: str, run_id: str, ref: str) -
     svc = services_of(request)
     async with svc.pool.acquire() as conn:
         attempts = await overview.task_attempts(conn, run_id, ref)
-        facts = await diagnostics.run_facts(conn, namespace, uuid.UUID(run_id), svc.policies)
+        facts = await diagnostics.run_facts(conn, namespace, uuid.UUID(run_id), svc.policies, ref=ref)
         found = await logs.read(conn, uuid.UUID(run_id), after=0, limit=200, ref=ref, cap=svc.log_cap_bytes)
     why: list[Reason] = []
     if facts is not None:
