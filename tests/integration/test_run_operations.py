@@ -126,6 +126,38 @@ async def test_a_chain_deadline_is_not_moved_by_a_pause(pool: asyncpg.Pool) -> N
     assert view.status is RunStatus.TIMED_OUT and "chain" in view.reason
 
 
+async def test_pausing_a_chain_link_moves_its_run_and_sla_deadlines_but_never_the_chain_deadline(
+    pool: asyncpg.Pool,
+) -> None:
+    """A real continue-as-new chain (issue 12): the second link carries the
+    chain deadline its first link armed; a pause of that link shifts the link's
+    own deadline and SLA by the paused span and leaves the chain's alone."""
+    again = {"name": "again", "taskReferenceName": "again", "type": "CONTINUE_AS_NEW", "inputParameters": {}}
+    await define_workflow(
+        pool, "chain_link", [simple("link_step"), again], timeoutSeconds=600, slaSeconds=300, chainTimeoutSeconds=7200
+    )
+    first_id = await start(pool, "chain_link")
+    await settle(pool)
+    [step] = await lease(pool, "link_step")
+    await report(pool, step)
+    await settle(pool)
+    first = await run_status(pool, first_id)
+    assert first.status is RunStatus.COMPLETED and first.next_run_id is not None, first.reason
+    link = await run_status(pool, first.next_run_id)
+    chain = first.chain_deadline_at
+    assert chain is not None and link.chain_deadline_at == chain and link.previous_run_id == first_id
+    assert link.timeout_at is not None and link.sla_at is not None
+
+    await act(pool, operations.pause, link.id, "a dependency is down")
+    await age(pool, link.id, 1800)
+    await act(pool, operations.resume, link.id)
+    after = await run_status(pool, link.id)
+    assert after.chain_deadline_at == chain, "a pause never moves the chain deadline"
+    for before_at, after_at in ((link.timeout_at, after.timeout_at), (link.sla_at, after.sla_at)):
+        moved = (after_at - before_at).total_seconds()  # type: ignore[operator]
+        assert 1800 <= moved < 1900, moved
+
+
 async def test_retry_starts_the_failed_task_again_and_keeps_completed_outputs(pool: asyncpg.Pool) -> None:
     await define_task(pool, "charge", retryCount=0)
     await define_workflow(pool, "retried", [simple("fetch"), simple("charge", amount="${fetch.output.total}")])
@@ -261,3 +293,48 @@ async def test_a_task_handed_back_while_its_run_is_paused_waits_for_the_resume(p
     await act(pool, operations.resume, run_id)
     [again] = await lease(pool, "work")
     assert again.task_id == work.task_id and again.epoch == work.epoch + 1
+
+
+async def test_a_task_interrupted_while_its_run_is_paused_waits_and_comes_back_as_its_next_attempt(
+    pool: asyncpg.Pool,
+) -> None:
+    """A graceful shutdown (issue 11's INTERRUPTED) during a pause: parked like
+    a snooze, and leased after the resume as the next attempt, as it would be
+    without the pause."""
+    await define_workflow(pool, "interrupted_in_pause", [simple("work")])
+    run_id = await start(pool, "interrupted_in_pause")
+    await settle(pool)
+    [work] = await lease(pool, "work")
+    await act(pool, operations.pause, run_id)
+    assert (await report(pool, work, ResultStatus.INTERRUPTED)).applied
+    assert await lease(pool, "work") == [], "held with the paused run, not leased again"
+    await act(pool, operations.resume, run_id)
+    [again] = await lease(pool, "work")
+    assert again.task_id == work.task_id and again.attempt == work.attempt + 1
+
+
+async def test_the_purger_prunes_schedule_fires_older_than_the_retention_but_never_a_buffered_one(
+    pool: asyncpg.Pool,
+) -> None:
+    day = datetime.timedelta(days=1)
+    now = datetime.datetime.now(datetime.UTC)
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "INSERT INTO schedules (namespace, name, uid, generation, spec) VALUES ($1, 'nightly', 'uid-1', 1, '{}')",
+            NS,
+        )
+        fires = [(now - 40 * day, "started"), (now - 39 * day, "buffered"), (now - 2 * day, "skipped")]
+        for fire_at, outcome in fires:
+            await conn.execute(
+                "INSERT INTO schedule_fires (namespace, schedule, fire_at, kind, outcome, handled_at)"
+                " VALUES ($1, 'nightly', $2, 'scheduled', $3, $2)",
+                NS,
+                fire_at,
+                outcome,
+            )
+        kept_for_ever = await retention.purge(conn, 100, 86400, retention_seconds=0)
+        assert kept_for_ever.fires == 0, "a retention of 0 keeps everything"
+        purged = await retention.purge(conn, 100, 86400, retention_seconds=30 * 86400)
+        left = await conn.fetch("SELECT outcome FROM schedule_fires WHERE namespace = $1 ORDER BY fire_at", NS)
+    assert purged.fires == 1
+    assert [r["outcome"] for r in left] == ["buffered", "skipped"], "a buffered fire is pending work: kept"

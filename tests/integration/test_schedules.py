@@ -19,7 +19,7 @@ import pytest
 
 from sluiceway.controls.schedules import run_id
 from sluiceway.model.schedule import OverlapPolicy, ScheduleSpec
-from sluiceway.store import schedules, workflows
+from sluiceway.store import attributes, schedules, workflows
 
 NAMESPACE = "team-s"
 WORKFLOW = {"tasks": [{"name": "export", "taskReferenceName": "export"}]}
@@ -243,3 +243,24 @@ async def test_a_suspended_schedule_has_no_next_fire_and_a_resumed_one_goes_on_f
         await schedules.upsert_schedule(conn, NAMESPACE, "paused", uid, 2, spec)
         [state] = await schedules.states(conn, NAMESPACE, "paused")
     assert state.next_fire_at is not None and before < state.next_fire_at <= before + datetime.timedelta(seconds=1)
+
+
+async def test_a_scheduled_run_carries_the_schedules_search_attributes_checked_as_a_starts(
+    pool: asyncpg.Pool,
+) -> None:
+    declared = {
+        **WORKFLOW,
+        "searchAttributes": [{"name": "team", "type": "keyword"}, {"name": "priority", "type": "int"}],
+    }
+    async with pool.acquire() as conn:
+        await workflows.upsert_workflow(conn, NAMESPACE, "tagged", "tagged", 1, declared)
+    await add_schedule(pool, "tagged", workflow="tagged", every="1h", searchAttributes={"team": "ops", "priority": 2})
+    fire = await trigger(pool, "tagged")
+    assert fire.outcome == "started" and fire.run_id is not None
+    async with pool.acquire() as conn:
+        found = await attributes.of_runs(conn, [uuid.UUID(fire.run_id)])
+    assert found[uuid.UUID(fire.run_id)] == {"team": "ops", "priority": 2}
+
+    await add_schedule(pool, "mistyped", workflow="tagged", every="1h", searchAttributes={"priority": "high"})
+    refused = await trigger(pool, "mistyped")
+    assert refused.outcome == "refused" and "priority" in (refused.reason or ""), refused

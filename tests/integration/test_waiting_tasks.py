@@ -14,9 +14,11 @@ from typing import Any
 import aiohttp
 import asyncpg
 import pytest
+from typer.testing import CliRunner
 
 from sluiceway.controls.webhooks import signed_headers
 from sluiceway.model.execution import MAX_MESSAGE_BYTES
+from sluiceway.runtime.main import app
 from sluiceway.store import webhooks
 from tests.integration.conftest import Plane
 from tests.integration.engine_helpers import NS, define_workflow
@@ -205,6 +207,51 @@ async def test_a_person_completes_a_human_task_listed_in_the_inbox(plane: Plane)
     status, late = await post(plane, f"/v1/ns/{NS}/tasks/{task['taskId']}/reject", {"reason": "too late"})
     assert status == 409 and late["error"] == "NOT_WAITING"
     assert (await get(plane, f"/v1/ns/{NS}/tasks?type=HUMAN&status=IN_PROGRESS"))[1]["items"] == []
+
+
+async def cli(plane: Plane, *argv: str) -> tuple[int, str, str]:
+    """`sluiceway ...` against the plane (in a thread: it runs its own event loop)."""
+    result = await asyncio.to_thread(CliRunner().invoke, app(), [*argv, "-n", NS, "--server", plane.url])
+    return result.exit_code, result.stdout, result.stderr
+
+
+async def test_the_command_line_lists_the_inbox_and_completes_or_rejects_a_task_by_run_and_reference(
+    plane: Plane,
+) -> None:
+    await define_workflow(plane.pool, "refund", APPROVAL, outputParameters={"ok": "${approve.output.approved}"})
+    await define_workflow(plane.pool, "other_approval", APPROVAL)
+    approved, refused = await _start(plane, "refund", {"amount": 30}), await _start(plane, "refund", {"amount": 99})
+    elsewhere = await _start(plane, "other_approval", {"amount": 1})
+    for run_id in (approved, refused, elsewhere):
+        await waiting(plane.pool, run_id, "approve")
+    inbox = ("tasks", "list", "--kind", "human", "--status", "IN_PROGRESS", "--workflow", "refund", "--oldest")
+    code, out, _ = await cli(plane, *inbox, "-o", "json")
+    assert code == 0
+    items = json.loads(out)["items"]
+    assert [(t["executionId"], t["input"]) for t in items] == [(approved, {"amount": 30}), (refused, {"amount": 99})]
+
+    code, out, said = await cli(plane, "tasks", "complete", approved, "approve", "--answer", '{"approved": true}')
+    assert code == 0 and "COMPLETED by anonymous" in out, (out, said)
+    assert (await finished(plane, approved))["output"] == {"ok": True}
+    code, out, said = await cli(plane, "tasks", "reject", refused, "approve", "--reason", "amount looks wrong")
+    assert code == 0 and "FAILED_WITH_TERMINAL_ERROR" in out, (out, said)
+    assert "amount looks wrong" in (await finished(plane, refused))["reasonForIncompletion"]
+
+    code, _, said = await cli(plane, "tasks", "complete", approved, "approve")
+    assert code == 4 and "no longer waits for a person" in said, said
+    code, _, said = await cli(plane, "tasks", "reject", elsewhere, "nope", "--reason", "x")
+    assert code == 3 and "has no HUMAN task 'nope'" in said, said
+    code, _, said = await cli(plane, "tasks", "complete", elsewhere, "approve", "--answer", "[1]")
+    assert code == 2 and "--answer must be a JSON object" in said, said
+    code, out, _ = await cli(plane, *inbox[:-3], "-o", "name")
+    assert out.split() == [t["taskId"] for t in await _inbox(plane, "other_approval")]
+
+
+async def _inbox(plane: Plane, workflow: str) -> list[dict[str, Any]]:
+    status, body = await get(plane, f"/v1/ns/{NS}/tasks?type=HUMAN&status=IN_PROGRESS&workflow={workflow}")
+    assert status == 200, body
+    items: list[dict[str, Any]] = body["items"]
+    return items
 
 
 async def test_a_rejection_fails_the_run_with_the_reason_and_bad_requests_name_their_field(plane: Plane) -> None:

@@ -1,17 +1,22 @@
-"""`sluiceway tasks list`: task attempts, newest first, by status, task type,
-engine type, workflow, worker, run and reference name."""
+"""`sluiceway tasks list|complete|reject`: task attempts, newest first, by
+status, task type, engine type, workflow, worker, run and reference name; and
+a person's decision on a HUMAN task (`complete` or `reject`), recorded with
+who made it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from sluiceway.cli import output
-from sluiceway.cli.common import OUTPUT, connected, run, run_id
+from sluiceway.cli.client import CommandError, ExitCode
+from sluiceway.cli.common import OUTPUT, connected, fail, json_object, run, run_id
 from sluiceway.cli.config import Connection
 
-app = typer.Typer(help="Find task attempts.", no_args_is_help=True)
+app = typer.Typer(help="Find task attempts; complete or reject HUMAN tasks.", no_args_is_help=True)
 
 COLUMNS: list[output.Column] = [
     ("TASK ID", lambda t: t["taskId"]),
@@ -23,6 +28,8 @@ COLUMNS: list[output.Column] = [
     ("WORKER", lambda t: t.get("workerId") or ""),
     ("STARTED", lambda t: output.age(t.get("startedAt"))),
 ]
+RUN_ARG = Annotated[str, typer.Argument(help="A run id, or workflowrun/<name>", metavar="RUN")]
+REF_ARG = Annotated[str, typer.Argument(help="The HUMAN task's reference name in that run", metavar="REF")]
 
 
 def _tasks(conn: Connection, *rest: str) -> tuple[str, ...]:
@@ -69,3 +76,68 @@ def list_tasks(
     output.emit(body, fmt, lambda: output.table(body["items"], COLUMNS), [t["taskId"] for t in body["items"]])
     if not body["items"] and fmt in (output.Format.TABLE, output.Format.WIDE):
         output.note("no tasks found")
+
+
+async def waiting_human_task(conn: Connection, run_ref: str, ref: str) -> str:
+    """The id of the HUMAN task `ref` of a run that waits for a person."""
+    params: dict[str, str | int] = {
+        "executionId": await run_id(run_ref, conn),
+        "referenceName": ref,
+        "type": "HUMAN",
+        "limit": 1,
+    }
+    found = (await conn.api.get(*_tasks(conn), params=params))["items"]
+    if not found:
+        raise CommandError(f"run {run_ref} has no HUMAN task {ref!r}", ExitCode.NOT_FOUND)
+    latest = found[0]  # newest first: the latest attempt
+    if latest["status"] != "IN_PROGRESS":
+        raise CommandError(
+            f"task {ref} of run {run_ref} is {latest['status']}: it no longer waits for a person", ExitCode.REFUSED
+        )
+    return str(latest["taskId"])
+
+
+def _decide(conn: Connection, run_ref: str, ref: str, action: str, body: dict[str, Any], fmt: output.Format) -> None:
+    async def send() -> dict[str, Any]:
+        task_id = await waiting_human_task(conn, run_ref, ref)
+        return await conn.api.post(*_tasks(conn, task_id, action), body=body)
+
+    task = run(send())
+    line = f"task {ref} of run {task['executionId']} {task['status']} by {task.get('completedBy') or 'unknown'}"
+    output.emit(task, fmt, lambda: Text(line), [str(task["taskId"])])
+
+
+# The task's output is the person's answer (`-o` is the output format, as everywhere).
+ANSWER = Annotated[str | None, typer.Option("--answer", "-a", help="The task's output, as a JSON object")]
+ANSWER_FILE = Annotated[Path | None, typer.Option("--answer-file", help="The task's output from a file (- stdin)")]
+
+
+@app.command("complete")
+@connected
+def complete(
+    conn: Connection,
+    run_ref: RUN_ARG,
+    ref: REF_ARG,
+    answer: ANSWER = None,
+    answer_file: ANSWER_FILE = None,
+    fmt: OUTPUT = output.Format.TABLE,
+) -> None:
+    """Complete a HUMAN task with its output (the person's answer): the run goes on."""
+    try:
+        given = json_object(answer, answer_file, "--answer")
+    except CommandError as error:
+        fail(error)
+    _decide(conn, run_ref, ref, "complete", {"output": given or {}}, fmt)
+
+
+@app.command("reject")
+@connected
+def reject(
+    conn: Connection,
+    run_ref: RUN_ARG,
+    ref: REF_ARG,
+    reason: Annotated[str, typer.Option("--reason", "-r", help="Why: becomes the task's reason")],
+    fmt: OUTPUT = output.Format.TABLE,
+) -> None:
+    """Reject a HUMAN task: it fails with the reason, and so does the run (unless the task is optional)."""
+    _decide(conn, run_ref, ref, "reject", {"reason": reason}, fmt)

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
+from sluiceway.model.attributes import MAX_PER_RUN, AttributeName
 from sluiceway.model.common import INT32_MAX, EngineName, Spec, Status
 
 MAX_CATCHUP_WINDOW_SECONDS = 31_536_000
@@ -55,10 +56,12 @@ class ScheduleSpec(Spec):
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
         description="The input of every run it starts.",
     )
-    search_attributes: dict[str, Any] = Field(
+    search_attributes: dict[AttributeName, Any] = Field(
         default_factory=dict,
+        max_length=MAX_PER_RUN,
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
-        description="Search attributes of every run it starts.",
+        description="Search attributes of every run it starts, checked against the workflow's declarations as a "
+        "start's are: a value that does not fit refuses that fire, naming the attribute.",
     )
     correlation_id: str | None = Field(None, max_length=256, description="The correlationId of every run.")
     cron: list[str] = Field(

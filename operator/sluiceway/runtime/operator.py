@@ -274,6 +274,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                 interval=settings.purge_interval,
                 idempotency_window=settings.idempotency_window,
                 share=settings.purge_share,
+                retention_seconds=settings.retention,
             ),
         ),
         ("API server", server.serve_until(stop)),

@@ -6,7 +6,12 @@ operator's default).
 In small batches, each one short transaction that locks only the finished
 runs it deletes (SKIP LOCKED, so replicas share the work), never a queued or
 leased task: dispatch never waits on a purge. A run whose parent is still
-running is kept, since the parent's SUB_WORKFLOW task points at it."""
+running is kept, since the parent's SUB_WORKFLOW task points at it.
+
+Schedule fires older than the operator's retention go too, in the same small
+batches: a fire still buffered is pending work and is kept. A pruned fire
+time is still never started twice while its run exists, since the run's id
+is derived from the schedule and the fire time."""
 
 from __future__ import annotations
 
@@ -37,6 +42,8 @@ WITH doomed AS (
     DELETE FROM parked_tasks WHERE execution_id IN (SELECT id FROM doomed)
 ), keys_gone AS (
     DELETE FROM start_requests WHERE execution_id IN (SELECT id FROM doomed)
+), messages_gone AS (
+    DELETE FROM run_messages WHERE execution_id IN (SELECT id FROM doomed)
 ), runs_gone AS (
     DELETE FROM executions e WHERE e.id IN (SELECT id FROM doomed) RETURNING 1
 )
@@ -47,6 +54,19 @@ _FORGET_REQUESTS = """
 DELETE FROM start_requests WHERE ctid IN (
     SELECT ctid FROM start_requests WHERE created_at < now() - make_interval(secs => $1::float8) LIMIT $2)
 """
+# Through each schedule's primary key range (namespace, schedule, fire_at),
+# never a scan of every fire; a fire handled recently (a backfill of old
+# times) stays for the retention too.
+_FORGET_FIRES = """
+DELETE FROM schedule_fires WHERE ctid IN (
+    SELECT f.ctid FROM schedules s CROSS JOIN LATERAL (
+        SELECT ctid FROM schedule_fires f
+         WHERE f.namespace = s.namespace AND f.schedule = s.name
+           AND f.fire_at < now() - make_interval(secs => $1::float8)
+           AND f.handled_at < now() - make_interval(secs => $1::float8) AND f.outcome <> 'buffered'
+         LIMIT $2) f
+     LIMIT $2)
+"""
 _EXPIRE_NOW = "UPDATE executions SET expires_at = now() WHERE id = $1 AND namespace = $2 AND status <> 'RUNNING'"
 
 
@@ -56,14 +76,24 @@ class Purged:
     tasks: int = 0
     logs: int = 0
     requests: int = 0
+    fires: int = 0
 
 
-async def purge(conn: asyncpg.Connection, batch: int, idempotency_window: float) -> Purged:
-    """Delete one batch of expired runs and of forgotten idempotency keys."""
+async def purge(
+    conn: asyncpg.Connection, batch: int, idempotency_window: float, retention_seconds: float = 0
+) -> Purged:
+    """Delete one batch of expired runs, of forgotten idempotency keys and,
+    with a retention (0 keeps them for ever), of schedule fires older than it."""
     async with conn.transaction():
         row = await conn.fetchrow(_PURGE, batch)
     forgotten = await conn.execute(_FORGET_REQUESTS, idempotency_window, batch)
-    return Purged(row["runs"], row["tasks"], row["logs"], int(forgotten.split()[-1]))
+    fires = await conn.execute(_FORGET_FIRES, retention_seconds, batch) if retention_seconds > 0 else "DELETE 0"
+    return Purged(row["runs"], row["tasks"], row["logs"], _count(forgotten), _count(fires))
+
+
+def _count(status: str) -> int:
+    """The row count of a command status such as `DELETE 12`."""
+    return int(status.split()[-1])
 
 
 async def expire_now(conn: asyncpg.Connection, namespace: str, run_id: str) -> None:

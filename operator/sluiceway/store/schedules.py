@@ -295,6 +295,7 @@ class _Firing:
             correlation_id=spec.correlation_id,
             run_id=str(rid),
             schedule=self.name,
+            search_attributes=spec.search_attributes,
         )
         if not isinstance(outcome, executions.Started):
             await conn.execute(_SETTLE, self.namespace, self.name, fire_at, "refused", outcome.message)
