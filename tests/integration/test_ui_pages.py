@@ -382,3 +382,30 @@ async def test_nothing_sent_to_the_ui_makes_it_answer_5xx(pool: asyncpg.Pool, br
         assert page.status < 500, (path, page.status, page.text[:300])
     paused = await run_status(pool, run_id)  # the long reason was cut to what the API keeps
     assert paused.status is RunStatus.PAUSED and paused.pause_reason == "x" * 1024
+
+
+async def test_a_run_page_links_the_runs_of_its_chain(pool: asyncpg.Pool, browser: Browser) -> None:
+    again = {
+        "name": "again",
+        "taskReferenceName": "again",
+        "type": "CONTINUE_AS_NEW",
+        "inputParameters": {"input": {"more": "no"}},
+    }
+    switch = {
+        "name": "more",
+        "taskReferenceName": "more",
+        "type": "SWITCH",
+        "evaluatorType": "value-param",
+        "expression": "more",
+        "inputParameters": {"more": "${workflow.input.more}"},
+        "decisionCases": {"yes": [again]},
+    }
+    await define_workflow(pool, "loop", [switch])
+    first = await start(pool, "loop", {"more": "yes"})
+    await settle(pool)
+    following = (await run_status(pool, first)).next_run_id
+    assert following is not None
+    page = await browser.get(f"/ui/ns/{NS}/runs/{first}")
+    assert f"continued as {following[:8]}" in page.text
+    second = await browser.get(f"/ui/ns/{NS}/runs/{following}")
+    assert f"continued from {first[:8]}" in second.text
