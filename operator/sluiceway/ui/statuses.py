@@ -21,13 +21,13 @@ _SHOWN = {
     "SKIPPED": Shown("off", "↷", "skipped"),
     "FAILED": Shown("bad", "✗", "failed"),
     "FAILED_WITH_TERMINAL_ERROR": Shown("bad", "✗", "failed (terminal)"),
-    "TIMED_OUT": Shown("bad", "⌛", "timed out"),
+    "TIMED_OUT": Shown("bad", "◔", "timed out"),
     "TERMINATED": Shown("bad", "■", "terminated"),
     "CANCELED": Shown("off", "⊘", "canceled"),
     "IN_PROGRESS": Shown("busy", "▶", "in progress"),
     "RUNNING": Shown("busy", "▶", "running"),
     "SCHEDULED": Shown("wait", "◷", "scheduled"),
-    "PAUSED": Shown("warn", "⏸", "paused"),
+    "PAUSED": Shown("warn", "‖", "paused"),
     NOT_STARTED: Shown("off", "○", "not started"),
 }
 # Worst first: a group takes the first status any member has.
