@@ -199,7 +199,11 @@ def test_a_human_task_is_completed_from_the_ui(
     run_id = start(operator, namespace, "refund")
     page.goto(f"{operator.api_url}/ui/ns/{namespace}/runs/{run_id}")
     expect(node(page, "approve")).to_have_attribute("data-status", "IN_PROGRESS")
-    node(page, "approve").click()
+    # By keyboard: the first Tab reaches the skip link, and a graph box opens with Enter.
+    page.keyboard.press("Tab")
+    expect(page.locator("a.skip")).to_be_focused()
+    node(page, "approve").focus()
+    page.keyboard.press("Enter")
     expect(page.locator("#task-panel")).to_contain_text("Task approve")
     page.get_by_role("link", name="Complete or reject").click()
     expect(page.locator("pre").first).to_contain_text('"amount": 120')
