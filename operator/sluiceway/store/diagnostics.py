@@ -238,7 +238,14 @@ async def run_facts(
     namespace: str,
     execution_id: uuid.UUID,
     policies: Policies,
+    *,
+    limit: int | None = None,
+    ref: str | None = None,
 ) -> RunFacts | None:
+    """The facts `why` explains. `limit` gathers the gates of the first
+    `limit` active tasks only, and `ref` of that task only: a fan-out of
+    thousands costs a handful of queries per task (the UI asks on every
+    refresh)."""
     run = await conn.fetchrow(_RUN, execution_id, namespace)
     if run is None:
         return None
@@ -251,10 +258,11 @@ async def run_facts(
             str(r["id"]) for r in await conn.fetch(_ADMITTED, namespace, run["workflow_name"], run["admission_key"])
         ]
     rows = await conn.fetch(_ACTIVE_TASKS, execution_id)
-    found = await policies.of(conn, namespace, {r["name"] for r in rows})
-    loops = {t.task_reference_name: t for t in iter_tasks(spec.tasks) if t.type is TaskType.DO_WHILE} if spec else {}
-    tasks = [await _task_facts(conn, namespace, row, found[row["name"]].gates, loops) for row in rows]
     active_workers = sum(1 for r in rows if Executor(r["executor"]).leases())
+    explained = [r for r in rows if ref is None or r["ref"] == ref][:limit]
+    found = await policies.of(conn, namespace, {r["name"] for r in explained})
+    loops = {t.task_reference_name: t for t in iter_tasks(spec.tasks) if t.type is TaskType.DO_WHILE} if spec else {}
+    tasks = [await _task_facts(conn, namespace, row, found[row["name"]].gates, loops) for row in explained]
     return RunFacts(
         execution_id=str(run["id"]),
         workflow=run["workflow_name"],
