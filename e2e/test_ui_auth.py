@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, expect, sync_playwright
 
-from e2e.api import call
 from e2e.test_auth import Secured, role, secured, start_run  # noqa: F401 - `secured` is the fixture
 from e2e.test_ui_browser import CHROMIUM, accessible
+from tests.support.api import call
 
 pytestmark = pytest.mark.e2e
 

@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from e2e.api import call
-from e2e.conftest import OperatorProcess
-from e2e.kube import Kube, eventually
+from tests.support.api import call
+from tests.support.kube import Kube
+from tests.support.operators import OperatorProcess
+from tests.support.waiting import eventually
 
 API = "sluiceway.dev/v1alpha1"
 CHROMIUM = os.environ.get("SLUICEWAY_CHROMIUM", "/usr/bin/chromium-headless-shell")

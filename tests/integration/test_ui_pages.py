@@ -17,8 +17,8 @@ from sluiceway.controls.policy import Gates
 from sluiceway.model.execution import ResultStatus, RunStatus
 from sluiceway.model.schedule import ScheduleSpec
 from sluiceway.store import definitions, leasing, schedules
-from tests.integration.engine_helpers import NS, define_task, define_workflow, lease, report, run_status, settle, start
-from tests.integration.ui_support import Browser, serve_ui
+from tests.support.store import NS, define_task, define_workflow, lease, report, run_status, settle, start
+from tests.support.ui import Browser, serve_ui
 
 
 def simple(ref: str, **inputs: Any) -> dict[str, Any]:
