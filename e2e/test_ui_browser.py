@@ -250,3 +250,8 @@ def test_a_semaphore_holder_appears_on_the_gates_page(
     accessible(small, "runs on a phone")
     small.screenshot(path=str(shots / "runs-phone.png"), full_page=True)
     phone.close()
+    # End both runs, so deleting the TaskDefinition (activeRunsPolicy Finish)
+    # does not wait on them when the namespace is cleared.
+    for run in (first, second):
+        status, _ = call("POST", f"{operator.api_url}/v1/ns/{namespace}/executions/{run}/terminate", {})
+        assert status in (200, 202), status
