@@ -230,7 +230,7 @@ SELECT coalesce((SELECT used FROM rate_windows WHERE namespace = $1 AND name = $
 _IN_FLIGHT = """
 SELECT count(*) FROM tasks WHERE executor = $3 AND namespace = $1 AND name = $2 AND status = 'IN_PROGRESS'
 """
-_TASK_RUN = "SELECT execution_id FROM tasks WHERE id = $1 AND namespace = $2"
+_TASK_RUN = "SELECT execution_id, ref FROM tasks WHERE id = $1 AND namespace = $2"
 
 
 async def run_facts(
@@ -274,6 +274,7 @@ async def run_facts(
         admission_holders=admitted,
         max_concurrent_tasks=spec.max_concurrent_tasks if spec else 0,
         active_worker_tasks=active_workers,
+        active_tasks=len(rows),
         tasks=tasks,
         quarantine_reason=run["quarantine_reason"] if run["status"] == "RUNNING" else None,
         paused=run["paused"] and run["status"] == "RUNNING",
@@ -282,9 +283,11 @@ async def run_facts(
     )
 
 
-async def execution_of_task(conn: asyncpg.Connection, namespace: str, task_id: uuid.UUID) -> uuid.UUID | None:
-    value: uuid.UUID | None = await conn.fetchval(_TASK_RUN, task_id, namespace)
-    return value
+async def run_and_ref_of_task(
+    conn: asyncpg.Connection, namespace: str, task_id: uuid.UUID
+) -> tuple[uuid.UUID, str] | None:
+    row = await conn.fetchrow(_TASK_RUN, task_id, namespace)
+    return (row["execution_id"], row["ref"]) if row else None
 
 
 async def _task_facts(
