@@ -282,6 +282,7 @@ async def test_a_task_handed_back_while_its_run_is_paused_waits_for_the_resume(p
     await settle(pool)
     [work] = await lease(pool, "work")
     await act(pool, operations.pause, run_id)
+    await age(pool, run_id, 3600)  # paused an hour ago: the hand-back's delay counts from the resume, not the pause
     # Its worker shuts down and hands the task back with a zero snooze.
     assert (await report(pool, work, ResultStatus.IN_PROGRESS, callback_after_seconds=0)).applied
     assert await lease(pool, "work") == [], "held with the paused run, not leased again"
@@ -301,6 +302,7 @@ async def test_a_task_interrupted_while_its_run_is_paused_waits_and_comes_back_a
     await settle(pool)
     [work] = await lease(pool, "work")
     await act(pool, operations.pause, run_id)
+    await age(pool, run_id, 3600)
     assert (await report(pool, work, ResultStatus.INTERRUPTED)).applied
     assert await lease(pool, "work") == [], "held with the paused run, not leased again"
     await act(pool, operations.resume, run_id)

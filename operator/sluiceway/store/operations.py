@@ -91,13 +91,17 @@ _PAUSE = """
 UPDATE executions SET paused_at = now(), pause_reason = $2, mirror_seq = mirror_seq + 1 WHERE id = $1
 """
 # Queued tasks and what waits (WAIT, a child run) are parked; leased ones run on.
+# A task handed back during the pause had its delay counted from then: it is
+# parked as if handed back when the pause began, since resuming adds the whole
+# paused span (for the run's own park the difference is zero).
 _PARK = """
-WITH parked AS (
+WITH since AS (SELECT coalesce(now() - paused_at, interval '0') AS paused FROM executions WHERE id = $1),
+parked AS (
     INSERT INTO parked_tasks (task_id, execution_id, status, available_at, schedule_to_start_at, total_at,
                               schedule_to_close_at, wait_until, close_deadline)
-    SELECT id, execution_id, status, available_at, schedule_to_start_at, total_at, schedule_to_close_at,
-           wait_until, close_deadline
-      FROM tasks
+    SELECT id, execution_id, status, available_at - since.paused, schedule_to_start_at - since.paused, total_at,
+           schedule_to_close_at, wait_until, close_deadline
+      FROM tasks, since
      WHERE execution_id = $1 AND ($3::uuid IS NULL OR id = $3)
        AND (status = 'SCHEDULED' OR (status = 'IN_PROGRESS' AND executor = 'engine'))
     ON CONFLICT (task_id) DO NOTHING
