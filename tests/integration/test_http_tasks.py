@@ -16,6 +16,7 @@ from sluiceway.systemtasks.http import HttpTaskRunner
 from tests.integration.conftest import Plane
 from tests.integration.engine_helpers import NS, define_task, define_workflow
 from tests.integration.test_api_and_sdk import finished, post
+from tests.integration.test_metrics import added, scrape, value
 
 
 class Upstream:
@@ -168,8 +169,11 @@ async def test_the_breaker_opens_fails_fast_non_terminally_and_closes_after_a_pr
         assert (await run(plane, "fragile"))["status"] == "FAILED"
     target = f"127.0.0.1:{upstream.url.rsplit(':', 1)[1]}"
     assert runner.breakers(target).state is BreakerState.OPEN
+    before = scrape()
+    assert value(before, "sluiceway_circuit_breaker_state", target=target) == 2, "2: open"
     calls_before = len(upstream.calls)
     fast = await run(plane, "fragile")
+    assert added(before, scrape(), "sluiceway_circuit_breaker_rejections_total", target=target) == 1
     assert len(upstream.calls) == calls_before, "an open breaker does not call the host"
     assert fast["tasks"][0]["status"] == "FAILED", "never terminally: the retry policy still decides"
     assert f"circuitBreaker:{target} open" in fast["reasonForIncompletion"]
@@ -177,3 +181,4 @@ async def test_the_breaker_opens_fails_fast_non_terminally_and_closes_after_a_pr
     await asyncio.sleep(1.6)
     probe = await run(plane, "fragile")
     assert probe["status"] == "COMPLETED" and runner.breakers(target).state is BreakerState.CLOSED
+    assert value(scrape(), "sluiceway_circuit_breaker_state", target=target) == 0, "0: closed"

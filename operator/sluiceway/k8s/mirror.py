@@ -13,7 +13,6 @@ from sluiceway.kubeapi.client import KubeClient, KubeError
 from sluiceway.model.execution import RunStatus
 from sluiceway.model.resources import WORKFLOW_RUN
 from sluiceway.model.workflowrun import STALE_MIRROR
-from sluiceway.observability import metrics
 from sluiceway.store import mirroring
 from sluiceway.store.database import Pool
 from sluiceway.store.errors import StoreError
@@ -34,6 +33,7 @@ async def mirror_once(pool: Pool, kube: KubeClient, batch: int = 100, recorder: 
     async with pool.acquire() as conn:
         pending = await mirroring.pending(conn, batch)
     written: list[tuple[str, int, bool]] = []
+    dead: list[mirroring.DeadLetter] = []
     for run in pending:
         status = run_status(
             execution_id=run.id,
@@ -69,7 +69,7 @@ async def mirror_once(pool: Pool, kube: KubeClient, batch: int = 100, recorder: 
                     run.resource_name,
                     error.message,
                 )
-                metrics.OUTBOX_DEAD_LETTERED.inc()
+                dead.append(mirroring.DeadLetter(run.id, run.mirror_seq, run.namespace, run.resource_name))
             elif error.status != 404:  # a deleted WorkflowRun needs no status; anything else is retried
                 log.warning(
                     "cannot mirror run %s into WorkflowRun %s/%s: %s",
@@ -113,7 +113,7 @@ async def mirror_once(pool: Pool, kube: KubeClient, batch: int = 100, recorder: 
                 run.reason or f"run {run.id} completed",
             )
     async with pool.acquire() as conn:
-        await mirroring.mark_mirrored(conn, written)
+        await mirroring.mark_mirrored(conn, written, dead)
     return len(pending)
 
 

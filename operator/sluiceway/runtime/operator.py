@@ -261,7 +261,6 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         *((f"decider {i + 1}", loops.run_decider(pool, notifications, config, stop)) for i in range(settings.deciders)),
         ("sweeper", loops.run_sweeper(pool, stop)),
         ("scheduler", loops.run_scheduler(pool, stop, on_report=_schedule_events(kube))),
-        ("gauges", loops.run_gauges(pool, stop)),
         (
             "purger",
             loops.run_purger(
@@ -290,7 +289,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         memo.worker_pods = worker_pods
 
         async def reconcile(stepped_down: asyncio.Event) -> None:
-            """The one-replica-at-a-time parts: kopf's reconcilers and the status mirror."""
+            """The one-replica-at-a-time parts: kopf's reconcilers, the status mirror and
+            the metrics read from the database (exported once, not once per replica)."""
             leader_stop = asyncio.Event()
             relay = asyncio.create_task(_first_of(stop, stepped_down, then=leader_stop))
 
@@ -318,7 +318,9 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                     stop.set()
 
             try:
-                await asyncio.gather(reconcilers(), run_mirror(pool, kube, leader_stop, recorder))
+                await asyncio.gather(
+                    reconcilers(), run_mirror(pool, kube, leader_stop, recorder), loops.run_gauges(pool, leader_stop)
+                )
             finally:
                 relay.cancel()
 
@@ -329,6 +331,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             parts.append(("reconciler", elector.run(reconcile, stop)))
         else:
             parts.append(("reconciler", reconcile(asyncio.Event())))
+    else:  # no Kubernetes, no election: this process is the only replica
+        parts.append(("gauges", loops.run_gauges(pool, stop)))
     if authenticator is not None:
         parts.append(("API keys", authenticator.run(stop)))  # keeps the API keys in memory
     try:

@@ -91,7 +91,7 @@ class DeciderConfig:
     retention_seconds: int = DEFAULT_RETENTION_SECONDS
     rng: random.Random = field(default_factory=random.Random)
     policies: Policies = field(default_factory=Policies)  # the process's one, with the operator defaults
-    on_decision: Callable[[str, Decision], None] | None = None  # metrics and tracing hooks
+    on_decision: Callable[[RunSnapshot, Decision], None] | None = None  # metrics and tracing hooks
     on_quarantine: Callable[[Quarantined], None] | None = None
 
 
@@ -310,7 +310,7 @@ async def _decide(conn: asyncpg.Connection, runs: list[asyncpg.Record], config: 
             continue
         applier.add(snapshot, decision, mirrored=run["mirrored"])
         if config.on_decision is not None:
-            config.on_decision(snapshot.id, decision)
+            config.on_decision(snapshot, decision)
     outcome = await applier.apply(conn, [event for run in runs for event in run["event_ids"]])
     outcome.decided = len(runs) - len(outcome.quarantined)
     return outcome
