@@ -147,8 +147,9 @@ def rules_of(manifests: list[Manifest]) -> list[tuple[str, str, Manifest]]:
 
 
 def without_service_monitor(manifests: list[Manifest]) -> str:
-    """The manifests the API server can check: the ServiceMonitor CRD is not installed."""
-    return yaml.safe_dump_all([m for m in manifests if m["kind"] != "ServiceMonitor"])
+    """The manifests the API server can check: the prometheus-operator's CRDs
+    (ServiceMonitor, PrometheusRule) are not installed."""
+    return yaml.safe_dump_all([m for m in manifests if m["kind"] not in ("ServiceMonitor", "PrometheusRule")])
 
 
 CLUSTER_SCOPED_KINDS = {"ClusterRole", "ClusterRoleBinding"}
@@ -173,8 +174,18 @@ def dry_run_on_server(kube: Kube, manifests: list[Manifest]) -> None:
         pytest.param([*DB], id="defaults"),
         pytest.param(["--set", "devPostgres.enabled=true"], id="dev-postgres"),
         pytest.param(
-            [*DB, "--set", "replicas=3", "--set", "metrics.serviceMonitor.enabled=true"],
-            id="replicas-and-service-monitor",
+            [
+                *DB,
+                "--set",
+                "replicas=3",
+                "--set",
+                "metrics.serviceMonitor.enabled=true",
+                "--set",
+                "metrics.dashboard.enabled=true",
+                "--set",
+                "metrics.rules.enabled=true",
+            ],
+            id="replicas-and-monitoring",
         ),
     ],
 )
@@ -204,6 +215,10 @@ def test_lint_passes_without_warnings_or_errors(helm: Helm, values: list[str]) -
                 "replicas=3",
                 "--set",
                 "metrics.serviceMonitor.enabled=true",
+                "--set",
+                "metrics.dashboard.enabled=true",
+                "--set",
+                "metrics.rules.enabled=true",
                 "--set",
                 "apiKeys.allowWrites=true",
                 "--set",
@@ -357,6 +372,39 @@ def test_service_monitor_only_when_enabled(helm: Helm) -> None:
     assert monitor["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "15s"}]
     service = one(manifests, "Service")
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+
+
+def test_dashboard_and_alert_rules_only_when_enabled(helm: Helm) -> None:
+    defaults = render(helm, *DB)
+    assert of_kind(defaults, "PrometheusRule") == [] and of_kind(defaults, "ConfigMap") == []
+    manifests = render(
+        helm,
+        *DB,
+        "--set",
+        "metrics.dashboard.enabled=true",
+        "--set",
+        "metrics.rules.enabled=true",
+        "--set",
+        "metrics.rules.labels.release=kube-prometheus-stack",
+    )
+    dashboard = one(manifests, "ConfigMap")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1", "the sidecar's conventional label"
+    shipped = json.loads((CHART / "dashboards/sluiceway.json").read_text())
+    assert json.loads(dashboard["data"]["sluiceway.json"]) == shipped
+    rule = one(manifests, "PrometheusRule")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert rule["spec"] == yaml.safe_load((CHART / "files/prometheus-rules.yaml").read_text())
+    alerts = {r["alert"] for group in rule["spec"]["groups"] for r in group["rules"]}
+    assert {
+        "SluicewayDeciderLag",
+        "SluicewayTimersOverdue",
+        "SluicewayDeadLetters",
+        "SluicewayQueueWithoutPollers",
+        "SluicewayCircuitBreakerOpen",
+        "SluicewaySlaBreached",
+        "SluicewayRunsQuarantined",
+    } <= alerts
 
 
 def test_operator_runs_non_root_with_a_read_only_root_and_no_privileges(helm: Helm) -> None:
