@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 from collections.abc import Mapping
 
 import aiohttp
 import asyncpg
+import pytest
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sluiceway.model.execution import ResultStatus
 from sluiceway.observability import metrics
+from sluiceway.observability.logs import JsonFormatter
 from sluiceway.runtime import loops
 from sluiceway.store import mirroring, schedules
 from sluiceway.store.deciding import DeciderConfig
@@ -135,7 +138,9 @@ async def test_timers_overdue_count_task_and_run_deadlines_past_due(pool: asyncp
     assert value(await published(pool), "sluiceway_timers_overdue") == 2
 
 
-async def test_quarantined_runs_are_counted_and_gauged_by_namespace(pool: asyncpg.Pool) -> None:
+async def test_quarantined_runs_are_counted_and_gauged_by_namespace(
+    pool: asyncpg.Pool, caplog: pytest.LogCaptureFixture
+) -> None:
     await define_workflow(pool, "poisoned", [{"name": "job", "taskReferenceName": "j"}])
     async with pool.acquire() as conn:
         await conn.execute(
@@ -149,6 +154,12 @@ async def test_quarantined_runs_are_counted_and_gauged_by_namespace(pool: asyncp
     after = await published(pool)
     assert added(before, after, "sluiceway_runs_quarantined_total", namespace=NS) == 2
     assert value(after, "sluiceway_runs_in_quarantine", namespace=NS) == 2
+    # Each log line about a quarantine names its run and namespace as JSON fields.
+    quarantined = [r for r in caplog.records if "is quarantined" in r.getMessage()]
+    assert len(quarantined) == 2
+    for record in quarantined:
+        line = json.loads(JsonFormatter().format(record))
+        assert line["namespace"] == NS and line["workflow"] == "poisoned" and line["run_id"] in record.getMessage()
 
 
 async def test_dead_letters_are_counted_once_each_from_the_database(pool: asyncpg.Pool) -> None:

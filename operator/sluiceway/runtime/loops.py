@@ -16,6 +16,7 @@ from prometheus_client.metrics_core import Metric
 from sluiceway.engine.commands import Decision
 from sluiceway.engine.snapshot import RunSnapshot
 from sluiceway.observability import metrics
+from sluiceway.observability.logs import about
 from sluiceway.store import diagnostics, retention, schedules
 from sluiceway.store.database import Pool
 from sluiceway.store.deciding import DeciderConfig, Quarantined, decide_batch
@@ -110,7 +111,14 @@ def report_sweep(report: SweepReport) -> None:
     for expired in report.expired:
         metrics.TIMERS_FIRED.labels(expired.missed.value).inc()
     for fired in report.fired_tasks[:_FIRED_LOG_LINES]:
-        log.info("run %s task %s (epoch %d): %s", fired.execution_id, fired.task_id, fired.epoch, fired.reason)
+        log.info(
+            "run %s task %s (epoch %d): %s",
+            fired.execution_id,
+            fired.task_id,
+            fired.epoch,
+            fired.reason,
+            extra=about(run_id=fired.execution_id, task_id=fired.task_id, epoch=fired.epoch),
+        )
     if len(report.fired_tasks) > _FIRED_LOG_LINES:
         log.info("and %d more tasks ended by their timers in this pass", len(report.fired_tasks) - _FIRED_LOG_LINES)
     for task_type, expiry in report.alerts:
@@ -118,7 +126,13 @@ def report_sweep(report: SweepReport) -> None:
         log.warning("ALERT_ONLY timeout of a %s task: %s", task_type, expiry.reason)
     for run_id, namespace, workflow in report.sla_breaches:
         metrics.SLA_BREACHES.labels(namespace, workflow).inc()
-        log.warning("run %s of workflow %s/%s passed its SLA", run_id, namespace, workflow)
+        log.warning(
+            "run %s of workflow %s/%s passed its SLA",
+            run_id,
+            namespace,
+            workflow,
+            extra=about(namespace=namespace, run_id=run_id, workflow=workflow),
+        )
 
 
 async def run_sweeper(pool: Pool, stop: asyncio.Event, batch: int = 500) -> None:
@@ -182,7 +196,14 @@ async def run_scheduler(
         count_fires(report)
         for fire in report.fires:
             if fire.outcome == "started":
-                log.info("schedule %s/%s fired %s: run %s", fire.namespace, fire.schedule, fire.fire_at, fire.run_id)
+                log.info(
+                    "schedule %s/%s fired %s: run %s",
+                    fire.namespace,
+                    fire.schedule,
+                    fire.fire_at,
+                    fire.run_id,
+                    extra=about(namespace=fire.namespace, run_id=fire.run_id),
+                )
         if on_report is not None:
             on_report(report)
         if len(report.fires) >= batch:

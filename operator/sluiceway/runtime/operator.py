@@ -39,6 +39,7 @@ from sluiceway.k8s.schedules import post_events
 from sluiceway.k8s.worker_pods import DEFAULT_API_URL, WorkerPods
 from sluiceway.kubeapi.client import Events, KubeClient, Leases
 from sluiceway.kubeapi.secrets import KubeSecrets
+from sluiceway.observability import logs
 from sluiceway.runtime import loops
 from sluiceway.runtime.settings import Settings
 from sluiceway.store.database import Pool, open_pool
@@ -345,7 +346,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
 
 
 def main(settings: Settings) -> int:
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(settings.log_level, settings.log_format)
     return exit_status(lambda stop: run(settings, stop))
 
 
