@@ -68,6 +68,20 @@ async def published(pool: asyncpg.Pool) -> Samples:
     return scrape()
 
 
+async def scheduled(pool: asyncpg.Pool, task_type: str, count: int) -> None:
+    """Wait until `count` tasks of the type are queued: the plane's own decider
+    may still be deciding a run when a settle() beside it finds nothing due."""
+    for _ in range(400):
+        async with pool.acquire() as conn:
+            found = await conn.fetchval(
+                "SELECT count(*) FROM tasks WHERE name = $1 AND status = 'SCHEDULED'", task_type
+            )
+        if found >= count:
+            return
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"{count} {task_type} tasks never got scheduled")
+
+
 def observed() -> DeciderConfig:
     """A decider that counts what it decides, as the operator's does."""
     return DeciderConfig(on_decision=loops.observe_decision, on_quarantine=loops.count_quarantined)
@@ -201,7 +215,7 @@ async def test_leases_results_and_gate_holds_over_http(plane: Plane) -> None:
     await define_task(plane.pool, "limited", concurrentExecLimit=1)
     await define_workflow(plane.pool, "two", [{"name": "limited", "taskReferenceName": "l"}])
     await start_runs(plane.pool, "two", 2)
-    await settle(plane.pool)
+    await scheduled(plane.pool, "limited", 2)
     before = await scrape_http(plane)
     async with aiohttp.ClientSession() as http:
         body = {"taskTypes": ["limited"], "workerId": "w", "count": 1, "pollTimeoutSeconds": 0}

@@ -9,13 +9,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from sluiceway.engine.commands import Decision
 from sluiceway.engine.snapshot import RunSnapshot
-from sluiceway.observability import metrics
+from sluiceway.observability import metrics, tracing
 from sluiceway.observability.logs import about
 from sluiceway.store import diagnostics, retention, schedules
 from sluiceway.store.database import Pool
@@ -67,15 +68,37 @@ def count_quarantined(run: Quarantined) -> None:
     metrics.RUNS_QUARANTINED.labels(run.namespace).inc()
 
 
+# The runs one decider pass decided, for its span (each decider task has its own list).
+_decided: ContextVar[list[tuple[RunSnapshot, str | None]] | None] = ContextVar("sluiceway_decided", default=None)
+
+
 def observe_decision(run: RunSnapshot, decision: Decision) -> None:
     metrics.DECISIONS.inc()
     finish = decision.finish()
+    decided = _decided.get()
+    if decided is not None:
+        decided.append((run, None if finish is None else finish.status.value))
     if finish is not None:
         metrics.RUNS_FINISHED.labels(run.namespace, run.workflow_name, finish.status.value).inc()
         if finish.by_chain_deadline:
             metrics.CHAIN_TIMEOUTS.inc()
     for hold in decision.holds:
         metrics.GATE_HOLDS.labels(hold.control).inc()
+
+
+async def _trace_pass(pool: Pool, started_ns: int, runs: list[tuple[RunSnapshot, str | None]]) -> None:
+    """The pass's span, and the span of each run it ended (written now, from the run's start)."""
+    if not tracing.enabled():
+        return
+    tracing.record_decider_pass(started_ns, [run.id for run, _ in runs])
+    ended = {run.id: (run, status) for run, status in runs if status is not None}
+    if not ended:
+        return
+    async with pool.acquire() as conn:
+        times = await diagnostics.run_times(conn, list(ended))
+    for run_id, (created_at, ended_at) in times.items():
+        run, status = ended[run_id]
+        tracing.record_run(run_id, run.namespace, run.workflow_name, status or "", created_at, ended_at)
 
 
 async def run_decider(
@@ -88,9 +111,16 @@ async def run_decider(
         if notifications is not None:
             notifications.decide.clear()
         started = time.perf_counter()
-        decided = await decide_batch(pool, config)
+        started_ns = time.time_ns()
+        runs: list[tuple[RunSnapshot, str | None]] = []
+        token = _decided.set(runs)
+        try:
+            decided = await decide_batch(pool, config)
+        finally:
+            _decided.reset(token)
         if decided:
             metrics.DECIDE_BATCH_LATENCY.observe(time.perf_counter() - started)
+            await _trace_pass(pool, started_ns, runs)
             return True
         if notifications is not None:
             try:

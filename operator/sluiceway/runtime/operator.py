@@ -39,7 +39,7 @@ from sluiceway.k8s.schedules import post_events
 from sluiceway.k8s.worker_pods import DEFAULT_API_URL, WorkerPods
 from sluiceway.kubeapi.client import Events, KubeClient, Leases
 from sluiceway.kubeapi.secrets import KubeSecrets
-from sluiceway.observability import logs
+from sluiceway.observability import logs, tracing
 from sluiceway.runtime import loops
 from sluiceway.runtime.settings import Settings
 from sluiceway.store.database import Pool, open_pool
@@ -347,7 +347,12 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
 
 def main(settings: Settings) -> int:
     logs.configure(settings.log_level, settings.log_format)
-    return exit_status(lambda stop: run(settings, stop))
+    if tracing.configure():
+        log.info("exporting traces (OTEL_* variables)")
+    try:
+        return exit_status(lambda stop: run(settings, stop))
+    finally:
+        tracing.uninstall()  # exports the spans still batched
 
 
 def exit_status(body: Callable[[asyncio.Event], Awaitable[None]]) -> int:

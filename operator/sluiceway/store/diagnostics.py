@@ -88,6 +88,43 @@ async def health(conn: asyncpg.Connection) -> Health:
     return Health(lag, queues, overdue, quarantined, dead)
 
 
+_ATTEMPTS = """
+SELECT id::text AS id, execution_id::text AS execution_id, name, epoch, leased_at FROM tasks
+ WHERE namespace = $1 AND id = ANY($2::uuid[])
+"""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What a task attempt's span needs: its run, type, lease and epoch."""
+
+    execution_id: str
+    task_type: str
+    epoch: int
+    leased_at: datetime.datetime | None
+
+
+async def attempts(conn: asyncpg.Connection, namespace: str, task_ids: list[str]) -> dict[str, Attempt]:
+    ids = []
+    for task_id in task_ids:
+        try:
+            ids.append(uuid.UUID(task_id))
+        except ValueError:
+            continue  # not a task id: the store answers 404 for it
+    rows = await conn.fetch(_ATTEMPTS, namespace, ids)
+    return {r["id"]: Attempt(r["execution_id"], r["name"], r["epoch"], r["leased_at"]) for r in rows}
+
+
+_RUN_TIMES = "SELECT id::text AS id, created_at, ended_at FROM executions WHERE id = ANY($1::uuid[])"
+
+
+async def run_times(
+    conn: asyncpg.Connection, run_ids: list[str]
+) -> dict[str, tuple[datetime.datetime, datetime.datetime | None]]:
+    rows = await conn.fetch(_RUN_TIMES, [uuid.UUID(r) for r in run_ids])
+    return {r["id"]: (r["created_at"], r["ended_at"]) for r in rows}
+
+
 # --- "why is my task not running?" ---------------------------------------------
 
 _POLLER_WINDOW_SECONDS = 60
