@@ -273,3 +273,17 @@ async def test_schedule_fires_by_namespace_and_result(pool: asyncpg.Pool) -> Non
         loops.count_fires(await schedules.fire_due(conn))
     after = scrape()
     assert added(before, after, "sluiceway_schedule_fires_total", namespace="team-s", result="started") == 1
+
+
+async def test_pool_connections_in_use_and_idle(pool: asyncpg.Pool) -> None:
+    metrics.POOL.usage = pool.usage
+    try:
+        async with pool.acquire(), pool.acquire():  # two held by this test
+            samples = scrape()
+            in_use = value(samples, "sluiceway_db_pool_connections", state="in_use")
+            idle = value(samples, "sluiceway_db_pool_connections", state="idle")
+        assert in_use == 2 and idle is not None and idle >= 0
+        assert value(samples, "sluiceway_db_pool_max_connections") == 20, "the fixture's max_size"
+        assert value(scrape(), "sluiceway_db_pool_connections", state="in_use") == 0, "given back"
+    finally:
+        metrics.POOL.usage = None

@@ -8,10 +8,10 @@ replicas); what is read from the database is exported by the leader alone
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 _LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -43,6 +43,32 @@ class DatabaseMetrics(Collector):
     def collect(self) -> Iterable[Metric]:
         return list(self._families)
 
+
+class PoolMetrics(Collector):
+    """This replica's connections to PostgreSQL: in use and idle, against its maximum."""
+
+    def __init__(self) -> None:
+        self.usage: Callable[[], tuple[int, int, int]] | None = None
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        if self.usage is None:
+            return []
+        in_use, idle, most = self.usage()
+        connections = GaugeMetricFamily(
+            "sluiceway_db_pool_connections", "This replica's connections to PostgreSQL, by state.", labels=["state"]
+        )
+        connections.add_metric(["in_use"], in_use)
+        connections.add_metric(["idle"], idle)
+        ceiling = GaugeMetricFamily("sluiceway_db_pool_max_connections", "The most connections this replica opens.")
+        ceiling.add_metric([], most)
+        return [connections, ceiling]
+
+
+POOL = PoolMetrics()
+REGISTRY.register(POOL)
 
 DATABASE_METRICS_EXPORTER = Gauge(
     "sluiceway_database_metrics_exporter",

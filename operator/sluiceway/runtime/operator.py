@@ -39,7 +39,7 @@ from sluiceway.k8s.schedules import post_events
 from sluiceway.k8s.worker_pods import DEFAULT_API_URL, WorkerPods
 from sluiceway.kubeapi.client import Events, KubeClient, Leases
 from sluiceway.kubeapi.secrets import KubeSecrets
-from sluiceway.observability import logs, tracing
+from sluiceway.observability import logs, metrics, tracing
 from sluiceway.runtime import loops
 from sluiceway.runtime.settings import Settings
 from sluiceway.store.database import Pool, open_pool
@@ -203,6 +203,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     pool = await _open_pool_when_reachable(settings, stop)
     if pool is None:
         return  # stopped while waiting
+    metrics.POOL.usage = pool.usage
     notifications = Notifications(settings.database_url)
     await notifications.start()
     kube: KubeClient | None = KubeClient.from_environment() if settings.kubernetes else None
