@@ -35,7 +35,8 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 controlplane:
 	@bash hack/build-control-plane.sh >/dev/null
 
-# promtool checks every PromQL expression the chart ships (e2e/test_promql.py).
+# promtool checks every PromQL expression the chart ships (e2e/test_promql.py), and a
+# real Prometheus evaluates them against a live operator (e2e/test_prometheus_live.py).
 promtool:
 	@bash hack/build-prometheus.sh >/dev/null
 
