@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sluiceway.observability import logs
+from sluiceway.observability import logs, tracing
 from sluiceway.runtime.settings import Settings, SettingsError
 
 
@@ -30,16 +30,18 @@ def lines(stream: io.StringIO) -> list[dict[str, object]]:
 
 
 def test_a_line_about_a_task_carries_its_ids_as_fields(captured: io.StringIO) -> None:
-    about = logs.about(namespace="team-a", run_id="r-1", task_id="t-1", epoch=3)
+    run_id = "0b9d5f2e-8a7c-4c1e-9f3a-2d6b7e8f9a01"
+    about = logs.about(namespace="team-a", run_id=run_id, task_id="t-1", epoch=3)
     logging.getLogger("sluiceway.test").warning("task %s timed out", "t-1", extra=about)
     [line] = lines(captured)
     assert line["message"] == "task t-1 timed out" and line["level"] == "WARNING"
     assert line["logger"] == "sluiceway.test"
-    assert {k: line[k] for k in ("namespace", "run_id", "task_id", "epoch")} == {
+    assert {k: line[k] for k in ("namespace", "run_id", "task_id", "epoch", "trace_id")} == {
         "namespace": "team-a",
-        "run_id": "r-1",
+        "run_id": run_id,
         "task_id": "t-1",
         "epoch": 3,
+        "trace_id": f"{tracing.trace_id(run_id):032x}",  # the run's trace, as tracing exports it
     }
     assert str(line["time"]).endswith("+00:00")
 

@@ -13,6 +13,7 @@ import datetime
 import json
 import logging
 import sys
+import uuid
 from typing import Any, Literal
 
 LogFormat = Literal["json", "text"]
@@ -32,16 +33,26 @@ def about(
     workflow: str | None = None,
     task_type: str | None = None,
 ) -> dict[str, Any]:
-    """The `extra` of a line about a run or a task: its ids, never its data."""
+    """The `extra` of a line about a run or a task: its ids (and the run's
+    trace id, which is its run id in hex), never its data."""
     fields = {
         "namespace": namespace,
         "run_id": None if run_id is None else str(run_id),
+        "trace_id": None if run_id is None else _trace_id(str(run_id)),
         "task_id": None if task_id is None else str(task_id),
         "epoch": epoch,
         "workflow": workflow,
         "task_type": task_type,
     }
     return {key: value for key, value in fields.items() if value is not None}
+
+
+def _trace_id(run_id: str) -> str | None:
+    """A run's trace id is its run id (observability.tracing): the line leads to the trace."""
+    try:
+        return uuid.UUID(run_id).hex
+    except ValueError:
+        return None
 
 
 class JsonFormatter(logging.Formatter):
