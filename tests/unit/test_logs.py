@@ -78,3 +78,13 @@ def test_the_format_comes_from_sluiceway_log_format() -> None:
     assert Settings.from_env({**base, "SLUICEWAY_LOG_FORMAT": "TEXT"}).log_format == "text"
     with pytest.raises(SettingsError, match="SLUICEWAY_LOG_FORMAT"):
         Settings.from_env({**base, "SLUICEWAY_LOG_FORMAT": "xml"})
+
+
+def test_kopf_never_logs_object_bodies_even_at_debug(captured: io.StringIO) -> None:
+    logs.configure("DEBUG", "json")
+    stream = io.StringIO()
+    logging.getLogger().handlers[0].setStream(stream)  # type: ignore[attr-defined]
+    logging.getLogger("kopf.objects").debug("Creation is in progress: %r", {"spec": {"input": {"card": "4111"}}})
+    logging.getLogger("sluiceway.test").debug("ours still logs at DEBUG")
+    assert "4111" not in stream.getvalue() and "ours still logs at DEBUG" in stream.getvalue()
+    logging.getLogger("kopf").setLevel(logging.NOTSET)

@@ -81,3 +81,6 @@ def configure(level: str, log_format: LogFormat = "json") -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    # kopf logs whole objects at DEBUG ("Creation is in progress: {body}"), and a
+    # WorkflowRun's body is a run's input: its lines stop at INFO, whatever the level.
+    logging.getLogger("kopf").setLevel(max(logging.INFO, logging.getLevelName(level.upper())))
