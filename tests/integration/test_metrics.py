@@ -150,6 +150,12 @@ async def test_timers_overdue_count_task_and_run_deadlines_past_due(pool: asyncp
         [run] = await conn.fetch("SELECT id FROM executions ORDER BY created_at DESC LIMIT 1")
         await conn.execute("UPDATE executions SET timeout_at = now() - interval '10 seconds' WHERE id = $1", run["id"])
     assert value(await published(pool), "sluiceway_timers_overdue") == 2
+    before = scrape()
+    await sweep(pool, 500, loops.report_sweep)
+    await settle(pool)  # the run's timeout is the decider's to apply
+    after = await published(pool)
+    assert added(before, after, "sluiceway_timers_fired_total", deadline="timeoutSeconds") == 1, "the task's"
+    assert value(after, "sluiceway_timers_overdue") == 0, "the sweeper and the decider caught up"
 
 
 async def test_quarantined_runs_are_counted_and_gauged_by_namespace(
@@ -232,6 +238,8 @@ async def test_leases_results_and_gate_holds_over_http(plane: Plane) -> None:
     assert added(before, after, "sluiceway_gate_holds_total", control="concurrentExecLimit") == 1
     assert added(before, after, "sluiceway_task_results_total", outcome="COMPLETED") == 1
     assert added(before, after, "sluiceway_task_results_total", outcome="refused_409") == 1
+    assert added(before, after, "sluiceway_lease_seconds_count") == 2, "one observation per poll"
+    assert added(before, after, "sluiceway_complete_seconds_count") == 2, "one per result request"
 
 
 async def test_runs_finished_by_workflow_and_status(pool: asyncpg.Pool) -> None:
@@ -247,6 +255,7 @@ async def test_runs_finished_by_workflow_and_status(pool: asyncpg.Pool) -> None:
     labels = {"namespace": NS, "workflow": "pay"}
     assert added(before, after, "sluiceway_runs_finished_total", **labels, status="COMPLETED") == 1
     assert added(before, after, "sluiceway_runs_finished_total", **labels, status="FAILED") == 1
+    assert added(before, after, "sluiceway_decisions_total") == 2, "one decision per run with news"
 
 
 async def test_sla_breaches_by_workflow(pool: asyncpg.Pool) -> None:
