@@ -331,6 +331,8 @@ def test_impersonate_is_granted_only_when_api_keys_allow_writes(helm: Helm, valu
         pytest.param([*DB, "--set", "auth.mode=bogus"], "/auth/mode", id="auth.mode=bogus"),
         pytest.param([*DB, "--set", "typo=1"], "'typo'", id="typo=1"),
         pytest.param([*DB, "--set", "logLevel=verbose"], "/logLevel", id="logLevel=verbose"),
+        pytest.param([*DB, "--set", "logFormat=xml"], "/logFormat", id="logFormat=xml"),
+        pytest.param([*DB, "--set", "metrics.rules.enable=true"], "'enable'", id="metrics.rules.typo"),
         pytest.param([*DB, "--set", "image.pullPolicy=Sometimes"], "/image/pullPolicy", id="pullPolicy=Sometimes"),
         pytest.param([], "database.existingSecret", id="no-database"),
         pytest.param([*DB, "--set", "devPostgres.enabled=true"], "database.existingSecret", id="two-databases"),
@@ -444,6 +446,7 @@ def test_operator_environment_and_image(helm: Helm) -> None:
     assert env["SLUICEWAY_API_ADDRESS"] == "0.0.0.0:8080"
     assert env["SLUICEWAY_AUTH"] == "kubernetes"
     assert env["SLUICEWAY_LOG_LEVEL"] == "INFO"
+    assert env["SLUICEWAY_LOG_FORMAT"] == "json"
     assert env["SLUICEWAY_LEADER_ELECTION_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert env["SLUICEWAY_POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert env["SLUICEWAY_API_KEYS_NAMESPACE"] == "ops"
