@@ -35,6 +35,7 @@ NOT_DRIVEN = {
     "Schedule fires by result": "needs a Schedule firing (tests/integration/test_metrics.py asserts it)",
     "Dead-lettered statuses": "the API server refusing a status for good cannot be provoked by a valid CRD",
     "Loop failures": "a failing background loop is a bug; none is expected",
+    "Reconcile errors by kind": "tests/unit/test_reconcile_errors.py asserts it; a valid namespace has none",
     "SluicewayDeciderLag": "a decider 30 s behind",
     "SluicewayTimersOverdue": "a sweeper behind",
     "SluicewayDeadLetters": "as for the dead-letter panel",

@@ -105,6 +105,12 @@ LOOP_FAILURES = Counter(
     "Passes of a background loop (decider, sweeper, ...) that failed for a reason other than the database.",
     ["loop"],
 )
+RECONCILE_ERRORS = Counter(
+    "sluiceway_reconcile_errors_total",
+    "Reconciler passes that raised (kopf retries them), by kind: an invalid spec is a condition, not an error; "
+    "a WorkflowRun waiting for its Workflow counts here.",
+    ["kind"],
+)
 GATE_HOLDS = Counter("sluiceway_gate_holds_total", "Work a gate held back, by control.", ["control"])
 BREAKER_STATE = Gauge(
     "sluiceway_circuit_breaker_state", "Circuit breaker of a target host: 0 closed, 1 half-open, 2 open.", ["target"]
