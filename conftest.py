@@ -1,49 +1,43 @@
 """Fixtures shared by every suite: a real PostgreSQL for the whole session, and
-a fresh database per test so tests never see each other's rows."""
+a fresh database per test (tests/support/database.py)."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import AsyncIterator, Iterator
 
-import asyncpg
 import pytest
 
-from sluiceway.devenv.postgres import LocalPostgres
+from sluiceway.store.database import Pool
+from tests.support.database import Databases, databases_on, pool_on, postgres_server
+
+
+@pytest.fixture(scope="session", name="postgres_server")
+def _postgres_server() -> Iterator[str]:
+    with postgres_server() as dsn:
+        yield dsn
 
 
 @pytest.fixture(scope="session")
-def postgres_server() -> Iterator[str]:
-    """DSN of a PostgreSQL server: $SLUICEWAY_TEST_DATABASE_URL, or an embedded one."""
-    configured = os.environ.get("SLUICEWAY_TEST_DATABASE_URL")
-    if configured:
-        yield configured
-        return
-    with LocalPostgres() as server:
-        yield server.dsn
+async def databases(postgres_server: str) -> AsyncIterator[Databases]:
+    async with databases_on(postgres_server) as created:
+        yield created
 
 
 @pytest.fixture
-async def database_url(postgres_server: str) -> AsyncIterator[str]:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(postgres_server)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    yield postgres_server.rsplit("/", 1)[0] + f"/{name}"
-    admin = await asyncpg.connect(postgres_server)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+async def database_url(databases: Databases) -> AsyncIterator[str]:
+    """A migrated database of the test's own."""
+    async with databases.fresh() as url:
+        yield url
 
 
 @pytest.fixture
-async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
-    from sluiceway.store.database import open_pool
+async def empty_database_url(databases: Databases) -> AsyncIterator[str]:
+    """A database of the test's own with no schema at all, for the migrations."""
+    async with databases.fresh(migrated=False) as url:
+        yield url
 
-    pool = await open_pool(database_url, min_size=1, max_size=20)
-    yield pool
-    await pool.close()
+
+@pytest.fixture
+async def pool(database_url: str) -> AsyncIterator[Pool]:
+    async with pool_on(database_url) as opened:
+        yield opened

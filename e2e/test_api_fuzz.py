@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from e2e.api import call
-from e2e.conftest import OperatorProcess
-from e2e.kube import Kube
-from tests import fuzzing
+from tests.support import fuzzing
+from tests.support.api import call
+from tests.support.kube import Kube
+from tests.support.operators import OperatorProcess
 
 WRITES = ("put_task_definition", "put_semaphore", "put_quotas", "put_schedule")
 

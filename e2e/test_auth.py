@@ -8,20 +8,19 @@ import asyncio
 import json
 import os
 import secrets
-import sys
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import asyncpg
 import pytest
 
-from e2e.api import call
-from e2e.conftest import Cluster
-from e2e.kube import Kube, eventually
-from sluiceway.devenv.processes import Child, free_port, wait_until
+from sluiceway.devenv.processes import Child
+from tests.support.api import call
+from tests.support.database import Databases
+from tests.support.kube import Cluster, Kube
+from tests.support.operators import start_operator
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -71,19 +70,8 @@ WORKER_RULES = [
 STARTER_RULES = [{"apiGroups": ["sluiceway.dev"], "resources": ["workflowruns"], "verbs": ["create", "get"]}]
 
 
-def _database(postgres_server: str, name: str, statement: str) -> None:
-    async def go() -> None:
-        conn = await asyncpg.connect(postgres_server)
-        try:
-            await conn.execute(statement.format(name=name))
-        finally:
-            await conn.close()
-
-    asyncio.run(go())
-
-
 @pytest.fixture(scope="module")
-def secured(cluster: Cluster, postgres_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+def secured(cluster: Cluster, databases: Databases, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     kube = cluster.kube
     suffix = uuid.uuid4().hex[:6]
     a, b, keys = f"a-{suffix}", f"b-{suffix}", f"keys-{suffix}"
@@ -95,37 +83,25 @@ def secured(cluster: Cluster, postgres_server: str, tmp_path_factory: pytest.Tem
             kube.run("create", "serviceaccount", account, "-n", namespace)
             kube.apply(role(f"sluiceway-{account}", rules, account), namespace)
             tokens[(namespace, account)] = kube.run("create", "token", account, "-n", namespace).stdout.strip()
-    database = f"e2e_auth_{suffix}"
-    _database(postgres_server, database, 'CREATE DATABASE "{name}"')
-    port = free_port()
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(kube.kubeconfig),  # the operator's own credentials: admin
-        "SLUICEWAY_DATABASE_URL": postgres_server.rsplit("/", 1)[0] + f"/{database}",
-        "SLUICEWAY_LOG_LEVEL": "DEBUG",
-        "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
-        "SLUICEWAY_AUTH": "kubernetes",
-        "SLUICEWAY_API_KEYS_NAMESPACE": keys,
-        # Only these namespaces, and a leader-election Lease of its own, so an
-        # operator of another test in this session does not stand in its way.
-        "SLUICEWAY_NAMESPACES": f"{a},{b}",
-        "SLUICEWAY_LEADER_ELECTION_NAMESPACE": keys,
-    }
-    child = Child(
+    database = asyncio.run(databases.create("e2e_auth"))
+    operator = start_operator(
         "operator-auth",
-        [sys.executable, "-m", "sluiceway", "operator"],
+        database,
         tmp_path_factory.mktemp("operator-auth"),
-        env=env,
+        kubeconfig=kube.kubeconfig,  # the operator's own credentials: admin
+        log_level="DEBUG",
+        settings={
+            "SLUICEWAY_AUTH": "kubernetes",
+            "SLUICEWAY_API_KEYS_NAMESPACE": keys,
+            # Only these namespaces, and a leader-election Lease of its own, so an
+            # operator of another test in this session does not stand in its way.
+            "SLUICEWAY_NAMESPACES": f"{a},{b}",
+            "SLUICEWAY_LEADER_ELECTION_NAMESPACE": keys,
+        },
     )
-    url = f"http://127.0.0.1:{port}"
+    child = operator.child
     try:
-        wait_until(
-            lambda: urllib.request.urlopen(f"{url}/readyz", timeout=2).status == 200,
-            timeout=60,
-            what="the operator's API /readyz",
-            child=child,
-        )
-        secured = Secured(kube, url, a, b, keys, child, tokens)
+        secured = Secured(kube, operator.api_url, a, b, keys, child, tokens)
         for namespace in (a, b):
             kube.apply(
                 {
@@ -173,7 +149,7 @@ def secured(cluster: Cluster, postgres_server: str, tmp_path_factory: pytest.Tem
         child.stop()
         for namespace in (a, b, keys):
             kube.run("delete", "namespace", namespace, "--wait=false", check=False)
-        _database(postgres_server, database, 'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        asyncio.run(databases.drop(database))
 
 
 def start_run(s: Secured, namespace: str, text: str) -> str:

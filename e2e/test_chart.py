@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.conftest import Cluster
-from e2e.kube import Kube, eventually
 from sluiceway.controls.breaker import BreakerConfig
 from sluiceway.devenv.controlplane import REPO_ROOT
+from tests.support.kube import Cluster, Kube
+from tests.support.waiting import eventually
 
 CHART = REPO_ROOT / "charts" / "sluiceway"
 DB = ("--set", "database.existingSecret=sluiceway-db")
@@ -34,6 +34,8 @@ Helm = Callable[..., subprocess.CompletedProcess[str]]
 SLUICEWAY_KINDS = ["taskdefinitions", "workflows", "workflowruns", "semaphores", "quotas", "schedules", "webhooks"]
 NAMESPACED_RULES = [
     {"apiGroups": ["sluiceway.dev"], "resources": SLUICEWAY_KINDS, "verbs": ["get", "list", "watch", "patch"]},
+    # WorkflowRuns past their ttlSecondsAfterFinished; nothing else is ever deleted.
+    {"apiGroups": ["sluiceway.dev"], "resources": ["workflowruns"], "verbs": ["delete"]},
     {
         "apiGroups": ["sluiceway.dev"],
         "resources": [f"{kind}/status" for kind in SLUICEWAY_KINDS],

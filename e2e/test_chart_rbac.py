@@ -5,11 +5,10 @@ that part of the job fail."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
-import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,10 +18,13 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.conftest import Cluster, fetch
-from e2e.kube import Kube, condition, eventually
 from sluiceway.devenv.controlplane import REPO_ROOT
-from sluiceway.devenv.processes import Child, free_port, wait_until
+from sluiceway.devenv.processes import Child, free_port
+from tests.support.database import Databases, fetch
+from tests.support.kube import Cluster, Kube, condition
+from tests.support.operators import start_operator
+from tests.support.waiting import eventually
+from tests.support.workers import start_worker
 
 API = "sluiceway.dev/v1alpha1"
 CHART = REPO_ROOT / "charts" / "sluiceway"
@@ -62,7 +64,7 @@ def helm_bin(cluster: Cluster) -> str:
 
 
 @pytest.fixture
-def install(cluster: Cluster, postgres_server: str, tmp_path: Path) -> Iterator[Install]:
+def install(cluster: Cluster, databases: Databases, tmp_path: Path) -> Iterator[Install]:
     kube = cluster.kube
     suffix = uuid.uuid4().hex[:6]
     release, release_ns, watched = f"rbac{suffix}", f"rbac-{suffix}", f"rbac-work-{suffix}"
@@ -101,19 +103,16 @@ def install(cluster: Cluster, postgres_server: str, tmp_path: Path) -> Iterator[
     service_account = f"{release}-sluiceway"
     token = kube.run("create", "token", service_account, "-n", release_ns, "--duration=2h").stdout.strip()
     kubeconfig = token_kubeconfig(kube, token, tmp_path / "operator.kubeconfig")
-    database = f"rbac_{suffix}"
-    fetch(postgres_server, f'CREATE DATABASE "{database}"')
-    dsn = postgres_server.rsplit("/", 1)[0] + f"/{database}"
+    dsn = asyncio.run(databases.create("rbac"))
     port = free_port()
-    operator = Child(
+    operator = start_operator(
         "operator-as-chart-sa",
-        [sys.executable, "-m", "sluiceway", "operator"],
+        dsn,
         tmp_path,
-        env={
-            **os.environ,
-            "KUBECONFIG": str(kubeconfig),
-            "SLUICEWAY_DATABASE_URL": dsn,
-            "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
+        kubeconfig=kubeconfig,
+        port=port,
+        log_level="INFO",
+        settings={
             "SLUICEWAY_NAMESPACES": watched,
             "SLUICEWAY_AUTH": "kubernetes",
             "SLUICEWAY_LEADER_ELECTION_NAMESPACE": release_ns,
@@ -122,14 +121,7 @@ def install(cluster: Cluster, postgres_server: str, tmp_path: Path) -> Iterator[
             "SLUICEWAY_API_URL": f"http://127.0.0.1:{port}",
         },
     )
-    api_url = f"http://127.0.0.1:{port}"
-    wait_until(
-        lambda: urllib.request.urlopen(f"{api_url}/readyz", timeout=2).status == 200,
-        timeout=60,
-        what="the operator running as the chart's ServiceAccount",
-        child=operator,
-    )
-    yield Install(release, release_ns, watched, operator, api_url, dsn)
+    yield Install(release, release_ns, watched, operator.child, operator.api_url, dsn)
     operator.stop()
     kube.run("delete", "sluiceway", "--all", "-n", watched, "--wait=false", check=False)
     subprocess.run([helm_bin(cluster), "uninstall", release, "-n", release_ns], env=env, capture_output=True)
@@ -196,11 +188,8 @@ def test_the_operator_does_its_whole_job_with_exactly_the_charts_rbac(
         lambda: kube.get("deployment", "reserve-stock-workers", ns), timeout=60, what="the worker Deployment"
     )
     assert deployment["metadata"]["ownerReferences"][0]["kind"] == "TaskDefinition"
-    worker = Child(
-        "worker",
-        [sys.executable, "-m", "sluiceway", "worker", WORKERS, "--url", install.api_url, "--namespace", ns],
-        tmp_path,
-        env={**os.environ, "SLUICEWAY_TOKEN": worker_token(kube, ns)},
+    worker = start_worker(
+        "worker", WORKERS, install.api_url, ns, tmp_path, env={"SLUICEWAY_TOKEN": worker_token(kube, ns)}
     )
     try:
         kube.run(
@@ -277,6 +266,8 @@ def test_taking_one_rule_away_breaks_that_part_of_the_job(cluster: Cluster, inst
         ),
     )
     # The run itself happens (PostgreSQL is the operator's own), but its WorkflowRun never hears of it.
+    # So only the store can show that it ran: the WorkflowRun's status is what was taken away, and
+    # nothing a user holds names the run's execution id.
     eventually(
         lambda: (
             fetch(install.database, "SELECT status FROM executions WHERE resource_name = 'unreported'")

@@ -1,5 +1,6 @@
 """TaskDefinition, Semaphore and Quota through kubectl: the API server admits
-or refuses them, the operator stores them and reports in `status`."""
+or refuses them, the operator stores them (as its HTTP API shows) and reports
+in `status`."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from typing import Any
 
 import pytest
 
-from e2e.conftest import fetch
-from e2e.kube import Kube, condition, eventually
+from tests.support.api import call
+from tests.support.kube import Kube, condition
+from tests.support.operators import OperatorProcess
+from tests.support.waiting import eventually
 
 API = "sluiceway.dev/v1alpha1"
 
@@ -28,14 +31,18 @@ def ready_at_generation(kube: Kube, kind: str, name: str, namespace: str) -> dic
     return eventually(probe, what=f"{kind}/{name} to report its generation")
 
 
-def stored_task(db: str, namespace: str, name: str) -> dict[str, Any] | None:
-    rows = fetch(
-        db, "SELECT generation, spec FROM task_definitions WHERE namespace = $1 AND name = $2", namespace, name
-    )
-    return rows[0] if rows else None
+def stored_task(operator: OperatorProcess, namespace: str, name: str) -> dict[str, Any] | None:
+    """The task definition the API serves (from the store), or None while it has none."""
+    status, body = call("GET", f"{operator.api_url}/v1/ns/{namespace}/metadata/task-definitions/{name}")
+    if status == 404:
+        return None
+    assert status == 200, body
+    return dict(body)
 
 
-def test_a_valid_task_definition_becomes_ready_and_stored(kube: Kube, namespace: str, db: str) -> None:
+def test_a_valid_task_definition_becomes_ready_and_stored(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
     kube.apply(
         task_definition(
             "charge",
@@ -55,31 +62,33 @@ def test_a_valid_task_definition_becomes_ready_and_stored(kube: Kube, namespace:
     assert ready is not None and ready["status"] == "True", ready
     assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"] == 1
     assert obj["status"]["taskType"] == "charge"
-    row = eventually(lambda: stored_task(db, namespace, "charge"), what="the store row")
+    row = eventually(lambda: stored_task(operator, namespace, "charge"), what="the store row")
     assert row["generation"] == 1
-    assert row["spec"]["nonRetryableErrors"] == ["card_declined", "INVALID_ARGUMENT"]
+    assert row["nonRetryableErrors"] == ["card_declined", "INVALID_ARGUMENT"]
 
 
-def test_a_change_is_followed_by_the_store(kube: Kube, namespace: str, db: str) -> None:
+def test_a_change_is_followed_by_the_store(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
     kube.apply(task_definition("partner-api", rateLimitPerFrequency=100, rateLimitFrequencySeconds=60), namespace)
     ready_at_generation(kube, "taskdefinition", "partner-api", namespace)
     kube.apply(task_definition("partner-api", rateLimitPerFrequency=50, rateLimitFrequencySeconds=60), namespace)
 
     def follows() -> dict[str, Any] | None:
-        row = stored_task(db, namespace, "partner-api")
+        row = stored_task(operator, namespace, "partner-api")
         return row if row and row["generation"] == 2 else None
 
     row = eventually(follows, what="the store to follow generation 2")
-    assert row["spec"]["rateLimitPerFrequency"] == 50
+    assert row["rateLimitPerFrequency"] == 50
     obj = ready_at_generation(kube, "taskdefinition", "partner-api", namespace)
     assert obj["status"]["observedGeneration"] == 2
 
 
-def test_an_engine_name_with_underscores_lives_in_spec_name(kube: Kube, namespace: str, db: str) -> None:
+def test_an_engine_name_with_underscores_lives_in_spec_name(
+    kube: Kube, namespace: str, operator: OperatorProcess
+) -> None:
     kube.apply(task_definition("export-report", name="export_report", semaphores=["legacy_erp"]), namespace)
     obj = ready_at_generation(kube, "taskdefinition", "export-report", namespace)
     assert obj["status"]["taskType"] == "export_report"
-    assert eventually(lambda: stored_task(db, namespace, "export_report"))
+    assert eventually(lambda: stored_task(operator, namespace, "export_report"))
 
 
 def test_two_definitions_claiming_one_task_type_conflict(kube: Kube, namespace: str) -> None:
@@ -147,16 +156,16 @@ def test_duplicates_in_a_set_list_are_refused_at_kubectl_apply(kube: Kube, names
     assert kube.get("workflow", "joined", namespace) is None and kube.get("taskdefinition", "twice", namespace) is None
 
 
-def test_deleting_removes_it_from_the_store(kube: Kube, namespace: str, db: str) -> None:
+def test_deleting_removes_it_from_the_store(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
     kube.apply(task_definition("doomed"), namespace)
     ready_at_generation(kube, "taskdefinition", "doomed", namespace)
-    assert eventually(lambda: stored_task(db, namespace, "doomed"))
+    assert eventually(lambda: stored_task(operator, namespace, "doomed"))
     kube.delete("taskdefinition", "doomed", namespace)
     assert kube.get("taskdefinition", "doomed", namespace) is None
-    assert stored_task(db, namespace, "doomed") is None
+    assert stored_task(operator, namespace, "doomed") is None
 
 
-def test_semaphore_is_stored_and_reports_permits(kube: Kube, namespace: str, db: str) -> None:
+def test_semaphore_is_stored_and_reports_permits(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
     kube.apply(
         {
             "apiVersion": API,
@@ -168,8 +177,8 @@ def test_semaphore_is_stored_and_reports_permits(kube: Kube, namespace: str, db:
     )
     obj = ready_at_generation(kube, "semaphore", "legacy-erp", namespace)
     assert obj["status"]["permits"] == 4 and obj["status"]["semaphoreName"] == "legacy_erp"
-    rows = fetch(db, "SELECT permits FROM semaphores WHERE namespace = $1 AND name = 'legacy_erp'", namespace)
-    assert rows == [{"permits": 4}]
+    status, stored = call("GET", f"{operator.api_url}/v1/ns/{namespace}/semaphores/legacy_erp")
+    assert (status, stored["permits"]) == (200, 4), stored
     refused = kube.apply(
         {"apiVersion": API, "kind": "Semaphore", "metadata": {"name": "neg"}, "spec": {"permits": -1}},
         namespace,
@@ -177,10 +186,10 @@ def test_semaphore_is_stored_and_reports_permits(kube: Kube, namespace: str, db:
     )
     assert refused.returncode != 0 and "spec.permits" in refused.stderr
     kube.delete("semaphore", "legacy-erp", namespace)
-    assert fetch(db, "SELECT 1 FROM semaphores WHERE namespace = $1", namespace) == []
+    assert call("GET", f"{operator.api_url}/v1/ns/{namespace}/semaphores") == (200, [])
 
 
-def test_quota_is_stored(kube: Kube, namespace: str, db: str) -> None:
+def test_quota_is_stored(kube: Kube, namespace: str, operator: OperatorProcess) -> None:
     kube.apply(
         {
             "apiVersion": API,
@@ -191,12 +200,13 @@ def test_quota_is_stored(kube: Kube, namespace: str, db: str) -> None:
         namespace,
     )
     ready_at_generation(kube, "quota", "default", namespace)
-    rows = fetch(
-        db,
-        "SELECT max_concurrent_executions, max_executions_per_minute, max_schedules FROM quotas WHERE namespace = $1",
-        namespace,
+    status, stored = call("GET", f"{operator.api_url}/v1/ns/{namespace}/quotas")
+    assert status == 200, stored
+    assert (stored["maxConcurrentExecutions"], stored["maxExecutionsPerMinute"], stored["maxSchedules"]) == (
+        5000,
+        2000,
+        None,
     )
-    assert rows == [{"max_concurrent_executions": 5000, "max_executions_per_minute": 2000, "max_schedules": None}]
 
 
 def test_kubectl_get_sluiceway_lists_every_kind_with_columns(kube: Kube, namespace: str) -> None:

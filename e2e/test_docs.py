@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from e2e import doctest
-from e2e.conftest import OperatorProcess
-from e2e.kube import Kube
 from sluiceway.cli.config import write_server
 from sluiceway.devenv.controlplane import REPO_ROOT
 from sluiceway.devenv.processes import Child
+from tests.support import doctest
+from tests.support.kube import Kube
+from tests.support.operators import OperatorProcess
 
 PAGES = [page for path in sorted((REPO_ROOT / "docs").glob("*.md")) if (page := doctest.read(path)) is not None]
 

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from e2e.api import call
-from e2e.conftest import OperatorProcess
-from e2e.kube import Kube, condition, eventually
+from tests.support.api import call
+from tests.support.kube import Kube, condition
+from tests.support.operators import OperatorProcess
+from tests.support.waiting import eventually
 
 API = "sluiceway.dev/v1alpha1"
 

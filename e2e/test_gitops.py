@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from e2e.conftest import STATUS_INTERVAL
-from e2e.kube import Kube, condition, eventually
+from tests.support.kube import Kube, condition
+from tests.support.operators import STATUS_INTERVAL
+from tests.support.waiting import eventually
 
 EXAMPLES = str(Path(__file__).resolve().parents[1] / "examples")
 KINDS = "taskdefinitions,workflows,workflowruns,semaphores,quotas,webhooks"
@@ -108,7 +109,7 @@ def test_server_side_apply_has_no_field_manager_conflicts(kube: Kube, namespace:
 def test_deleting_a_workflow_lets_runs_finish_or_terminates_them_as_its_policy_says(
     kube: Kube, namespace: str, operator: Any
 ) -> None:
-    from e2e.api import call
+    from tests.support.api import call
 
     api = f"{operator.api_url}/v1/ns/{namespace}/executions"
     for name, policy in (("keep-going", "Finish"), ("stop-now", "Terminate")):

@@ -4,12 +4,9 @@ twice."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-import os
-import signal
-import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,65 +14,50 @@ from typing import Any
 
 import pytest
 
-from e2e.conftest import Cluster, fetch
-from e2e.kube import Kube, condition, eventually
-from sluiceway.devenv.processes import Child, free_port, wait_until
+from tests.support.database import Databases, fetch
+from tests.support.kube import Cluster, Kube, condition
+from tests.support.operators import OperatorProcess, start_operator
+from tests.support.processes import stop_all
+from tests.support.waiting import eventually
+from tests.support.workers import start_worker
 
 API = "sluiceway.dev/v1alpha1"
 WORKERS = str(Path(__file__).parent / "workers" / "fulfilment.py")
 
 
-class Replica:
-    def __init__(self, name: str, child: Child, url: str) -> None:
-        self.name, self.child, self.url = name, child, url
-
-    def kill(self) -> None:
-        os.killpg(self.child.process.pid, signal.SIGKILL)
-        self.child.process.wait(10)
-
-
 @pytest.fixture
-def ha(cluster: Cluster, postgres_server: str, tmp_path: Path) -> Iterator[tuple[str, str, list[Replica]]]:
+def ha(cluster: Cluster, databases: Databases, tmp_path: Path) -> Iterator[tuple[str, str, list[OperatorProcess]]]:
     namespace = f"ha-{uuid.uuid4().hex[:8]}"
     kube = cluster.kube
     kube.run("create", "namespace", namespace)
-    database = f"ha_{uuid.uuid4().hex[:8]}"
-    fetch(postgres_server, f'CREATE DATABASE "{database}"')
-    dsn = postgres_server.rsplit("/", 1)[0] + f"/{database}"
-    replicas: list[Replica] = []
+    dsn = asyncio.run(databases.create("ha"))
+    replicas: list[OperatorProcess] = []
 
-    def start(name: str) -> Replica:
-        port = free_port()
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(kube.kubeconfig),
-            "SLUICEWAY_DATABASE_URL": dsn,
-            "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
-            "SLUICEWAY_NAMESPACES": namespace,
-            "SLUICEWAY_LEADER_ELECTION_NAMESPACE": namespace,
-            "SLUICEWAY_POD_NAME": name,
-            "SLUICEWAY_LOG_LEVEL": "INFO",
-        }
-        child = Child(name, [sys.executable, "-m", "sluiceway", "operator"], tmp_path, env=env)
-        replica = Replica(name, child, f"http://127.0.0.1:{port}")
-        wait_until(
-            lambda: urllib.request.urlopen(f"{replica.url}/readyz", timeout=2).status == 200,
-            timeout=60,
-            what=f"{name} /readyz",
-            child=child,
+    def start(name: str) -> OperatorProcess:
+        replica = start_operator(
+            name,
+            dsn,
+            tmp_path,
+            kubeconfig=kube.kubeconfig,
+            log_level="INFO",
+            settings={
+                "SLUICEWAY_NAMESPACES": namespace,
+                "SLUICEWAY_LEADER_ELECTION_NAMESPACE": namespace,
+                "SLUICEWAY_POD_NAME": name,
+            },
         )
         replicas.append(replica)
         return replica
 
-    first = start("op-1")
-    eventually(lambda: holder(kube, namespace) == "op-1", what="op-1 to lead")
-    start("op-2")
-    yield namespace, dsn, replicas
-    for replica in replicas:
-        replica.child.stop()
+    try:
+        start("op-1")
+        eventually(lambda: holder(kube, namespace) == "op-1", what="op-1 to lead")
+        start("op-2")
+        yield namespace, dsn, replicas
+    finally:
+        stop_all([replica.child for replica in replicas])
     kube.run("delete", "sluiceway", "--all", "-n", namespace, "--wait=false", check=False)
     kube.run("delete", "namespace", namespace, "--wait=false", check=False)
-    del first
 
 
 def holder(kube: Kube, namespace: str) -> str | None:
@@ -96,7 +78,7 @@ def phase(kube: Kube, namespace: str, name: str) -> str | None:
 
 
 def test_killing_the_reconciling_replica_hands_over_and_loses_nothing(
-    cluster: Cluster, ha: tuple[str, str, list[Replica]], tmp_path: Path
+    cluster: Cluster, ha: tuple[str, str, list[OperatorProcess]], tmp_path: Path
 ) -> None:
     kube = cluster.kube
     namespace, dsn, (leader, follower) = ha
@@ -114,11 +96,7 @@ def test_killing_the_reconciling_replica_hands_over_and_loses_nothing(
         },
     )
     eventually(lambda: (o := kube.get("workflow", "handover", namespace)) and condition(o), what="the Workflow")
-    worker = Child(
-        "worker",
-        [sys.executable, "-m", "sluiceway", "worker", WORKERS, "--url", follower.url, "--namespace", namespace],
-        tmp_path,
-    )
+    worker = start_worker("worker", WORKERS, follower.api_url, namespace, tmp_path)
     try:
         kube.run(
             "create",
@@ -171,6 +149,8 @@ def test_killing_the_reconciling_replica_hands_over_and_loses_nothing(
             )
     finally:
         worker.stop()
+    # Nothing done twice is an internal invariant: a second run of "before" or a second
+    # attempt of a task would not show in either WorkflowRun, so it is checked in the store.
     runs = fetch(dsn, "SELECT resource_name, status FROM executions ORDER BY resource_name")
     assert runs == [
         {"resource_name": "after", "status": "COMPLETED"},

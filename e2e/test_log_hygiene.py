@@ -10,11 +10,12 @@ import json
 import uuid
 from typing import Any
 
-from e2e.api import call
-from e2e.conftest import OperatorProcess
-from e2e.kube import Kube, condition, eventually
 from e2e.test_gates import manifest
 from sluiceway.devenv.processes import free_port
+from tests.support.api import call
+from tests.support.kube import Kube, condition
+from tests.support.operators import OperatorProcess
+from tests.support.waiting import eventually
 
 
 def test_a_planted_secret_never_reaches_the_operator_log(kube: Kube, operator: OperatorProcess, namespace: str) -> None:

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from e2e.api import call
-from e2e.conftest import OperatorProcess, fetch
-from e2e.kube import Kube, condition, eventually
+from tests.support.api import call
+from tests.support.database import fetch
+from tests.support.kube import Kube, condition
+from tests.support.operators import OperatorProcess
+from tests.support.waiting import eventually
 
 API = "sluiceway.dev/v1alpha1"
 
@@ -66,7 +68,7 @@ def _workflow_run(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
 
 
 def test_a_run_that_cannot_be_evaluated_is_quarantined_and_the_operator_keeps_running(
-    kube: Kube, namespace: str, db: str, operator: OperatorProcess
+    kube: Kube, namespace: str, operator: OperatorProcess
 ) -> None:
     kube.apply(manifest("Workflow", "fragile", {"tasks": [inline("calc", "input.n + 1", n=1)]}), namespace)
     kube.apply(
@@ -79,8 +81,9 @@ def test_a_run_that_cannot_be_evaluated_is_quarantined_and_the_operator_keeps_ru
             what=f"Workflow {name} to be Ready",
         )
     # Garbage no API could write: the stored version of `fragile` no longer parses.
+    # So it goes straight into the store, the one way in for it.
     fetch(
-        db,
+        operator.database_url,
         "UPDATE workflow_versions SET spec = '{\"tasks\": 42}' WHERE namespace = $1 AND name = 'fragile' RETURNING 1",
         namespace,
     )
@@ -125,7 +128,7 @@ def test_a_run_that_cannot_be_evaluated_is_quarantined_and_the_operator_keeps_ru
     # Deleting the WorkflowRun ends the quarantined run (terminate still works on it).
     kube.delete("workflowrun", "fragile-1", namespace)
     eventually(
-        lambda: fetch(db, "SELECT status FROM executions WHERE id = $1::uuid", run_id)[0]["status"] == "TERMINATED",
+        lambda: call("GET", f"{operator.api_url}/v1/ns/{namespace}/executions/{run_id}")[1]["status"] == "TERMINATED",
         what="the quarantined run to be terminated",
     )
     assert operator.child.alive(), operator.logs()

@@ -19,13 +19,15 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.api import call
-from e2e.conftest import OperatorProcess, fetch
-from e2e.kube import Kube, condition, eventually
 from e2e.test_gates import manifest
 from e2e.test_promql import RULES, alert_rules, panel_queries
 from sluiceway.devenv.controlplane import REPO_ROOT
 from sluiceway.devenv.processes import Child, free_port, wait_until
+from tests.support.api import call
+from tests.support.database import fetch
+from tests.support.kube import Kube, condition
+from tests.support.operators import OperatorProcess
+from tests.support.waiting import eventually
 
 # Queries of states this test does not drive, and why: each is still checked
 # to evaluate without error.
@@ -110,7 +112,7 @@ def panel_titles() -> dict[str, str]:
     return {f"sluiceway:panel_{p['id']}_": p["title"] for p in dashboard["panels"]}
 
 
-def drive(kube: Kube, operator: OperatorProcess, namespace: str, db: str) -> None:
+def drive(kube: Kube, operator: OperatorProcess, namespace: str) -> None:
     """Runs completed by a worker (leases, results, decisions), a queue with
     work, no pollers and runs past their SLA, and a quarantined run."""
     api = f"{operator.api_url}/v1/ns/{namespace}"
@@ -129,7 +131,7 @@ def drive(kube: Kube, operator: OperatorProcess, namespace: str, db: str) -> Non
         )
     # Garbage no API could write: runs of `fragile` are quarantined (as in e2e/test_poison.py).
     poison = "UPDATE workflow_versions SET spec = '{\"tasks\": 42}' WHERE namespace = $1 AND name = 'fragile'"
-    fetch(db, poison, namespace)
+    fetch(operator.database_url, poison, namespace)
     for name in ("served", "forgotten", "forgotten", "fragile"):
         status, body = call("POST", f"{api}/executions", {"name": name})
         assert status == 201, body
@@ -143,9 +145,9 @@ def drive(kube: Kube, operator: OperatorProcess, namespace: str, db: str) -> Non
 
 
 def test_every_panel_and_alert_returns_data_when_its_state_exists(
-    kube: Kube, operator: OperatorProcess, namespace: str, db: str, prometheus: str
+    kube: Kube, operator: OperatorProcess, namespace: str, prometheus: str
 ) -> None:
-    drive(kube, operator, namespace, db)
+    drive(kube, operator, namespace)
     titles = panel_titles()
     expressions = [(next(t for p, t in titles.items() if name.startswith(p)), expr) for name, expr in panel_queries()]
     expressions += [(rule["alert"], rule["expr"]) for rule in alert_rules()]

@@ -13,16 +13,17 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from e2e.api import call
-from e2e.conftest import OperatorProcess, fetch
-from e2e.kube import Kube, eventually
 from sluiceway.devenv.controlplane import REPO_ROOT
 from sluiceway.devenv.processes import Child
+from tests.support.api import call
+from tests.support.database import fetch
+from tests.support.kube import Kube
+from tests.support.operators import OperatorProcess
+from tests.support.waiting import eventually
 
 API = "sluiceway.dev/v1alpha1"
 ORDERS = str(REPO_ROOT / "examples" / "15-orders.yaml")
@@ -190,7 +191,7 @@ def test_an_sla_breach_is_reported_once_and_logs_outlive_the_worker(
     found = eventually(events, what="the SlaBreached Event")
     assert len(found) == 1 and found[0].get("count", 1) == 1, found
     assert found[0]["involvedObject"]["name"] == "slow-1" and found[0]["type"] == "Warning"
-    metrics = urllib.request.urlopen(f"{operator.api_url}/metrics", timeout=10).read().decode()
+    _, metrics = call("GET", f"{operator.api_url}/metrics")
     line = f'sluiceway_workflow_sla_breached_total{{namespace="{namespace}",workflow="orders"}}'
     assert f"{line} 1.0" in metrics, [m for m in metrics.splitlines() if "sla_breached" in m]
     listed = sluiceway(operator, namespace, "runs", "list", "--sla-breached", "-a", "team=web", "-o", "name")

@@ -10,9 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from e2e.conftest import OperatorProcess, fetch
-from e2e.kube import Kube, eventually
 from sluiceway.devenv.processes import Child
+from tests.support.api import call
+from tests.support.database import fetch
+from tests.support.kube import Kube
+from tests.support.operators import OperatorProcess
+from tests.support.waiting import eventually
 
 API = "sluiceway.dev/v1alpha1"
 WORKERS = str(Path(__file__).parent / "workers" / "fulfilment.py")
@@ -255,8 +258,8 @@ def test_the_spec_of_a_workflow_run_is_immutable(kube: Kube, namespace: str) -> 
 
 
 def dead_letters(api_url: str) -> float:
-    with urllib.request.urlopen(f"{api_url}/metrics", timeout=10) as response:
-        text = response.read().decode()
+    status, text = call("GET", f"{api_url}/metrics")
+    assert status == 200, text
     lines = [line for line in text.splitlines() if line.startswith("sluiceway_outbox_dead_lettered")]
     return sum(float(line.split()[-1]) for line in lines)
 

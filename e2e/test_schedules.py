@@ -11,13 +11,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import os
 import signal
-import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,12 +24,15 @@ from typing import Any
 
 import pytest
 
-from e2e.api import call
-from e2e.conftest import Cluster, OperatorProcess, fetch
-from e2e.kube import Kube, condition, eventually
 from sluiceway.controls.schedules import run_id
-from sluiceway.devenv.processes import Child, free_port, wait_until
+from sluiceway.devenv.processes import Child
 from sluiceway.store.schedules import WAITED
+from tests.support.api import call
+from tests.support.database import Databases, fetch
+from tests.support.kube import Cluster, Kube, condition
+from tests.support.operators import OperatorProcess, start_operator
+from tests.support.processes import stop_all
+from tests.support.waiting import eventually
 
 API = "sluiceway.dev/v1alpha1"
 INSTANT = {"tasks": [{"name": "note", "taskReferenceName": "note", "type": "INLINE",
@@ -50,6 +52,9 @@ def ready(kube: Kube, namespace: str, kind: str, name: str) -> dict[str, Any]:
     )
 
 
+# The fires' ledger is internal: that each fire happens exactly once, across replicas, a
+# killed leader and an outage, shows only in it. And no API lists a schedule's runs with
+# their start and end instants yet, which the overlap policies are judged by.
 def fires(dsn: str, namespace: str, schedule: str) -> list[dict[str, Any]]:
     return fetch(
         dsn,
@@ -79,26 +84,21 @@ class Replicas:
         self.children: dict[str, Child] = {}
 
     def start(self, name: str) -> Child:
-        port = free_port()
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(self.kube.kubeconfig),
-            "SLUICEWAY_DATABASE_URL": self.dsn,
-            "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
-            "SLUICEWAY_NAMESPACES": self.namespace,
-            "SLUICEWAY_LEADER_ELECTION_NAMESPACE": self.namespace,
-            "SLUICEWAY_POD_NAME": name,
-            "SLUICEWAY_STATUS_INTERVAL": "1",
-        }
-        child = Child(name, [sys.executable, "-m", "sluiceway", "operator"], self.logs, env=env)
-        wait_until(
-            lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200,
-            timeout=60,
-            what=f"{name} /readyz",
-            child=child,
+        replica = start_operator(
+            name,
+            self.dsn,
+            self.logs,
+            kubeconfig=self.kube.kubeconfig,
+            log_level="INFO",
+            settings={
+                "SLUICEWAY_NAMESPACES": self.namespace,
+                "SLUICEWAY_LEADER_ELECTION_NAMESPACE": self.namespace,
+                "SLUICEWAY_POD_NAME": name,
+                "SLUICEWAY_STATUS_INTERVAL": "1",
+            },
         )
-        self.children[name] = child
-        return child
+        self.children[name] = replica.child
+        return replica.child
 
     def leader(self) -> str | None:
         lease = self.kube.run("get", "lease", "sluiceway-operator", "-n", self.namespace, "-o", "json", check=False)
@@ -109,15 +109,12 @@ class Replicas:
 
 
 @pytest.fixture
-def replicas(cluster: Cluster, postgres_server: str, tmp_path: Path) -> Iterator[Replicas]:
+def replicas(cluster: Cluster, databases: Databases, tmp_path: Path) -> Iterator[Replicas]:
     namespace = f"sched-{uuid.uuid4().hex[:8]}"
     cluster.kube.run("create", "namespace", namespace)
-    database = f"sched_{uuid.uuid4().hex[:8]}"
-    fetch(postgres_server, f'CREATE DATABASE "{database}"')
-    group = Replicas(cluster.kube, namespace, postgres_server.rsplit("/", 1)[0] + f"/{database}", tmp_path)
+    group = Replicas(cluster.kube, namespace, asyncio.run(databases.create("sched")), tmp_path)
     yield group
-    for child in group.children.values():
-        child.stop()
+    stop_all(list(group.children.values()))
     cluster.kube.run("delete", "namespace", namespace, "--wait=false", check=False)
 
 
@@ -265,7 +262,7 @@ def test_each_overlap_policy_against_a_run_slower_than_the_interval(
 def test_a_backfill_starts_one_run_per_fire_and_max_schedules_refuses_the_next(
     kube: Kube, operator: OperatorProcess, namespace: str
 ) -> None:
-    dsn, base = operator.database_url, f"{operator.api_url}/v1/ns/{namespace}/schedules"
+    base = f"{operator.api_url}/v1/ns/{namespace}/schedules"
     apply(kube, namespace, "Workflow", "report", INSTANT)
     ready(kube, namespace, "Workflow", "report")
     apply(kube, namespace, "Quota", "limits", {"maxSchedules": 1})
@@ -283,8 +280,11 @@ def test_a_backfill_starts_one_run_per_fire_and_max_schedules_refuses_the_next(
         "POST", f"{base}/hourly/backfill", {"startTime": "2026-06-01T00:00:00Z", "endTime": "2026-06-01T03:00:00Z"}
     )
     assert status == 201 and filled["started"] == 4
+    executions = f"{operator.api_url}/v1/ns/{namespace}/executions"
+    backfilled = [fire["runId"] for fire in filled["fires"]]
     eventually(
-        lambda: [r["status"] for r in runs(dsn, namespace, "hourly")] == ["COMPLETED"] * 4, what="four runs to complete"
+        lambda: [call("GET", f"{executions}/{run}")[1]["status"] for run in backfilled] == ["COMPLETED"] * 4,
+        what="four runs to complete",
     )
     status, fire = call("POST", f"{base}/hourly/trigger", {})
     assert status == 201 and fire["outcome"] == "started"
@@ -314,7 +314,6 @@ def test_a_backfill_starts_one_run_per_fire_and_max_schedules_refuses_the_next(
 def test_a_chain_of_continue_as_new_runs_keeps_one_deadline_and_ends_timed_out(
     kube: Kube, operator: OperatorProcess, namespace: str
 ) -> None:
-    dsn = operator.database_url
     apply(
         kube,
         namespace,
@@ -344,17 +343,26 @@ def test_a_chain_of_continue_as_new_runs_keeps_one_deadline_and_ends_timed_out(
         lambda: (kube.get("workflowrun", "poll", namespace) or {}).get("status", {}).get("executionId"),
         what="the first run",
     )
-    query = (
-        "SELECT id, status, reason, chain_id, previous_run_id, chain_deadline_at FROM executions"
-        " WHERE namespace = $1 ORDER BY created_at"
-    )
-    eventually(lambda: fetch(dsn, query, namespace)[-1]["status"] == "TIMED_OUT", timeout=30, what="the chain to end")
-    chain = fetch(dsn, query, namespace)
-    assert str(chain[0]["id"]) == first and len(chain) >= 3
-    assert [r["status"] for r in chain] == ["COMPLETED"] * (len(chain) - 1) + ["TIMED_OUT"]
-    assert {str(r["chain_id"]) for r in chain} == {first}
-    assert len({r["chain_deadline_at"] for r in chain}) == 1
-    assert chain[-1]["reason"].startswith("the chain's deadline passed")
+    executions = f"{operator.api_url}/v1/ns/{namespace}/executions"
+
+    def chain() -> list[dict[str, Any]]:
+        """The chain's runs as the API shows them, following each one's nextRunId."""
+        found: list[dict[str, Any]] = []
+        run_id: str | None = first
+        while run_id:
+            status, run = call("GET", f"{executions}/{run_id}")
+            assert status == 200, run
+            found.append(run)
+            run_id = run.get("nextRunId")
+        return found
+
+    eventually(lambda: chain()[-1]["status"] == "TIMED_OUT", timeout=30, what="the chain to end")
+    runs_of_chain = chain()
+    assert runs_of_chain[0]["id"] == first and len(runs_of_chain) >= 3
+    assert [r["status"] for r in runs_of_chain] == ["COMPLETED"] * (len(runs_of_chain) - 1) + ["TIMED_OUT"]
+    assert {r["chainId"] for r in runs_of_chain} == {first}
+    assert len({r["chainDeadline"] for r in runs_of_chain}) == 1
+    assert runs_of_chain[-1]["reasonForIncompletion"].startswith("the chain's deadline passed")
     eventually(
         lambda: (kube.get("workflowrun", "poll", namespace) or {}).get("status", {}).get("phase") == "Completed",
         what="the WorkflowRun to show its own run completed (continued as new)",

@@ -11,8 +11,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from e2e.conftest import OperatorProcess
-from e2e.kube import Kube, condition, eventually
+from tests.support.kube import Kube, condition
+from tests.support.operators import OperatorProcess
+from tests.support.waiting import eventually
 
 API = "sluiceway.dev/v1alpha1"
 VENV_BIN = Path(sys.executable).parent

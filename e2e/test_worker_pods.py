@@ -10,9 +10,10 @@ import json
 import time
 from typing import Any
 
-from e2e.api import call
-from e2e.conftest import AUTOSCALING_INTERVAL, OperatorProcess
-from e2e.kube import Kube, condition, eventually
+from tests.support.api import call
+from tests.support.kube import Kube, condition
+from tests.support.operators import AUTOSCALING_INTERVAL, OperatorProcess
+from tests.support.waiting import eventually
 
 API = "sluiceway.dev/v1alpha1"
 

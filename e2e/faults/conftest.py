@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e.conftest import Cluster
 from e2e.faults.scenario import Report, Scenario, run_scenario
+from tests.support.kube import Cluster
 
 REPORTS: list[Report] = []
 

@@ -1,7 +1,12 @@
 """The invariants, checked after the faults stop and the runs settle: in SQL
 over the tables and the transition history, against the workers' journals,
 and through the API. Each check returns the violations it found, described
-well enough to start debugging from; an empty list is a pass."""
+well enough to start debugging from; an empty list is a pass.
+
+Unlike the other e2e tests, these read the database directly: what they check
+(each attempt ends once, every completion came from the lease holder, no
+permit leaks) is internal, shown by no API, and the one API-visible claim is
+itself a check that the API agrees with the tables."""
 
 from __future__ import annotations
 

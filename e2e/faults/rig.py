@@ -10,21 +10,20 @@ import asyncio
 import json
 import os
 import signal
-import sys
 import time
-import urllib.request
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
-from e2e.kube import Kube
 from sluiceway.devenv.controlplane import REPO_ROOT, ControlPlane
 from sluiceway.devenv.postgres import LocalPostgres
-from sluiceway.devenv.processes import Child, free_port, wait_until
+from sluiceway.devenv.processes import Child, free_port
+from tests.support.kube import Kube
+from tests.support.operators import OperatorProcess, start_operator
+from tests.support.processes import stop_all
+from tests.support.workers import start_worker
 
 WORKERS_FILE = str(Path(__file__).parent / "workers.py")
 AUDIT_SQL = (Path(__file__).parent / "audit.sql").read_text()
@@ -46,13 +45,15 @@ class Replica:
     identity, as a rescheduled pod gets a new name, so a restart has to win
     the Lease like any other replica."""
 
-    def __init__(self, base: str, env: dict[str, str], logs: Path) -> None:
+    def __init__(self, base: str, database_url: str, kubeconfig: Path, settings: dict[str, str], logs: Path) -> None:
         self.base = base
         self.port = free_port()
-        self.env = env
+        self.database_url = database_url
+        self.kubeconfig = kubeconfig
+        self.settings = settings
         self.logs = logs
         self.incarnation = 0
-        self.child: Child | None = None
+        self.process: OperatorProcess | None = None
         self.paused = False
 
     @property
@@ -63,31 +64,33 @@ class Replica:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def child(self) -> Child | None:
+        return self.process.child if self.process is not None else None
+
     def start(self) -> None:
         self.incarnation += 1
-        env = {
-            **self.env,
-            "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{self.port}",
-            "SLUICEWAY_POD_NAME": self.identity,
-        }
-        self.child = Child(self.identity, [sys.executable, "-m", "sluiceway", "operator"], self.logs, env=env)
-        wait_until(
-            lambda: urllib.request.urlopen(f"{self.url}/readyz", timeout=2).status == 200,
+        self.process = start_operator(
+            self.identity,
+            self.database_url,
+            self.logs,
+            kubeconfig=self.kubeconfig,
+            port=self.port,
+            log_level="INFO",
+            settings={**self.settings, "SLUICEWAY_POD_NAME": self.identity},
             timeout=90,
-            what=f"{self.identity} /readyz",
-            child=self.child,
         )
 
     def alive(self) -> bool:
-        return self.child is not None and self.child.alive()
+        return self.process is not None and self.process.alive()
 
     def signal(self, sig: signal.Signals) -> None:
-        assert self.child is not None
-        os.killpg(self.child.process.pid, sig)
+        assert self.process is not None
+        os.killpg(self.process.child.process.pid, sig)
 
     def kill(self) -> None:
-        assert self.child is not None
-        self.child.kill()
+        assert self.process is not None
+        self.process.kill()
 
 
 @dataclass
@@ -119,14 +122,13 @@ class Workers:
         worker_id = f"w{slot}-{incarnation}"
         journal = self.logs / f"journal-{worker_id}.jsonl"
         env = {
-            **os.environ,
             "FAULT_SEED": str(self.seed),
             "FAULT_JOURNAL": str(journal),
             "SLUICEWAY_WORKER_ID": worker_id,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
         }
-        argv = [sys.executable, "-m", "sluiceway", "worker", WORKERS_FILE, "--url", url, "--namespace", self.namespace]
-        process = WorkerProcess(slot, worker_id, url, Child(worker_id, argv, self.logs, env=env), journal)
+        child = start_worker(worker_id, WORKERS_FILE, url, self.namespace, self.logs, env=env)
+        process = WorkerProcess(slot, worker_id, url, child, journal)
         self.every.append(process)
         self.live[slot] = process
         return process
@@ -225,11 +227,6 @@ class Rig:
             if replica.paused and replica.alive():
                 replica.signal(signal.SIGCONT)
         stop_all([replica.child for replica in self.replicas if replica.child is not None])
-
-
-def stop_all(children: Sequence[Child]) -> None:
-    with ThreadPoolExecutor(max_workers=max(1, len(children))) as pool:
-        list(pool.map(lambda child: child.stop(), children))
 
 
 async def install_audit(db: Db) -> None:

@@ -20,9 +20,10 @@ from e2e.faults.drivers import API, FaultDriver, LoadDriver, plan
 from e2e.faults.invariants import PHASES, Violations, check_all
 from e2e.faults.rig import Db, Replica, Rig, Workers, install_audit
 from e2e.faults.workload import COMMON, GATES, TASK_DEFINITIONS, WORKFLOW, WORKFLOW_SPEC
-from e2e.kube import Kube, condition, eventually
 from sluiceway.devenv.controlplane import ControlPlane
 from sluiceway.devenv.postgres import LocalPostgres
+from tests.support.kube import Kube, condition
+from tests.support.waiting import eventually
 
 
 @dataclass(frozen=True)
@@ -145,22 +146,19 @@ async def run_scenario(scenario: Scenario, kube: Kube, control_plane: ControlPla
     # synchronous_commit on: an acknowledged commit survives a crash of PostgreSQL, which the suite
     # causes. fsync stays off: the suite crashes processes, never the machine.
     with LocalPostgres(settings={"synchronous_commit": "on"}) as postgres:
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(kube.kubeconfig),
-            "SLUICEWAY_DATABASE_URL": postgres.dsn,
+        settings = {
             "SLUICEWAY_NAMESPACES": namespace,
             "SLUICEWAY_LEADER_ELECTION_NAMESPACE": namespace,
-            "SLUICEWAY_LOG_LEVEL": "INFO",
             "SLUICEWAY_DB_POOL_SIZE": "10",
         }
+        replicas = [Replica(name, postgres.dsn, kube.kubeconfig, settings, logs) for name in ("op-a", "op-b")]
         rig = Rig(
             namespace=namespace,
             postgres=postgres,
             dsn=postgres.dsn,
             kube=kube,
             control_plane=control_plane,
-            replicas=[Replica("op-a", env, logs), Replica("op-b", env, logs)],
+            replicas=replicas,
             workers=Workers(namespace, scenario.seed, logs),
             logs=logs,
         )

@@ -14,14 +14,11 @@ from e2e.faults import invariants
 from e2e.faults.drivers import FaultLog
 from e2e.faults.rig import Db, install_audit
 from e2e.faults.workload import FLAKY_REASON, GATES
-from sluiceway.store.database import open_pool
 
 
 @pytest.fixture
 async def db(database_url: str) -> AsyncIterator[Db]:
-    pool = await open_pool(database_url, min_size=1, max_size=2)  # migrates
-    await pool.close()
-    db = Db(database_url)
+    db = Db(database_url)  # a migrated database of the test's own
     await install_audit(db)
     yield db
     await db.close()

@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.kube import Kube, eventually
-from e2e.pods.conftest import CHART, PodCluster
 from sluiceway.devenv.controlplane import REPO_ROOT
+from tests.support.kube import Kube
+from tests.support.pods import CHART, PodCluster
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

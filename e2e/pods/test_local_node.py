@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from e2e.kube import Kube, eventually
 from sluiceway.devenv.controlplane import ControlPlane
 from sluiceway.devenv.node import Node, NodeNetwork, build_images, hierarchies
+from tests.support.kube import Kube
+from tests.support.waiting import eventually
 
 pytestmark = [
     pytest.mark.e2e,

@@ -6,8 +6,7 @@ import asyncio
 import datetime
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 import pytest
@@ -15,56 +14,9 @@ from aiohttp import web
 
 from sluiceway.runtime import loops
 from sluiceway.worker import RetryAfter, Task, TerminalError, Worker
-from tests.integration.conftest import Plane
-from tests.integration.engine_helpers import NS, define_task, define_workflow
-
-T = TypeVar("T")
-
-
-async def eventually(probe: Callable[[], Awaitable[T | None]], timeout: float = 20.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = await probe()
-        if value:
-            return value
-        await asyncio.sleep(0.05)
-    raise AssertionError("timed out")
-
-
-async def post(plane: Plane, path: str, body: Any) -> tuple[int, Any]:
-    async with aiohttp.ClientSession() as http, http.post(f"{plane.url}{path}", json=body) as response:
-        return response.status, await response.json()
-
-
-async def get(plane: Plane, path: str) -> tuple[int, Any]:
-    async with aiohttp.ClientSession() as http, http.get(f"{plane.url}{path}") as response:
-        return response.status, await response.json()
-
-
-async def finished(plane: Plane, run_id: str) -> dict[str, Any]:
-    async def probe() -> dict[str, Any] | None:
-        _, body = await get(plane, f"/v1/ns/{NS}/executions/{run_id}")
-        return body if body["status"] != "RUNNING" else None
-
-    return await eventually(probe)
-
-
-class Running:
-    """A Worker running in the background of a test."""
-
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-        self.stop = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> Worker:
-        self.task = asyncio.create_task(self.worker.run(self.stop))
-        return self.worker
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.stop.set()
-        assert self.task is not None
-        await asyncio.wait_for(self.task, 30)
+from tests.support.plane import Plane, Running, finished, get, post
+from tests.support.store import NS, define_task, define_workflow
+from tests.support.waiting import eventually_async
 
 
 async def test_a_run_started_over_http_completes_on_sdk_workers(plane: Plane) -> None:
@@ -565,7 +517,7 @@ async def test_the_sdk_clamps_what_it_sends_to_the_api_bounds(plane: Plane) -> N
 
         # The issue's case: a Retry-After of 999999999 s is sent clamped to the API's bound (a year), not a
         # refused batch, and the server clamps that hint to its ceiling (SLUICEWAY_MAX_RETRY_BACKOFF, 24 h).
-        snoozed_task = await eventually(snoozed)
+        snoozed_task = await eventually_async(snoozed, timeout=20, what="the task to be snoozed")
         failed = await finished(plane, failing["id"])
     later = datetime.datetime.fromisoformat(snoozed_task["availableAt"]) - datetime.datetime.now(datetime.UTC)
     assert 86_000 <= later.total_seconds() <= 86_400, snoozed_task["availableAt"]

@@ -7,9 +7,9 @@ covers them against the operator."""
 
 from __future__ import annotations
 
-from tests import fuzzing
-from tests.integration.conftest import Plane
-from tests.integration.engine_helpers import NS, define_workflow, start
+from tests.support import fuzzing
+from tests.support.plane import Plane
+from tests.support.store import NS, define_workflow, start
 
 # Writes through Kubernetes: fuzzed by e2e/test_api_fuzz.py against a real API server.
 WRITES = (

@@ -5,7 +5,6 @@ that deadline passes, however many links it has made."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import uuid
 from typing import Any
@@ -14,7 +13,8 @@ import asyncpg
 
 from sluiceway.controls.chains import next_run_id
 from sluiceway.store import executions, workflows
-from tests.integration.conftest import Plane
+from tests.support.plane import Plane
+from tests.support.waiting import eventually_async
 
 NAMESPACE = "chains"
 LOOP = {
@@ -54,12 +54,12 @@ async def test_a_chain_keeps_one_deadline_across_links_and_ends_timed_out_when_i
         await workflows.upsert_workflow(conn, NAMESPACE, "poller", "poller", 1, LOOP)
         started = await executions.start_run(conn, NAMESPACE, "poller", None, {"n": 0})
     assert isinstance(started, executions.Started)
-    deadline = asyncio.get_running_loop().time() + 30
-    while asyncio.get_running_loop().time() < deadline:
+
+    async def ended() -> bool:
         rows = await chain_rows(pool)
-        if rows and rows[-1]["status"] == "TIMED_OUT":
-            break
-        await asyncio.sleep(0.2)
+        return bool(rows and rows[-1]["status"] == "TIMED_OUT")
+
+    await eventually_async(ended, timeout=30, interval=0.2, what="the chain to end timed out")
     rows = await chain_rows(pool)
     first = rows[0]
     assert len(rows) >= 2, "the loop continued at least once before its 3 s chain deadline"

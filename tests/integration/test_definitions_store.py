@@ -10,8 +10,8 @@ from sluiceway.store import definitions
 from sluiceway.store.migrating import available, migrate
 
 
-async def test_migrations_apply_once_under_concurrent_starts(database_url: str) -> None:
-    conns = [await asyncpg.connect(database_url) for _ in range(4)]
+async def test_migrations_apply_once_under_concurrent_starts(empty_database_url: str) -> None:
+    conns = [await asyncpg.connect(empty_database_url) for _ in range(4)]
     try:
         applied = await asyncio.gather(*(migrate(c) for c in conns))
         names = [name for batch in applied for name in batch]

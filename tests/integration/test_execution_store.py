@@ -9,7 +9,7 @@ import asyncpg
 from sluiceway.model.execution import ResultStatus, RunStatus, TaskStatus
 from sluiceway.store import executions, results
 from sluiceway.store.sweeping import sweep
-from tests.integration.engine_helpers import (
+from tests.support.store import (
     NS,
     define_task,
     define_workflow,
@@ -19,6 +19,7 @@ from tests.integration.engine_helpers import (
     settle,
     start,
 )
+from tests.support.timetravel import time_passes
 
 
 async def test_a_run_completes_through_leases_and_results(pool: asyncpg.Pool) -> None:
@@ -66,7 +67,7 @@ async def test_a_stale_epoch_is_refused_after_a_snooze_and_release(pool: asyncpg
     await settle(pool)
     [first] = await lease(pool, "poller")
     assert (await report(pool, first, ResultStatus.IN_PROGRESS, callback_after_seconds=0.2)).applied
-    await asyncio.sleep(0.3)
+    await time_passes(pool, 0.3)
     [again] = await lease(pool, "poller", worker="w2")
     assert again.task_id == first.task_id and again.epoch == first.epoch + 1
     assert again.attempt == 1, "a snooze spends no attempt"
@@ -118,7 +119,7 @@ async def test_a_dead_worker_is_reclaimed_after_heartbeat_timeout_and_retried(po
     await settle(pool)
     [dying] = await lease(pool, "batch", worker="doomed")
     assert dying.heartbeat_timeout == 1
-    await asyncio.sleep(1.3)  # the worker never beats again
+    await time_passes(pool, 1.3)  # the worker never beats again
     report_ = await sweep(pool)
     assert [e.missed.value for e in report_.expired] == ["heartbeatTimeout"]
     await settle(pool)
@@ -134,7 +135,7 @@ async def test_a_dead_worker_is_reclaimed_after_heartbeat_timeout_and_retried(po
     assert attempts[1]["after"].total_seconds() >= 0.5 - 0.05, "the reclaim follows the task's own backoff"
     late = await report(pool, dying, output={"too": "late"})
     assert late.verdict is results.Verdict.NOT_LEASED, "the dead worker's lease was fenced off"
-    await asyncio.sleep(0.5)
+    await time_passes(pool, 0.5)
     [retry] = await lease(pool, "batch", worker="healthy")
     assert retry.attempt == 2
     await report(pool, retry)
@@ -150,8 +151,8 @@ async def test_heartbeats_keep_a_lease_alive(pool: asyncpg.Pool) -> None:
     await start(pool, "longrun")
     await settle(pool)
     [task] = await lease(pool, "long")
-    for _ in range(4):
-        await asyncio.sleep(0.5)
+    for _ in range(4):  # two seconds in all, twice the heartbeat timeout
+        await time_passes(pool, 0.5)
         async with pool.acquire() as conn:
             alive = await leasing.heartbeat(conn, NS, [(task.task_id, task.epoch)])
         assert alive == {task.task_id}
@@ -196,7 +197,7 @@ async def test_start_to_close_times_out_and_the_run_times_out_under_time_out_wf(
     run_id = await start(pool, "wf")
     await settle(pool)
     await lease(pool, "slow")
-    await asyncio.sleep(1.2)
+    await time_passes(pool, 1.2)
     assert [e.status for e in (await sweep(pool)).expired] == [TaskStatus.TIMED_OUT]
     await settle(pool)
     view = await run_status(pool, run_id)
@@ -208,7 +209,7 @@ async def test_the_workflow_timeout_fires_from_its_timer(pool: asyncpg.Pool) -> 
     await define_workflow(pool, "bounded", [{"name": "never", "taskReferenceName": "n"}], timeoutSeconds=1)
     run_id = await start(pool, "bounded")
     await settle(pool)
-    await asyncio.sleep(1.2)
+    await time_passes(pool, 1.2)
     assert (await sweep(pool)).runs_timed_out == 1
     await settle(pool)
     view = await run_status(pool, run_id)

@@ -9,7 +9,7 @@ import uuid
 
 from sluiceway.model.workflow import TaskType
 from sluiceway.store.database import Pool
-from tests.integration.engine_helpers import NS, define_workflow, settle, start
+from tests.support.store import NS, define_workflow, settle, start
 
 # The types that existed when migration 0008 was written: all an older replica can insert.
 TYPES_AT_0008 = [

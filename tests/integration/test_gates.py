@@ -8,46 +8,25 @@ import asyncio
 import random
 import uuid
 from collections import Counter
-from typing import Any
 
 import asyncpg
 
-from sluiceway.controls.policy import Gates, resolve
+from sluiceway.controls.policy import Gates
 from sluiceway.model.execution import ResultStatus, TaskResult
-from sluiceway.model.taskdefinition import TaskDefinitionSpec
 from sluiceway.store import admission, definitions, executions, leasing, results
 from sluiceway.store.database import init_connection
 from sluiceway.store.sweeping import sweep
-from tests.integration.engine_helpers import NS, define_task, define_workflow, settle
-
-
-def max_overlap(intervals: list[tuple[Any, Any]]) -> int:
-    """The most intervals open at one instant; an end at t closes before a start at t."""
-    events = sorted(
-        [(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals], key=lambda e: (e[0], e[1])
-    )
-    open_, worst = 0, 0
-    for _, delta in events:
-        open_ += delta
-        worst = max(worst, open_)
-    return worst
-
-
-async def start_runs(pool: asyncpg.Pool, workflow: str, count: int) -> list[str]:
-    ids = []
-    async with pool.acquire() as conn:
-        for _ in range(count):
-            async with conn.transaction():
-                outcome = await executions.start_run(conn, NS, workflow, None, {})
-            assert isinstance(outcome, executions.Started)
-            ids.append(outcome.id)
-    return ids
-
-
-async def gates_of(pool: asyncpg.Pool, task_type: str) -> Gates:
-    async with pool.acquire() as conn:
-        stored = await definitions.get_task_definition(conn, NS, task_type)
-    return resolve(TaskDefinitionSpec.model_validate(stored.spec) if stored else None).gates
+from tests.support.store import (
+    NS,
+    define_task,
+    define_workflow,
+    gates_of,
+    intervals,
+    max_overlap,
+    settle,
+    start_runs,
+)
+from tests.support.timetravel import time_passes
 
 
 async def hammer(
@@ -86,16 +65,6 @@ async def hammer(
 
     await asyncio.wait_for(asyncio.gather(*(poller(n) for n in range(pollers))), timeout)
     return done
-
-
-async def intervals(pool: asyncpg.Pool, task_types: list[str]) -> list[tuple[Any, Any]]:
-    async with pool.acquire() as conn:
-        rows = await conn.fetch(
-            "SELECT leased_at, ended_at FROM tasks WHERE namespace = $1 AND name = ANY($2) AND leased_at IS NOT NULL",
-            NS,
-            task_types,
-        )
-    return [(r["leased_at"], r["ended_at"]) for r in rows]
 
 
 async def test_concurrent_exec_limit_holds_over_thousands_of_leases(pool: asyncpg.Pool) -> None:
@@ -186,7 +155,7 @@ async def test_permits_are_freed_by_terminated_and_crashed_holders(pool: asyncpg
     await settle(pool)
     [crashing] = await lease_one()
     assert crashing.execution_id != held.execution_id, "terminating the holder's run freed the permit"
-    await asyncio.sleep(1.2)  # its worker never reports: the one-second lease expires
+    await time_passes(pool, 1.2)  # its worker never reports: the one-second lease expires
     assert [e.missed.value for e in (await sweep(pool)).expired] == ["responseTimeoutSeconds"]
     [last] = await lease_one()
     assert last.execution_id not in (held.execution_id, crashing.execution_id), "the crashed holder's permit is back"

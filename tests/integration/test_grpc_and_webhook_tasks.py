@@ -26,9 +26,8 @@ from sluiceway.systemtasks.grpc import GrpcTasks, classify
 from sluiceway.systemtasks.http import HttpTasks
 from sluiceway.systemtasks.runner import SystemTaskRunner
 from sluiceway.systemtasks.webhook import WebhookTasks
-from tests.integration.conftest import Plane
-from tests.integration.engine_helpers import NS, define_task, define_workflow
-from tests.integration.test_api_and_sdk import finished, post
+from tests.support.plane import Plane, finished, post
+from tests.support.store import NS, define_task, define_workflow
 
 SERVICE = "shop.Inventory"
 

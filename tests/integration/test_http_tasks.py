@@ -16,10 +16,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from sluiceway.controls.breaker import BreakerConfig, Breakers, BreakerState
 from sluiceway.observability import tracing
 from sluiceway.systemtasks.http import HttpTaskRunner
-from tests.integration.conftest import Plane
-from tests.integration.engine_helpers import NS, define_task, define_workflow
-from tests.integration.test_api_and_sdk import finished, post
 from tests.integration.test_metrics import added, scrape, value
+from tests.support.plane import Plane, finished, post
+from tests.support.store import NS, define_task, define_workflow
 
 
 class Upstream:

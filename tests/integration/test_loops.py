@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncpg
 
 from sluiceway.model.execution import ResultStatus, RunStatus
-from tests.integration.engine_helpers import define_workflow, lease, report, run_status, settle, start
+from tests.support.store import define_workflow, lease, report, run_status, settle, start
 
 
 async def _rows(pool: asyncpg.Pool, run_id: str) -> list[asyncpg.Record]:

@@ -26,11 +26,10 @@ from sluiceway.runtime import loops
 from sluiceway.store import mirroring, schedules
 from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.sweeping import sweep
-from tests.integration.conftest import Plane
-from tests.integration.engine_helpers import NS, define_task, define_workflow, lease, report, settle, start
-from tests.integration.test_gates import start_runs
 from tests.integration.test_schedules import add_schedule, db_now, rewind
 from tests.integration.test_schedules import define_workflow as define_report_workflow
+from tests.support.plane import Plane
+from tests.support.store import NS, define_task, define_workflow, lease, report, settle, start, start_runs
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

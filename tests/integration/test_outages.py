@@ -21,9 +21,9 @@ import pytest
 
 from sluiceway.devenv.postgres import LocalPostgres
 from sluiceway.worker import Task, Worker
-from tests.integration.conftest import Plane
-from tests.integration.engine_helpers import NS, define_task, define_workflow
-from tests.integration.test_api_and_sdk import Running, eventually, finished, get, post
+from tests.support.plane import Plane, Running, finished, get, post
+from tests.support.store import NS, define_task, define_workflow
+from tests.support.waiting import eventually_async
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ async def test_the_api_answers_503_with_retry_after_while_the_database_is_down(
     assert (status, body["error"], retry_after) == (503, "UNAVAILABLE", "1"), body
     assert "database" in body["message"] or "backing service" in body["message"]
     await asyncio.to_thread(server.start, port=server.port)
-    status, body, _ = await eventually(lambda: _started(plane, "nightly"))
+    status, body, _ = await eventually_async(lambda: _started(plane, "nightly"), timeout=20, what="a start to succeed")
     assert status == 201 and body["status"] == "RUNNING"
 
 

@@ -8,27 +8,24 @@ releases it once the cause is fixed."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import sys
-import tempfile
-import time
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import asyncpg
 import pytest
 
-from sluiceway.devenv.processes import Child, free_port, wait_until
+from sluiceway.devenv.processes import Child
 from sluiceway.store import executions
 from sluiceway.store.deciding import DeciderConfig
-from tests.integration.conftest import Plane
-from tests.integration.engine_helpers import NS, define_task, define_workflow, settle, start
-from tests.integration.test_gates import start_runs
+from tests.support.operators import start_operator
+from tests.support.plane import Plane
+from tests.support.processes import stop_all
+from tests.support.store import NS, define_task, define_workflow, fetchval, settle, start, start_runs
+from tests.support.waiting import eventually_async
 
 
 @dataclass
@@ -38,46 +35,15 @@ class Replicas:
 
 
 @pytest.fixture
-def replicas(database_url: str) -> Iterator[Replicas]:
+def replicas(database_url: str, tmp_path: Path) -> Iterator[Replicas]:
     """Two operator processes (no Kubernetes) on the test's database."""
-    logs = Path(tempfile.mkdtemp(prefix="quarantine-"))
-    urls, children = [], []
-    for n in range(2):
-        port = free_port()
-        env = {
-            **os.environ,
-            "SLUICEWAY_DATABASE_URL": database_url,
-            "SLUICEWAY_KUBERNETES": "false",
-            "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
-            "SLUICEWAY_LOG_LEVEL": "WARNING",
-        }
-        children.append(Child(f"operator-{n}", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env))
-        urls.append(f"http://127.0.0.1:{port}")
-    for url, child in zip(urls, children, strict=True):
-        wait_until(
-            lambda url=url: urllib.request.urlopen(f"{url}/readyz", timeout=2).status == 200,
-            timeout=60,
-            what=f"{child.name} /readyz",
-            child=child,
-        )
-    yield Replicas(urls, children)
-    for child in children:
-        child.stop()
-
-
-async def eventually(probe: Callable[[], Awaitable[Any]], what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = await probe()
-        if value:
-            return value
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-async def fetchval(pool: asyncpg.Pool, query: str, *args: Any) -> Any:
-    async with pool.acquire() as conn:
-        return await conn.fetchval(query, *args)
+    started = [start_operator(f"operator-{n}", database_url, tmp_path, ready=False) for n in range(2)]
+    try:
+        for replica in started:
+            replica.wait_ready()
+        yield Replicas([r.api_url for r in started], [r.child for r in started])
+    finally:
+        stop_all([r.child for r in started])
 
 
 # A trigger stands in for any value PostgreSQL refuses in one run's decision:
@@ -149,8 +115,10 @@ async def test_runs_the_decider_cannot_evaluate_are_quarantined_alone_while_100_
 
     # 2. A task row nothing wrote this way, once the decider has scheduled it (and out of every
     # executor's reach: the run must wait for the fix below, with its first task still to do).
-    await eventually(
-        lambda: fetchval(pool, "SELECT count(*) = 1 FROM tasks WHERE execution_id = $1", bad_row), "bad_row's task"
+    await eventually_async(
+        lambda: fetchval(pool, "SELECT count(*) = 1 FROM tasks WHERE execution_id = $1", bad_row),
+        timeout=60,
+        what="bad_row's task",
     )
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(
@@ -169,7 +137,7 @@ async def test_runs_the_decider_cannot_evaluate_are_quarantined_alone_while_100_
         quarantined = await fetchval(pool, "SELECT count(*) FROM executions WHERE quarantined_at IS NOT NULL")
         return bool(completed == 100 and quarantined == 3)
 
-    await eventually(all_settled, "100 completed and 3 quarantined")
+    await eventually_async(all_settled, timeout=60, what="100 completed and 3 quarantined")
     async with pool.acquire() as conn:
         rows = {
             str(r["id"]): r
@@ -192,7 +160,9 @@ async def test_runs_the_decider_cannot_evaluate_are_quarantined_alone_while_100_
         for run in (bad_spec, bad_row, refused):
             for _ in range(5):
                 await executions.enqueue_decide(conn, run, "task_updated")
-    await eventually(lambda: fetchval(pool, "SELECT count(*) = 0 FROM decide_queue"), "the events consumed")
+    await eventually_async(
+        lambda: fetchval(pool, "SELECT count(*) = 0 FROM decide_queue"), timeout=60, what="the events consumed"
+    )
     assert await fetchval(pool, "SELECT count(*) FROM executions WHERE quarantined_at IS NOT NULL") == 3
     assert sum(_quarantined_total(url) for url in replicas.urls) == 3
     assert all(child.alive() for child in replicas.children), "the operator processes keep running"
@@ -222,16 +192,21 @@ async def test_runs_the_decider_cannot_evaluate_are_quarantined_alone_while_100_
         async with http.post(f"{api}/{refused}/decide") as r:
             assert (await r.json())["released"] is True
 
-    await eventually(
-        lambda: fetchval(pool, "SELECT status = 'TERMINATED' FROM executions WHERE id = $1", bad_spec), "terminated"
+    await eventually_async(
+        lambda: fetchval(pool, "SELECT status = 'TERMINATED' FROM executions WHERE id = $1", bad_spec),
+        timeout=60,
+        what="terminated",
     )
-    await eventually(
+    await eventually_async(
         lambda: fetchval(pool, "SELECT quarantined_at IS NOT NULL FROM executions WHERE id = $1", refused),
-        "quarantined again",
+        timeout=60,
+        what="quarantined again",
     )
     assert await _work(replicas, 2) == 2, "the released run goes on: its two tasks are leased"
-    await eventually(
-        lambda: fetchval(pool, "SELECT status = 'COMPLETED' FROM executions WHERE id = $1", bad_row), "completed"
+    await eventually_async(
+        lambda: fetchval(pool, "SELECT status = 'COMPLETED' FROM executions WHERE id = $1", bad_row),
+        timeout=60,
+        what="completed",
     )
     assert sum(_quarantined_total(url) for url in replicas.urls) == 4
 
@@ -276,9 +251,11 @@ async def test_garbage_in_a_batch_costs_only_its_run(plane: Plane) -> None:
         await conn.execute("UPDATE executions SET input = '[1, 2]' WHERE id = $1", outcome.id)
     fine = [await start(plane.pool, "one_step", {"x": n}) for n in range(20)]
     query = "SELECT count(DISTINCT execution_id) = 20 FROM tasks WHERE execution_id = ANY($1::uuid[])"
-    await eventually(lambda: fetchval(plane.pool, query, fine), "every good run scheduled")
-    reason = await eventually(
-        lambda: fetchval(plane.pool, "SELECT quarantine_reason FROM executions WHERE id = $1", outcome.id), "quarantine"
+    await eventually_async(lambda: fetchval(plane.pool, query, fine), timeout=60, what="every good run scheduled")
+    reason = await eventually_async(
+        lambda: fetchval(plane.pool, "SELECT quarantine_reason FROM executions WHERE id = $1", outcome.id),
+        timeout=60,
+        what="quarantine",
     )
     assert reason == "the decider cannot evaluate this run: TypeError: the run's input is not a JSON object"
     assert await fetchval(plane.pool, "SELECT count(*) FROM tasks WHERE execution_id = $1", outcome.id) == 0
@@ -296,9 +273,11 @@ async def test_a_run_row_the_driver_cannot_decode_is_quarantined_alone(plane: Pl
         await conn.execute("UPDATE executions SET input = '{\"x\": 1e400}' WHERE id = $1", outcome.id)
     fine = [await start(plane.pool, "one_step") for _ in range(20)]
     query = "SELECT count(DISTINCT execution_id) = 20 FROM tasks WHERE execution_id = ANY($1::uuid[])"
-    await eventually(lambda: fetchval(plane.pool, query, fine), "every good run scheduled")
-    reason = await eventually(
-        lambda: fetchval(plane.pool, "SELECT quarantine_reason FROM executions WHERE id = $1", outcome.id), "quarantine"
+    await eventually_async(lambda: fetchval(plane.pool, query, fine), timeout=60, what="every good run scheduled")
+    reason = await eventually_async(
+        lambda: fetchval(plane.pool, "SELECT quarantine_reason FROM executions WHERE id = $1", outcome.id),
+        timeout=60,
+        what="quarantine",
     )
     assert reason.startswith("deciding it failed, even alone: JSONDecodeError: number is infinity")
     assert await fetchval(plane.pool, "SELECT count(*) FROM decide_queue") == 0

@@ -5,10 +5,6 @@ exceeded and no transition happens twice."""
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
-import tempfile
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,36 +12,22 @@ import aiohttp
 import asyncpg
 import pytest
 
-from sluiceway.devenv.processes import Child, free_port, wait_until
-from tests.integration.engine_helpers import NS, define_task, define_workflow
-from tests.integration.test_gates import intervals, max_overlap, start_runs
+from tests.support.operators import start_operator
+from tests.support.processes import stop_all
+from tests.support.store import NS, define_task, define_workflow, intervals, max_overlap, start_runs
+from tests.support.waiting import eventually_async
 
 
 @pytest.fixture
-def replicas(database_url: str) -> Iterator[list[str]]:
-    logs = Path(tempfile.mkdtemp(prefix="replicas-"))
-    urls, children = [], []
-    for n in range(2):
-        port = free_port()
-        env = {
-            **os.environ,
-            "SLUICEWAY_DATABASE_URL": database_url,
-            "SLUICEWAY_KUBERNETES": "false",
-            "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
-            "SLUICEWAY_LOG_LEVEL": "WARNING",
-        }
-        children.append(Child(f"operator-{n}", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env))
-        urls.append(f"http://127.0.0.1:{port}")
-    for url, child in zip(urls, children, strict=False):
-        wait_until(
-            lambda url=url: urllib.request.urlopen(f"{url}/readyz", timeout=2).status == 200,
-            timeout=60,
-            what=f"{child.name} /readyz",
-            child=child,
-        )
-    yield urls
-    for child in children:
-        child.stop()
+def replicas(database_url: str, tmp_path: Path) -> Iterator[list[str]]:
+    """Two operator processes (no Kubernetes) on the test's database."""
+    started = [start_operator(f"operator-{n}", database_url, tmp_path, ready=False) for n in range(2)]
+    try:
+        for replica in started:
+            replica.wait_ready()
+        yield [replica.api_url for replica in started]
+    finally:
+        stop_all([replica.child for replica in started])
 
 
 async def test_two_replicas_never_exceed_a_cap_or_decide_twice(pool: asyncpg.Pool, replicas: list[str]) -> None:
@@ -90,11 +72,7 @@ async def test_two_replicas_never_exceed_a_cap_or_decide_twice(pool: asyncpg.Poo
                 )
             )
 
-    for _ in range(200):
-        if await all_done():
-            break
-        await asyncio.sleep(0.1)
-    assert await all_done()
+    await eventually_async(all_done, timeout=20, interval=0.1, what="the 300 runs to complete")
     worst = max_overlap(await intervals(pool, ["shared"]))
     print(f"two replicas, concurrentExecLimit 4: worst in flight {worst} over 600 leases")
     assert worst == 4

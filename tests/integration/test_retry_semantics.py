@@ -14,7 +14,7 @@ from sluiceway.store import executions, results
 from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.policies import Policies
 from sluiceway.store.sweeping import sweep
-from tests.integration.engine_helpers import (
+from tests.support.store import (
     NS,
     define_task,
     define_workflow,

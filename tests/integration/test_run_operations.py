@@ -13,16 +13,11 @@ from sluiceway.model.execution import LogLine, ResultStatus, RunStatus
 from sluiceway.store import executions, logs, operations, retention
 from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.sweeping import sweep
-from tests.integration.engine_helpers import NS, define_task, define_workflow, lease, report, run_status, settle, start
+from tests.support.store import NS, define_task, define_workflow, fetchval, lease, report, run_status, settle, start
 
 
 def simple(ref: str, **inputs: Any) -> dict[str, Any]:
     return {"name": ref, "taskReferenceName": ref, "inputParameters": inputs}
-
-
-async def one(pool: asyncpg.Pool, query: str, *args: Any) -> Any:
-    async with pool.acquire() as conn:
-        return await conn.fetchval(query, *args)
 
 
 async def act(pool: asyncpg.Pool, operation: Any, *args: Any, **kwargs: Any) -> Any:
@@ -60,7 +55,7 @@ async def test_a_paused_run_holds_its_queue_and_moves_its_deadline_on_resume(poo
     assert (await report(pool, fetch, output={"total": 3})).applied
     await settle(pool)
     assert await lease(pool, "charge") == []
-    assert await one(pool, "SELECT count(*) FROM tasks WHERE execution_id = $1", uuid.UUID(run_id)) == 1
+    assert await fetchval(pool, "SELECT count(*) FROM tasks WHERE execution_id = $1", uuid.UUID(run_id)) == 1
 
     # Paused for an hour: past its timeout, yet the sweeper leaves it alone.
     await age(pool, run_id, 3600)
@@ -87,13 +82,13 @@ async def test_queued_tasks_are_parked_and_come_back_with_their_timers(pool: asy
     await define_workflow(pool, "parking", [simple("slow_start")])
     run_id = await start(pool, "parking")
     await settle(pool)
-    before = await one(pool, "SELECT schedule_to_start_at FROM tasks WHERE execution_id = $1", uuid.UUID(run_id))
+    before = await fetchval(pool, "SELECT schedule_to_start_at FROM tasks WHERE execution_id = $1", uuid.UUID(run_id))
     await act(pool, operations.pause, run_id)
     assert await lease(pool, "slow_start") == [], "a paused run's queued task is not leased"
-    assert await one(pool, "SELECT next_deadline FROM tasks WHERE execution_id = $1", uuid.UUID(run_id)) is None
+    assert await fetchval(pool, "SELECT next_deadline FROM tasks WHERE execution_id = $1", uuid.UUID(run_id)) is None
     await age(pool, run_id, 120)
     await act(pool, operations.resume, run_id)
-    after = await one(pool, "SELECT schedule_to_start_at FROM tasks WHERE execution_id = $1", uuid.UUID(run_id))
+    after = await fetchval(pool, "SELECT schedule_to_start_at FROM tasks WHERE execution_id = $1", uuid.UUID(run_id))
     assert 120 <= (after - before).total_seconds() < 200
     assert len(await lease(pool, "slow_start")) == 1
 
@@ -252,7 +247,7 @@ async def test_retention_deletes_expired_runs_only_and_keeps_children_of_running
     for leased in await lease(pool, "work", count=5):
         await report(pool, leased)
     await settle(pool, config)
-    child = await one(pool, "SELECT id FROM executions WHERE parent_execution_id = $1", uuid.UUID(kept))
+    child = await fetchval(pool, "SELECT id FROM executions WHERE parent_execution_id = $1", uuid.UUID(kept))
     async with pool.acquire() as conn:
         await conn.execute(
             "UPDATE executions SET expires_at = now() - interval '1 second' WHERE expires_at IS NOT NULL"

@@ -21,8 +21,9 @@ from sluiceway.model.attributes import AttributeType
 from sluiceway.model.execution import RunStatus
 from sluiceway.store import listing
 from sluiceway.worker import Task, Worker
-from tests.integration.conftest import Plane
-from tests.integration.engine_helpers import NS, define_workflow, lease, report
+from tests.support.plane import Plane, Running, finished
+from tests.support.store import NS, define_workflow, lease, report
+from tests.support.waiting import eventually_async
 
 API = f"/v1/ns/{NS}"
 ORDERS = [
@@ -53,12 +54,12 @@ async def runs(plane: Plane, **params: Any) -> tuple[int, Any]:
 async def leased(pool: asyncpg.Pool, task_type: str, count: int, worker: str = "w1") -> list[Any]:
     """Lease `count` tasks once the decider (running in the background) has queued them."""
     found: list[Any] = []
-    for _ in range(200):
-        found += await lease(pool, task_type, count=count - len(found), worker=worker)
-        if len(found) >= count:
-            return found
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"only {len(found)} of {count} {task_type} tasks were queued")
+
+    async def all_of_them() -> list[Any] | None:
+        found.extend(await lease(pool, task_type, count=count - len(found), worker=worker))
+        return found if len(found) >= count else None
+
+    return await eventually_async(all_of_them, timeout=10, what=f"{count} {task_type} tasks to be queued")
 
 
 async def start(plane: Plane, name: str, **body: Any) -> str:
@@ -133,16 +134,18 @@ async def test_pages_are_stable_while_runs_are_added(plane: Plane) -> None:
     await define_workflow(plane.pool, "paged", ORDERS)
     existing = [await start(plane, "paged") for _ in range(25)]
     adding = asyncio.Event()
+    added: list[str] = []
 
-    async def keep_adding() -> list[str]:
-        added = []
+    async def keep_adding() -> None:
         while not adding.is_set():
             added.append(await start(plane, "paged"))
             await asyncio.sleep(0)
-        return added
+
+    async def adding_has_begun() -> bool:
+        return bool(added)
 
     writer = asyncio.create_task(keep_adding())
-    await asyncio.sleep(0.05)
+    await eventually_async(adding_has_begun, what="the writer to add a first run")
     _, first = await runs(plane, workflow="paged", limit=6)
     pages = [first["items"]]
     cursor = first["nextCursor"]
@@ -151,7 +154,7 @@ async def test_pages_are_stable_while_runs_are_added(plane: Plane) -> None:
         pages.append(page["items"])
         cursor = page["nextCursor"]
     adding.set()
-    added = await writer
+    await writer
     seen = [item["id"] for page in pages for item in page]
     assert added, "runs were added while paging"
     assert len(seen) == len(set(seen)), "no run twice"
@@ -331,16 +334,9 @@ async def test_what_a_handler_logs_is_kept_after_its_worker_exits(plane: Plane) 
     previous = logging.getLogger().level
     logging.getLogger().setLevel(logging.INFO)
     try:
-        stop = asyncio.Event()
-        running = asyncio.create_task(worker.run(stop))
-        run_id = await start(plane, "logged")
-        for _ in range(200):
-            _, body = await call(plane, "GET", f"{API}/executions/{run_id}")
-            if body["status"] == "COMPLETED":
-                break
-            await asyncio.sleep(0.05)
-        stop.set()
-        await asyncio.wait_for(running, 30)
+        async with Running(worker):
+            run_id = await start(plane, "logged")
+            body = await finished(plane, run_id)
     finally:
         logging.getLogger().setLevel(previous)
     assert body["status"] == "COMPLETED", body

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from sluiceway.cli.client import ExitCode
 from sluiceway.controls.schedules import run_id
 from sluiceway.runtime.main import app
-from tests.integration.conftest import Plane
 from tests.integration.test_schedules import NAMESPACE, add_schedule, define_workflow
+from tests.support.plane import Plane
 
 BASE = f"/v1/ns/{NAMESPACE}/schedules"
 

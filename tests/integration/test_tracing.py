@@ -22,9 +22,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from sluiceway.observability import tracing
 from sluiceway.worker import Task, Worker
-from tests.integration.conftest import Plane
-from tests.integration.engine_helpers import NS, define_workflow
-from tests.integration.test_api_and_sdk import Running, finished, post
+from tests.support.plane import Plane, Running, finished, post
+from tests.support.store import NS, define_workflow
 
 _WORKER_SPANS = InMemorySpanExporter()
 

@@ -20,9 +20,9 @@ from sluiceway.controls.webhooks import signed_headers
 from sluiceway.model.execution import MAX_MESSAGE_BYTES
 from sluiceway.runtime.main import app
 from sluiceway.store import webhooks
-from tests.integration.conftest import Plane
-from tests.integration.engine_helpers import NS, define_workflow
-from tests.integration.test_api_and_sdk import finished, get, post
+from tests.support.plane import Plane, finished, get, post
+from tests.support.store import NS, define_workflow
+from tests.support.waiting import eventually_async
 
 SECRET = b"whsec-0123456789abcdef"
 
@@ -38,16 +38,6 @@ async def call(
         return response.status, json.loads(text) if text else None
 
 
-async def until(probe: Any, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = await probe()
-        if found:
-            return found
-        await asyncio.sleep(0.05)
-    raise AssertionError("timed out")
-
-
 async def task_rows(pool: asyncpg.Pool, run_id: str) -> dict[str, asyncpg.Record]:
     async with pool.acquire() as conn:
         rows = await conn.fetch("SELECT * FROM tasks WHERE execution_id = $1::uuid", run_id)
@@ -59,7 +49,7 @@ async def waiting(pool: asyncpg.Pool, run_id: str, ref: str) -> asyncpg.Record:
         row = (await task_rows(pool, run_id)).get(ref)
         return row if row is not None and row["status"] == "IN_PROGRESS" else None
 
-    found: asyncpg.Record = await until(probe)
+    found: asyncpg.Record = await eventually_async(probe, timeout=10, what=f"{ref} to wait")
     return found
 
 
@@ -276,7 +266,7 @@ async def test_only_a_human_task_takes_a_persons_decision(plane: Plane) -> None:
     async def scheduled() -> asyncpg.Record | None:
         return (await task_rows(plane.pool, run_id)).get("job")
 
-    row = await until(scheduled)
+    row = await eventually_async(scheduled, timeout=10, what="the job to be scheduled")
     status, body = await post(plane, f"/v1/ns/{NS}/tasks/{row['id']}/complete", {})
     assert status == 409 and body["error"] == "NOT_A_HUMAN_TASK"
 
@@ -351,7 +341,8 @@ async def test_messages_are_bounded_per_message_and_per_run(plane: Plane) -> Non
                 int(await conn.fetchval("SELECT count(*) FROM run_messages WHERE execution_id = $1::uuid", run_id)) == 0
             )
 
-    assert await until(dropped), "a finished run's untaken messages go with it"
+    # A finished run's untaken messages go with it.
+    await eventually_async(dropped, timeout=10, what="the terminated run's messages to go")
 
 
 @pytest.mark.parametrize("concurrent", [20])

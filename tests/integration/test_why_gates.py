@@ -10,8 +10,7 @@ from sluiceway.controls.why import explain_task
 from sluiceway.store import definitions, diagnostics, leasing
 from sluiceway.store.database import Pool
 from sluiceway.store.policies import Policies
-from tests.integration.engine_helpers import NS, define_task, define_workflow, settle
-from tests.integration.test_gates import gates_of, start_runs
+from tests.support.store import NS, define_task, define_workflow, gates_of, settle, start_runs
 
 
 async def test_why_names_the_gates_the_lease_was_held_by(pool: Pool) -> None:
@@ -48,3 +47,28 @@ async def test_why_names_the_gates_the_lease_was_held_by(pool: Pool) -> None:
     assert rate.startswith("rate limit export: 1/1 this window, next window in ")
     assert 0 < task.seconds_to_next_window <= 3600
     assert semaphore == f"semaphore erp: 1/1 held by export {taken.leases[0].task_id} (run {first})"
+
+
+async def test_why_explains_a_bounded_number_of_a_fan_outs_tasks_and_one_task_by_ref(pool: Pool) -> None:
+    """A fan-out of thousands must not make one `why` cost seconds of the shared
+    database: the run's answer gathers the first `limit` active tasks and counts
+    the rest, and a task's answer gathers that task only."""
+    await define_task(pool, "export", concurrentExecLimit=1)
+    branches = [[{"name": "export", "taskReferenceName": f"export_{i}"}] for i in range(30)]
+    refs = [f"export_{i}" for i in range(30)]
+    await define_workflow(
+        pool,
+        "wide",
+        [
+            {"name": "fan", "taskReferenceName": "fan", "type": "FORK_JOIN", "forkTasks": branches},
+            {"name": "join", "taskReferenceName": "join", "type": "JOIN", "joinOn": refs},
+        ],
+    )
+    [run] = await start_runs(pool, "wide", 1)
+    await settle(pool)
+    async with pool.acquire() as conn:
+        capped = await diagnostics.run_facts(conn, NS, uuid.UUID(run), Policies(), limit=10)
+        one = await diagnostics.run_facts(conn, NS, uuid.UUID(run), Policies(), ref="export_7")
+    assert capped is not None and one is not None
+    assert len(capped.tasks) == 10 and capped.active_tasks >= 30
+    assert [t.ref for t in one.tasks] == ["export_7"]

@@ -18,6 +18,11 @@ from sluiceway.store import diagnostics
 
 router = APIRouter(prefix="/v1/ns/{namespace}", tags=["diagnostics"], responses=INVALID)
 
+# A run's `why` explains the gates of its first active tasks only: each costs a
+# few queries, and a fan-out of thousands would make one request cost seconds
+# of the database every other tenant shares. `activeTasks` says how many exist.
+WHY_TASKS = 100
+
 
 def _time(value: datetime.datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
@@ -119,7 +124,7 @@ async def why_run(
     namespace: NAMESPACE, execution_id: EXECUTION_ID, svc: Services = Depends(services)
 ) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
-        facts = await diagnostics.run_facts(conn, namespace, execution_id, svc.policies)
+        facts = await diagnostics.run_facts(conn, namespace, execution_id, svc.policies, limit=WHY_TASKS)
     if facts is None:
         raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
     return {
@@ -130,6 +135,8 @@ async def why_run(
         "paused": facts.paused,
         "quarantined": facts.quarantine_reason is not None,
         "reasons": _reasons(explain(facts)),
+        "activeTasks": facts.active_tasks,
+        "explainedTasks": len(facts.tasks),
     }
 
 
@@ -142,8 +149,8 @@ async def why_run(
 )
 async def why_task(namespace: NAMESPACE, task_id: TASK_ID, svc: Services = Depends(services)) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
-        run_id = await diagnostics.execution_of_task(conn, namespace, task_id)
-        facts = await diagnostics.run_facts(conn, namespace, run_id, svc.policies) if run_id else None
+        found = await diagnostics.run_and_ref_of_task(conn, namespace, task_id)
+        facts = await diagnostics.run_facts(conn, namespace, found[0], svc.policies, ref=found[1]) if found else None
     if facts is None:
         raise ApiError(404, "NOT_FOUND", f"no task {task_id} in namespace {namespace}")
     task = next((t for t in facts.tasks if t.task_id == str(task_id)), None)

@@ -67,6 +67,7 @@ class RunFacts:
     admission_holders: list[str] = field(default_factory=list)
     max_concurrent_tasks: int = 0
     active_worker_tasks: int = 0
+    active_tasks: int = 0  # all of them; `tasks` may hold only the first few (a fan-out of thousands)
     tasks: list[TaskFacts] = field(default_factory=list)
     quarantine_reason: str | None = None  # set while the decider passes the run over
     paused: bool = False

@@ -42,6 +42,7 @@ Try first:
   sluiceway runs list
   sluiceway runs watch workflowrun/album-2026-11
 
+The web UI is at {api}/ui (runs, their graphs and timelines, gates, definitions).
 The HTTP API is at {api} (OpenAPI document at {api}/docs).
 {node}
 Logs: {logs}

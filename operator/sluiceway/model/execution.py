@@ -3,6 +3,7 @@ worker protocol."""
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Annotated, Any, TypeVar
 
@@ -372,7 +373,7 @@ def checked_items(model: type[Item], items: list[Any]) -> list[Item | ItemOutcom
 
 
 def invalid_item(task_id: str | None, error: ValidationError) -> ItemOutcome:
-    fields = [FieldError(field=dotted(e["loc"]) or "item", message=e["msg"]) for e in error.errors()]
+    fields = [FieldError(field=dotted(e["loc"]) or "item", message=printable(e["msg"])) for e in error.errors()]
     return ItemOutcome(
         task_id=task_id, code=422, error="; ".join(f"{f.field}: {f.message}" for f in fields), fields=fields
     )
@@ -380,7 +381,14 @@ def invalid_item(task_id: str | None, error: ValidationError) -> ItemOutcome:
 
 def dotted(loc: tuple[int | str, ...]) -> str:
     """A pydantic error location as a field path: `results.0.taskId`."""
-    return ".".join(str(part) for part in loc)
+    return ".".join(printable(str(part)) for part in loc)
+
+
+def printable(text: str) -> str:
+    """`text`, or its JSON escape when it holds control characters or lone
+    surrogates: a path or message can quote a key the client sent, and an
+    error body must never be refused for what it quotes."""
+    return text if text.isprintable() else json.dumps(text)[1:-1]
 
 
 # --- Reading runs -------------------------------------------------------------

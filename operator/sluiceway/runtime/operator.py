@@ -52,6 +52,7 @@ from sluiceway.systemtasks.grpc import GrpcTasks
 from sluiceway.systemtasks.http import HttpTasks
 from sluiceway.systemtasks.runner import SystemTaskRunner
 from sluiceway.systemtasks.webhook import WebhookTasks
+from sluiceway.ui.web import install as install_ui
 
 log = logging.getLogger(__name__)
 
@@ -231,9 +232,11 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         log_cap_bytes=settings.task_log_bytes,
         secrets=secrets,
     )
+    app = create_app(services)
+    install_ui(app)  # the web UI at /ui: the same process, authentication and rules
     server = _Server(
         uvicorn.Config(
-            create_app(services),
+            app,
             host=settings.api_host,
             port=settings.api_port,
             log_level="warning",

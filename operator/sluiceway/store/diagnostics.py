@@ -295,7 +295,7 @@ SELECT coalesce((SELECT used FROM rate_windows WHERE namespace = $1 AND name = $
 _IN_FLIGHT = """
 SELECT count(*) FROM tasks WHERE executor = $3 AND namespace = $1 AND name = $2 AND status = 'IN_PROGRESS'
 """
-_TASK_RUN = "SELECT execution_id FROM tasks WHERE id = $1 AND namespace = $2"
+_TASK_RUN = "SELECT execution_id, ref FROM tasks WHERE id = $1 AND namespace = $2"
 
 
 async def run_facts(
@@ -303,7 +303,14 @@ async def run_facts(
     namespace: str,
     execution_id: uuid.UUID,
     policies: Policies,
+    *,
+    limit: int | None = None,
+    ref: str | None = None,
 ) -> RunFacts | None:
+    """The facts `why` explains. `limit` gathers the gates of the first
+    `limit` active tasks only, and `ref` of that task only: a fan-out of
+    thousands costs a handful of queries per task (the UI asks on every
+    refresh)."""
     run = await conn.fetchrow(_RUN, execution_id, namespace)
     if run is None:
         return None
@@ -316,10 +323,11 @@ async def run_facts(
             str(r["id"]) for r in await conn.fetch(_ADMITTED, namespace, run["workflow_name"], run["admission_key"])
         ]
     rows = await conn.fetch(_ACTIVE_TASKS, execution_id)
-    found = await policies.of(conn, namespace, {r["name"] for r in rows})
-    loops = {t.task_reference_name: t for t in iter_tasks(spec.tasks) if t.type is TaskType.DO_WHILE} if spec else {}
-    tasks = [await _task_facts(conn, namespace, row, found[row["name"]].gates, loops) for row in rows]
     active_workers = sum(1 for r in rows if Executor(r["executor"]).leases())
+    explained = [r for r in rows if ref is None or r["ref"] == ref][:limit]
+    found = await policies.of(conn, namespace, {r["name"] for r in explained})
+    loops = {t.task_reference_name: t for t in iter_tasks(spec.tasks) if t.type is TaskType.DO_WHILE} if spec else {}
+    tasks = [await _task_facts(conn, namespace, row, found[row["name"]].gates, loops) for row in explained]
     return RunFacts(
         execution_id=str(run["id"]),
         workflow=run["workflow_name"],
@@ -331,6 +339,7 @@ async def run_facts(
         admission_holders=admitted,
         max_concurrent_tasks=spec.max_concurrent_tasks if spec else 0,
         active_worker_tasks=active_workers,
+        active_tasks=len(rows),
         tasks=tasks,
         quarantine_reason=run["quarantine_reason"] if run["status"] == "RUNNING" else None,
         paused=run["paused"] and run["status"] == "RUNNING",
@@ -339,9 +348,11 @@ async def run_facts(
     )
 
 
-async def execution_of_task(conn: asyncpg.Connection, namespace: str, task_id: uuid.UUID) -> uuid.UUID | None:
-    value: uuid.UUID | None = await conn.fetchval(_TASK_RUN, task_id, namespace)
-    return value
+async def run_and_ref_of_task(
+    conn: asyncpg.Connection, namespace: str, task_id: uuid.UUID
+) -> tuple[uuid.UUID, str] | None:
+    row = await conn.fetchrow(_TASK_RUN, task_id, namespace)
+    return (row["execution_id"], row["ref"]) if row else None
 
 
 async def _task_facts(

@@ -1,0 +1,109 @@
+"""The Kubernetes side of the end-to-end tests: a real API server (the local
+control plane, or the cluster at $SLUICEWAY_E2E_KUBECONFIG) with the CRDs
+installed, and a small kubectl driver: the tests act as a user would, through
+kubectl.
+
+An existing cluster is only used when named explicitly in
+SLUICEWAY_E2E_KUBECONFIG: a plain $KUBECONFIG may well point at production."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sluiceway.devenv.controlplane import REPO_ROOT, ControlPlane
+from tests.support.waiting import eventually
+
+
+@dataclass
+class Kube:
+    kubectl_path: str
+    kubeconfig: Path
+
+    def run(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [self.kubectl_path, f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            text=True,
+            capture_output=True,
+            timeout=60,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
+        return result
+
+    def apply(
+        self, manifest: dict[str, Any] | str, namespace: str, *, check: bool = True, server_side: bool = False
+    ) -> subprocess.CompletedProcess[str]:
+        text = manifest if isinstance(manifest, str) else yaml.safe_dump(manifest)
+        extra = ["--server-side", "--field-manager=e2e"] if server_side else []
+        return self.run("apply", "-n", namespace, *extra, "-f", "-", input=text, check=check)
+
+    def get(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+        result = self.run("get", kind, name, "-n", namespace, "-o", "json", check=False)
+        if result.returncode != 0:
+            if "NotFound" in result.stderr:
+                return None
+            raise AssertionError(result.stderr)
+        found: dict[str, Any] = json.loads(result.stdout)
+        return found
+
+    def delete(self, kind: str, name: str, namespace: str, *, wait: bool = True) -> None:
+        self.run(
+            "delete", kind, name, "-n", namespace, "--ignore-not-found", f"--wait={str(wait).lower()}", "--timeout=60s"
+        )
+
+
+def condition(obj: dict[str, Any] | None, type_: str = "Ready") -> dict[str, Any] | None:
+    if not obj:
+        return None
+    for item in obj.get("status", {}).get("conditions", []):
+        if item.get("type") == type_:
+            found: dict[str, Any] = item
+            return found
+    return None
+
+
+@dataclass
+class Cluster:
+    kube: Kube
+    control_plane: ControlPlane | None
+
+
+@contextlib.contextmanager
+def running_cluster() -> Iterator[Cluster]:
+    existing = os.environ.get("SLUICEWAY_E2E_KUBECONFIG")
+    if existing:
+        kubectl = shutil.which("kubectl")
+        assert kubectl, "kubectl must be on PATH to test an existing cluster"
+        kube = Kube(kubectl, Path(existing))
+        _install_crds(kube)
+        yield Cluster(kube, None)
+        return
+    with ControlPlane() as plane:
+        kube = Kube(str(plane.bin / "kubectl"), plane.kubeconfig)
+        _install_crds(kube)
+        yield Cluster(kube, plane)
+
+
+def _install_crds(kube: Kube) -> None:
+    """Apply the CRDs and wait until each is listed, not only Established: a
+    CRD's storage answers 429 "(re)initializing" for a while after that, and an
+    operator started then waits out kopf's retry backoff before it sees anything."""
+    kube.run("apply", "-f", str(REPO_ROOT / "crds"))
+    kube.run("wait", "--for=condition=Established", "-f", str(REPO_ROOT / "crds"), "--timeout=60s")
+    resources = ",".join(path.name.removesuffix(".yaml") for path in sorted((REPO_ROOT / "crds").glob("*.yaml")))
+    eventually(
+        lambda: kube.run("get", resources, "-A", "-o", "name", check=False).returncode == 0,
+        timeout=60,
+        what="every CRD's storage to serve a list",
+    )

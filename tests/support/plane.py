@@ -1,0 +1,110 @@
+"""An execution plane in the test's event loop: the HTTP API on a free port,
+the decider and the sweeper, all on a real PostgreSQL; no Kubernetes. And
+what integration tests do with it: HTTP calls, waiting for a run to finish,
+and SDK workers running in the background."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import uvicorn
+
+from sluiceway.api.app import create_app
+from sluiceway.api.services import Services
+from sluiceway.devenv.processes import free_port
+from sluiceway.kubeapi.secrets import StaticSecrets
+from sluiceway.runtime import loops
+from sluiceway.store.database import Pool
+from sluiceway.store.deciding import DeciderConfig
+from sluiceway.store.notifications import Notifications
+from sluiceway.worker import Worker
+from tests.support.store import NS
+from tests.support.waiting import eventually_async
+
+
+@dataclass
+class Plane:
+    url: str
+    pool: Pool
+    secrets: StaticSecrets  # what webhooks verify with: put Secrets in it, by (namespace, name)
+
+
+class _QuietServer(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@contextlib.asynccontextmanager
+async def execution_plane(pool: Pool, database_url: str) -> AsyncIterator[Plane]:
+    notifications = Notifications(database_url)
+    await notifications.start()
+    port = free_port()
+    secrets = StaticSecrets()
+    server = _QuietServer(
+        uvicorn.Config(
+            create_app(Services(pool, notifications, secrets=secrets)),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="off",
+        )
+    )
+    stop = asyncio.Event()
+    config = DeciderConfig()
+    notifications.caches.append(config.policies)
+    tasks = [
+        asyncio.create_task(server.serve()),
+        asyncio.create_task(loops.run_decider(pool, notifications, config, stop)),
+        asyncio.create_task(loops.run_sweeper(pool, stop)),
+    ]
+    while not server.started:
+        await asyncio.sleep(0.01)
+    try:
+        yield Plane(f"http://127.0.0.1:{port}", pool, secrets)
+    finally:
+        stop.set()
+        server.should_exit = True
+        await asyncio.wait(tasks, timeout=10)
+        await notifications.stop()
+
+
+async def post(plane: Plane, path: str, body: Any) -> tuple[int, Any]:
+    async with aiohttp.ClientSession() as http, http.post(f"{plane.url}{path}", json=body) as response:
+        return response.status, await response.json()
+
+
+async def get(plane: Plane, path: str) -> tuple[int, Any]:
+    async with aiohttp.ClientSession() as http, http.get(f"{plane.url}{path}") as response:
+        return response.status, await response.json()
+
+
+async def finished(plane: Plane, run_id: str) -> dict[str, Any]:
+    async def probe() -> dict[str, Any] | None:
+        _, body = await get(plane, f"/v1/ns/{NS}/executions/{run_id}")
+        return body if body["status"] != "RUNNING" else None
+
+    return await eventually_async(probe, timeout=20, what=f"run {run_id} to finish")
+
+
+class Running:
+    """A Worker running in the background of a test."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.stop = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Worker:
+        self.task = asyncio.create_task(self.worker.run(self.stop))
+        return self.worker
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop.set()
+        assert self.task is not None
+        await asyncio.wait_for(self.task, 30)

@@ -1,0 +1,65 @@
+"""The operator's settings, read from SLUICEWAY_* variables: a bad or
+missing one is refused at start, naming the variable."""
+
+from __future__ import annotations
+
+import pytest
+
+from sluiceway.runtime.settings import Settings, SettingsError
+
+
+def test_settings_name_the_missing_variable() -> None:
+    with pytest.raises(SettingsError, match="SLUICEWAY_DATABASE_URL"):
+        Settings.from_env({})
+    settings = Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_NAMESPACES": "a, b,"})
+    assert settings.namespaces == ("a", "b")
+
+
+def test_kubernetes_auth_without_kubernetes_is_refused() -> None:
+    with pytest.raises(SettingsError, match="SLUICEWAY_KUBERNETES=false"):
+        Settings.from_env(
+            {
+                "SLUICEWAY_DATABASE_URL": "postgresql://x",
+                "SLUICEWAY_AUTH": "kubernetes",
+                "SLUICEWAY_KUBERNETES": "false",
+            }
+        )
+
+
+def test_timer_intervals_are_settings_and_a_bad_one_names_its_variable() -> None:
+    defaults = Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x"})
+    assert (defaults.status_interval, defaults.autoscaling_interval) == (5.0, 5.0)
+    fast = Settings.from_env(
+        {
+            "SLUICEWAY_DATABASE_URL": "postgresql://x",
+            "SLUICEWAY_STATUS_INTERVAL": "0.5",
+            "SLUICEWAY_AUTOSCALING_INTERVAL": "1",
+        }
+    )
+    assert (fast.status_interval, fast.autoscaling_interval) == (0.5, 1.0)
+    for variable in ("SLUICEWAY_STATUS_INTERVAL", "SLUICEWAY_AUTOSCALING_INTERVAL"):
+        with pytest.raises(SettingsError, match=variable):
+            Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", variable: "0"})
+
+
+def test_retention_and_windows_are_durations_and_a_bad_one_names_its_variable() -> None:
+    defaults = Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x"})
+    assert (defaults.retention, defaults.idempotency_window) == (30 * 86400, 86400)
+    set_ = Settings.from_env(
+        {"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_RETENTION": "14d", "SLUICEWAY_IDEMPOTENCY_WINDOW": "2h"}
+    )
+    assert (set_.retention, set_.idempotency_window) == (14 * 86400, 7200)
+    assert Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_RETENTION": "0"}).retention == 0
+    for variable, value in (
+        ("SLUICEWAY_RETENTION", "forever"),
+        ("SLUICEWAY_TASK_LOG_BYTES", "12"),
+        ("SLUICEWAY_PURGE_BATCH", "0"),
+    ):
+        with pytest.raises(SettingsError, match=variable):
+            Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", variable: value})
+
+
+def test_the_purge_share_is_a_fraction_of_time() -> None:
+    assert Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x"}).purge_share == 0.25
+    with pytest.raises(SettingsError, match="SLUICEWAY_PURGE_SHARE"):
+        Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_PURGE_SHARE": "1.5"})
