@@ -149,8 +149,9 @@ def rules_of(manifests: list[Manifest]) -> list[tuple[str, str, Manifest]]:
 
 
 def without_service_monitor(manifests: list[Manifest]) -> str:
-    """The manifests the API server can check: the ServiceMonitor CRD is not installed."""
-    return yaml.safe_dump_all([m for m in manifests if m["kind"] != "ServiceMonitor"])
+    """The manifests the API server can check: the prometheus-operator's CRDs
+    (ServiceMonitor, PrometheusRule) are not installed."""
+    return yaml.safe_dump_all([m for m in manifests if m["kind"] not in ("ServiceMonitor", "PrometheusRule")])
 
 
 CLUSTER_SCOPED_KINDS = {"ClusterRole", "ClusterRoleBinding"}
@@ -175,8 +176,18 @@ def dry_run_on_server(kube: Kube, manifests: list[Manifest]) -> None:
         pytest.param([*DB], id="defaults"),
         pytest.param(["--set", "devPostgres.enabled=true"], id="dev-postgres"),
         pytest.param(
-            [*DB, "--set", "replicas=3", "--set", "metrics.serviceMonitor.enabled=true"],
-            id="replicas-and-service-monitor",
+            [
+                *DB,
+                "--set",
+                "replicas=3",
+                "--set",
+                "metrics.serviceMonitor.enabled=true",
+                "--set",
+                "metrics.dashboard.enabled=true",
+                "--set",
+                "metrics.rules.enabled=true",
+            ],
+            id="replicas-and-monitoring",
         ),
     ],
 )
@@ -206,6 +217,10 @@ def test_lint_passes_without_warnings_or_errors(helm: Helm, values: list[str]) -
                 "replicas=3",
                 "--set",
                 "metrics.serviceMonitor.enabled=true",
+                "--set",
+                "metrics.dashboard.enabled=true",
+                "--set",
+                "metrics.rules.enabled=true",
                 "--set",
                 "apiKeys.allowWrites=true",
                 "--set",
@@ -318,6 +333,8 @@ def test_impersonate_is_granted_only_when_api_keys_allow_writes(helm: Helm, valu
         pytest.param([*DB, "--set", "auth.mode=bogus"], "/auth/mode", id="auth.mode=bogus"),
         pytest.param([*DB, "--set", "typo=1"], "'typo'", id="typo=1"),
         pytest.param([*DB, "--set", "logLevel=verbose"], "/logLevel", id="logLevel=verbose"),
+        pytest.param([*DB, "--set", "logFormat=xml"], "/logFormat", id="logFormat=xml"),
+        pytest.param([*DB, "--set", "metrics.rules.enable=true"], "'enable'", id="metrics.rules.typo"),
         pytest.param([*DB, "--set", "image.pullPolicy=Sometimes"], "/image/pullPolicy", id="pullPolicy=Sometimes"),
         pytest.param([], "database.existingSecret", id="no-database"),
         pytest.param([*DB, "--set", "devPostgres.enabled=true"], "database.existingSecret", id="two-databases"),
@@ -361,6 +378,39 @@ def test_service_monitor_only_when_enabled(helm: Helm) -> None:
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
 
 
+def test_dashboard_and_alert_rules_only_when_enabled(helm: Helm) -> None:
+    defaults = render(helm, *DB)
+    assert of_kind(defaults, "PrometheusRule") == [] and of_kind(defaults, "ConfigMap") == []
+    manifests = render(
+        helm,
+        *DB,
+        "--set",
+        "metrics.dashboard.enabled=true",
+        "--set",
+        "metrics.rules.enabled=true",
+        "--set",
+        "metrics.rules.labels.release=kube-prometheus-stack",
+    )
+    dashboard = one(manifests, "ConfigMap")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1", "the sidecar's conventional label"
+    shipped = json.loads((CHART / "dashboards/sluiceway.json").read_text())
+    assert json.loads(dashboard["data"]["sluiceway.json"]) == shipped
+    rule = one(manifests, "PrometheusRule")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert rule["spec"] == yaml.safe_load((CHART / "files/prometheus-rules.yaml").read_text())
+    alerts = {r["alert"] for group in rule["spec"]["groups"] for r in group["rules"]}
+    assert {
+        "SluicewayDeciderLag",
+        "SluicewayTimersOverdue",
+        "SluicewayDeadLetters",
+        "SluicewayQueueWithoutPollers",
+        "SluicewayCircuitBreakerOpen",
+        "SluicewaySlaBreached",
+        "SluicewayRunsQuarantined",
+    } <= alerts
+
+
 def test_operator_runs_non_root_with_a_read_only_root_and_no_privileges(helm: Helm) -> None:
     manifests = render(helm, *DB)
     pod = one(manifests, "Deployment")["spec"]["template"]["spec"]
@@ -398,6 +448,7 @@ def test_operator_environment_and_image(helm: Helm) -> None:
     assert env["SLUICEWAY_API_ADDRESS"] == "0.0.0.0:8080"
     assert env["SLUICEWAY_AUTH"] == "kubernetes"
     assert env["SLUICEWAY_LOG_LEVEL"] == "INFO"
+    assert env["SLUICEWAY_LOG_FORMAT"] == "json"
     assert env["SLUICEWAY_LEADER_ELECTION_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert env["SLUICEWAY_POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert env["SLUICEWAY_API_KEYS_NAMESPACE"] == "ops"

@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from sluiceway.runtime import loops
 from sluiceway.worker import RetryAfter, Task, TerminalError, Worker
 from tests.support.plane import Plane, Running, finished, get, post
 from tests.support.store import NS, define_task, define_workflow
@@ -372,6 +373,8 @@ async def test_the_worker_protocol_is_in_the_served_openapi_document(plane: Plan
 
 
 async def test_the_metrics_that_move_first_are_exported(plane: Plane) -> None:
+    """Their names; tests/integration/test_metrics.py asserts their values."""
+    await loops.publish_database_metrics(plane.pool)  # as the leader does every few seconds
     async with aiohttp.ClientSession() as http, http.get(f"{plane.url}/metrics") as response:
         text = await response.text()
     for name in (

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 from aiohttp import web
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sluiceway.controls.breaker import BreakerConfig, Breakers, BreakerState
+from sluiceway.observability import tracing
 from sluiceway.systemtasks.http import HttpTaskRunner
+from tests.integration.test_metrics import added, scrape, value
 from tests.support.plane import Plane, finished, post
 from tests.support.store import NS, define_task, define_workflow
 
@@ -167,8 +171,11 @@ async def test_the_breaker_opens_fails_fast_non_terminally_and_closes_after_a_pr
         assert (await run(plane, "fragile"))["status"] == "FAILED"
     target = f"127.0.0.1:{upstream.url.rsplit(':', 1)[1]}"
     assert runner.breakers(target).state is BreakerState.OPEN
+    before = scrape()
+    assert value(before, "sluiceway_circuit_breaker_state", target=target) == 2, "2: open"
     calls_before = len(upstream.calls)
     fast = await run(plane, "fragile")
+    assert added(before, scrape(), "sluiceway_circuit_breaker_rejections_total", target=target) == 1
     assert len(upstream.calls) == calls_before, "an open breaker does not call the host"
     assert fast["tasks"][0]["status"] == "FAILED", "never terminally: the retry policy still decides"
     assert f"circuitBreaker:{target} open" in fast["reasonForIncompletion"]
@@ -176,3 +183,25 @@ async def test_the_breaker_opens_fails_fast_non_terminally_and_closes_after_a_pr
     await asyncio.sleep(1.6)
     probe = await run(plane, "fragile")
     assert probe["status"] == "COMPLETED" and runner.breakers(target).state is BreakerState.CLOSED
+    assert value(scrape(), "sluiceway_circuit_breaker_state", target=target) == 0, "0: closed"
+
+
+async def test_a_system_task_attempt_is_a_span_of_its_run(plane: Plane, upstream: Upstream, http_runner: Any) -> None:
+    """Tracing on (an in-memory exporter): the operator's own attempt of an HTTP task is a span of the run's trace."""
+    spans = InMemorySpanExporter()
+    tracing.install(spans, batch=False)
+    try:
+        await define_workflow(plane.pool, "notify", [http_task("call", f"{upstream.url}/orders")])
+        http_runner()
+        _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "notify"})
+        result = await finished(plane, started["id"])
+        assert result["status"] == "COMPLETED"
+        await asyncio.sleep(0.2)  # the run's span follows the decider pass that ended it
+    finally:
+        tracing.uninstall()
+    [run_span] = [s for s in spans.get_finished_spans() if s.name == "run notify"]
+    [attempt] = [s for s in spans.get_finished_spans() if s.name == "task call_partner"]
+    assert attempt.context.trace_id == uuid.UUID(started["id"]).int
+    assert attempt.parent is not None and attempt.parent.span_id == run_span.context.span_id
+    assert attempt.attributes is not None and attempt.attributes["sluiceway.task_id"] == result["tasks"][0]["taskId"]
+    assert attempt.attributes["sluiceway.task.status"] == "COMPLETED"

@@ -9,6 +9,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sluiceway import __version__
 from sluiceway.api import definitions, diagnostics, errors, executions, guards, human, schedules, tasks, webhooks
 from sluiceway.api.services import Services
+from sluiceway.api.tracing import RequestSpans
+from sluiceway.observability import tracing
 from sluiceway.store.database import ping
 
 DESCRIPTION = """
@@ -37,6 +39,8 @@ def create_app(services: Services) -> FastAPI:
     )
     app.state.services = services
     errors.install(app)
+    if tracing.enabled():  # off by default: no middleware on the hot path
+        app.add_middleware(RequestSpans)
     app.include_router(executions.router)
     app.include_router(tasks.router)
     app.include_router(human.router)

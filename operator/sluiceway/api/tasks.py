@@ -45,8 +45,8 @@ from sluiceway.model.execution import (
     sent_task_id,
 )
 from sluiceway.model.workflow import TaskType
-from sluiceway.observability import metrics
-from sluiceway.store import attributes, leasing, listing, logs, results
+from sluiceway.observability import metrics, tracing
+from sluiceway.store import attributes, diagnostics, leasing, listing, logs, results
 
 DEFAULT_POLL_TIMEOUT = 30.0
 # Even with no notification, a waiting poll re-checks this often, so a lost
@@ -88,6 +88,13 @@ async def _authorize_tasks(authorize: Authorize, svc: Services, namespace: str, 
 
 def _leased(lease: leasing.Lease) -> dict[str, object]:
     """The LeasedTask wire shape, built directly: polls are the hot path."""
+    body = _wire(lease)
+    if tracing.enabled():
+        body["traceparent"] = tracing.traceparent(lease.execution_id, lease.task_id, lease.epoch)
+    return body
+
+
+def _wire(lease: leasing.Lease) -> dict[str, object]:
     return {
         "taskId": lease.task_id,
         "epoch": lease.epoch,
@@ -243,6 +250,7 @@ async def _apply(
 ) -> dict[str, results.Outcome]:
     started = time.perf_counter()
     async with svc.pool.acquire() as conn, conn.transaction():
+        attempts = await diagnostics.attempts(conn, namespace, [r.task_id for r in batch]) if tracing.enabled() else {}
         outcomes = await results.apply_results(conn, namespace, batch)
         for task_id, (run, created_at, found) in (upserts or {}).items():
             if outcomes[task_id].applied:  # with the result that carried them, fenced by the same epoch
@@ -252,6 +260,17 @@ async def _apply(
         outcome = outcomes[result.task_id]
         label = result.status.value if outcome.applied else f"refused_{_STATUS[outcome.verdict]}"
         metrics.RESULTS.labels(label).inc()
+        attempt = attempts.get(result.task_id)
+        if outcome.applied and attempt is not None and attempt.epoch == result.epoch:
+            tracing.record_attempt(
+                attempt.execution_id,
+                result.task_id,
+                result.epoch,
+                namespace,
+                attempt.task_type,
+                result.status.value,
+                attempt.leased_at,
+            )
     return outcomes
 
 

@@ -13,7 +13,7 @@ from sluiceway.kubeapi.client import KubeClient, KubeError
 from sluiceway.model.execution import RunStatus
 from sluiceway.model.resources import WORKFLOW_RUN
 from sluiceway.model.workflowrun import STALE_MIRROR
-from sluiceway.observability import metrics
+from sluiceway.observability.logs import about
 from sluiceway.store import mirroring
 from sluiceway.store.database import Pool
 from sluiceway.store.errors import StoreError
@@ -34,6 +34,7 @@ async def mirror_once(pool: Pool, kube: KubeClient, batch: int = 100, recorder: 
     async with pool.acquire() as conn:
         pending = await mirroring.pending(conn, batch)
     written: list[tuple[str, int, bool]] = []
+    dead: list[mirroring.DeadLetter] = []
     for run in pending:
         status = run_status(
             execution_id=run.id,
@@ -58,7 +59,12 @@ async def mirror_once(pool: Pool, kube: KubeClient, batch: int = 100, recorder: 
             if error.status == 422 and STALE_MIRROR in error.message:
                 # A newer status is already there (written by the replica that
                 # leads now): ours is history. It reports its own events.
-                log.info("WorkflowRun %s/%s already shows a newer status", run.namespace, run.resource_name)
+                log.info(
+                    "WorkflowRun %s/%s already shows a newer status",
+                    run.namespace,
+                    run.resource_name,
+                    extra=about(namespace=run.namespace, run_id=run.id),
+                )
                 written.append((run.id, run.mirror_seq, False))
                 continue
             if error.status in (400, 422):
@@ -68,8 +74,9 @@ async def mirror_once(pool: Pool, kube: KubeClient, batch: int = 100, recorder: 
                     run.namespace,
                     run.resource_name,
                     error.message,
+                    extra=about(namespace=run.namespace, run_id=run.id),
                 )
-                metrics.OUTBOX_DEAD_LETTERED.inc()
+                dead.append(mirroring.DeadLetter(run.id, run.mirror_seq, run.namespace, run.resource_name))
             elif error.status != 404:  # a deleted WorkflowRun needs no status; anything else is retried
                 log.warning(
                     "cannot mirror run %s into WorkflowRun %s/%s: %s",
@@ -113,7 +120,7 @@ async def mirror_once(pool: Pool, kube: KubeClient, batch: int = 100, recorder: 
                 run.reason or f"run {run.id} completed",
             )
     async with pool.acquire() as conn:
-        await mirroring.mark_mirrored(conn, written)
+        await mirroring.mark_mirrored(conn, written, dead)
     return len(pending)
 
 

@@ -11,6 +11,7 @@ test calls it directly with a body and a `kopf.Patch`."""
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -25,6 +26,7 @@ from sluiceway.kubeapi.client import KubeClient
 from sluiceway.model import GROUP, VERSION
 from sluiceway.model.common import Spec
 from sluiceway.model.resources import ResourceKind
+from sluiceway.observability import metrics
 from sluiceway.store import definitions
 from sluiceway.store.database import Pool
 from sluiceway.store.errors import StoreUnavailable
@@ -127,14 +129,31 @@ class Lifecycle:
     spec_changes: bool = True  # False: the CRD refuses spec changes (a WorkflowRun starts one run, once)
 
 
+def counted(kind: ResourceKind, fn: Handler) -> Handler:
+    """`fn`, counting each exception that leaves it in sluiceway_reconcile_errors_total
+    (kopf retries it). The name is kept: kopf identifies handlers by it."""
+
+    @functools.wraps(fn)
+    async def handler(**kwargs: Any) -> Any:
+        try:
+            return await fn(**kwargs)
+        except Exception:
+            metrics.RECONCILE_ERRORS.labels(kind.kind).inc()
+            raise
+
+    return handler
+
+
 def register_lifecycles(registry: kopf.OperatorRegistry, lifecycles: Iterable[Lifecycle]) -> None:
     for lifecycle in lifecycles:
         reconciles(registry, lifecycle.kind, lifecycle.apply, spec_changes=lifecycle.spec_changes)
-        kopf.on.delete(GROUP, VERSION, lifecycle.kind.plural, registry=registry)(lifecycle.delete)
+        on_delete = kopf.on.delete(GROUP, VERSION, lifecycle.kind.plural, registry=registry)
+        on_delete(counted(lifecycle.kind, lifecycle.delete))
 
 
 def reconciles(registry: kopf.OperatorRegistry, kind: ResourceKind, fn: Handler, *, spec_changes: bool = True) -> None:
     """Register `fn` for resume and create of `kind`, and for its spec changes."""
+    fn = counted(kind, fn)
     for on in (kopf.on.resume, kopf.on.create):
         on(GROUP, VERSION, kind.plural, registry=registry)(fn)
     if spec_changes:
@@ -151,6 +170,7 @@ def every(
     field: str | None = None,
 ) -> None:
     """Register `fn` as a timer on every object of `kind` (with `field` set, if given)."""
+    fn = counted(kind, fn)
     kopf.timer(
         GROUP, VERSION, kind.plural, interval=interval, initial_delay=initial_delay, field=field, registry=registry
     )(fn)

@@ -185,6 +185,11 @@ class LeasedTask(Spec):
     response_timeout_seconds: int
     heartbeat_timeout_seconds: int
     start_to_close_timeout_seconds: int
+    traceparent: str | None = Field(
+        None,
+        description="W3C trace context of this attempt, when the operator exports traces: a worker's spans "
+        "continue it, joining the run's trace.",
+    )
 
 
 class PollResponse(Spec):

@@ -1,22 +1,81 @@
-"""Every metric, declared once. Names carry the `sluiceway_` prefix; the first
-five are the reference's "metrics that move first"."""
+"""Every metric, declared once. Names carry the `sluiceway_` prefix.
+
+Labels are bounded: namespaces, definition names (workflows, task types),
+controls, outcomes and breaker targets; never a run or task id. Counters
+below are counted by the replica where the event happened (sum them across
+replicas); what is read from the database is exported by the leader alone
+(`DatabaseMetrics`). docs/observability.md lists them all."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from collections.abc import Callable, Iterable
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 _LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
-DECIDE_QUEUE_OLDEST = Gauge("sluiceway_decide_queue_oldest_seconds", "Age of the oldest due decide event: decider lag.")
-TASKS_READY = Gauge("sluiceway_tasks_ready", "Tasks queued and leasable now, by task type.", ["namespace", "task_type"])
-TASKS_DELAYED = Gauge(
-    "sluiceway_tasks_delayed", "Tasks waiting out a retry backoff or a snooze.", ["namespace", "task_type"]
+
+class DatabaseMetrics(Collector):
+    """The metrics read from PostgreSQL rather than counted in this process:
+    queue depths, decider lag, overdue timers, runs in quarantine, dead letters.
+
+    They describe the whole installation, so one replica exports them: the
+    leader publishes a fresh set every few seconds and withdraws it when it
+    steps down (`sluiceway_database_metrics_exporter` says which replica it
+    is). Summing them across replicas never double-counts."""
+
+    def __init__(self) -> None:
+        self._families: list[Metric] = []
+
+    def publish(self, families: list[Metric]) -> None:
+        self._families = families
+        DATABASE_METRICS_EXPORTER.set(1)
+
+    def withdraw(self) -> None:
+        self._families = []
+        DATABASE_METRICS_EXPORTER.set(0)
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # names vary with what the database holds; nothing to reserve
+
+    def collect(self) -> Iterable[Metric]:
+        return list(self._families)
+
+
+class PoolMetrics(Collector):
+    """This replica's connections to PostgreSQL: in use and idle, against its maximum."""
+
+    def __init__(self) -> None:
+        self.usage: Callable[[], tuple[int, int, int]] | None = None
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        if self.usage is None:
+            return []
+        in_use, idle, most = self.usage()
+        connections = GaugeMetricFamily(
+            "sluiceway_db_pool_connections", "This replica's connections to PostgreSQL, by state.", labels=["state"]
+        )
+        connections.add_metric(["in_use"], in_use)
+        connections.add_metric(["idle"], idle)
+        ceiling = GaugeMetricFamily("sluiceway_db_pool_max_connections", "The most connections this replica opens.")
+        ceiling.add_metric([], most)
+        return [connections, ceiling]
+
+
+POOL = PoolMetrics()
+REGISTRY.register(POOL)
+
+DATABASE_METRICS_EXPORTER = Gauge(
+    "sluiceway_database_metrics_exporter",
+    "1 on the replica exporting the metrics read from the database (the leader), 0 elsewhere.",
 )
-TIMERS_OVERDUE = Gauge("sluiceway_timers_overdue", "Armed timers past due: the sweeper is behind.")
-OUTBOX_DEAD_LETTERED = Gauge(
-    "sluiceway_outbox_dead_lettered",
-    "Status writes to custom resources the API server refused for good, since start; never expected to be non-zero.",
-)
+FROM_THE_DATABASE = DatabaseMetrics()
+REGISTRY.register(FROM_THE_DATABASE)
 
 TASKS_LEASED = Counter("sluiceway_tasks_leased_total", "Tasks leased to workers.", ["namespace", "task_type"])
 RESULTS = Counter("sluiceway_task_results_total", "Worker results by outcome.", ["outcome"])
@@ -28,13 +87,14 @@ DECISIONS = Counter("sluiceway_decisions_total", "Runs decided.")
 DECIDE_BATCH_LATENCY = Histogram(
     "sluiceway_decide_batch_seconds", "Time to decide one batch of runs.", buckets=_LATENCY
 )
-RUNS_FINISHED = Counter("sluiceway_runs_finished_total", "Runs that ended, by status.", ["status"])
+RUNS_FINISHED = Counter(
+    "sluiceway_runs_finished_total", "Runs that ended, by workflow and status.", ["namespace", "workflow", "status"]
+)
 RUNS_QUARANTINED = Counter(
     "sluiceway_runs_quarantined_total",
     "Runs the decider set aside because it could not evaluate them; each needs a person.",
     ["namespace"],
 )
-RUNS_IN_QUARANTINE = Gauge("sluiceway_runs_in_quarantine", "Running runs in quarantine now: alert when above zero.")
 TIMERS_FIRED = Counter("sluiceway_timers_fired_total", "Timers fired, by the deadline missed.", ["deadline"])
 TIMEOUT_ALERTS = Counter(
     "sluiceway_timeout_alerts_total", "Deadlines missed under timeoutPolicy ALERT_ONLY.", ["task_type", "deadline"]
@@ -44,6 +104,12 @@ LOOP_FAILURES = Counter(
     "sluiceway_loop_failures_total",
     "Passes of a background loop (decider, sweeper, ...) that failed for a reason other than the database.",
     ["loop"],
+)
+RECONCILE_ERRORS = Counter(
+    "sluiceway_reconcile_errors_total",
+    "Reconciler passes that raised (kopf retries them), by kind: an invalid spec is a condition, not an error; "
+    "a WorkflowRun waiting for its Workflow counts here.",
+    ["kind"],
 )
 GATE_HOLDS = Counter("sluiceway_gate_holds_total", "Work a gate held back, by control.", ["control"])
 BREAKER_STATE = Gauge(
@@ -70,7 +136,7 @@ SCHEDULE_FIRES = Counter(
     "sluiceway_schedule_fires_total",
     "Schedule fires handled, by result: started, buffered (waits for a running run), skipped (by the overlap "
     "policy) or refused (a quota, a limit or a missing workflow refused the run).",
-    ["result"],
+    ["namespace", "result"],
 )
 SCHEDULE_MISSED = Counter(
     "sluiceway_schedule_missed_total",

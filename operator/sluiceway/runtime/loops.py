@@ -9,9 +9,15 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 
 from sluiceway.engine.commands import Decision
-from sluiceway.observability import metrics
+from sluiceway.engine.snapshot import RunSnapshot
+from sluiceway.observability import metrics, tracing
+from sluiceway.observability.logs import about
 from sluiceway.store import diagnostics, retention, schedules
 from sluiceway.store.database import Pool
 from sluiceway.store.deciding import DeciderConfig, Quarantined, decide_batch
@@ -58,34 +64,63 @@ async def _guarded(name: str, stop: asyncio.Event, step: Callable[[], Awaitable[
             await asyncio.sleep(0)
 
 
-def _quarantined(run: Quarantined) -> None:
+def count_quarantined(run: Quarantined) -> None:
     metrics.RUNS_QUARANTINED.labels(run.namespace).inc()
 
 
-def _observe(_: str, decision: Decision) -> None:
+# The runs one decider pass decided, for its span (each decider task has its own list).
+_decided: ContextVar[list[tuple[RunSnapshot, str | None]] | None] = ContextVar("sluiceway_decided", default=None)
+
+
+def observe_decision(run: RunSnapshot, decision: Decision) -> None:
     metrics.DECISIONS.inc()
     finish = decision.finish()
+    decided = _decided.get()
+    if decided is not None:
+        decided.append((run, None if finish is None else finish.status.value))
     if finish is not None:
-        metrics.RUNS_FINISHED.labels(finish.status.value).inc()
+        metrics.RUNS_FINISHED.labels(run.namespace, run.workflow_name, finish.status.value).inc()
         if finish.by_chain_deadline:
             metrics.CHAIN_TIMEOUTS.inc()
     for hold in decision.holds:
         metrics.GATE_HOLDS.labels(hold.control).inc()
 
 
+async def _trace_pass(pool: Pool, started_ns: int, runs: list[tuple[RunSnapshot, str | None]]) -> None:
+    """The pass's span, and the span of each run it ended (written now, from the run's start)."""
+    if not tracing.enabled():
+        return
+    tracing.record_decider_pass(started_ns, [run.id for run, _ in runs])
+    ended = {run.id: (run, status) for run, status in runs if status is not None}
+    if not ended:
+        return
+    async with pool.acquire() as conn:
+        times = await diagnostics.run_times(conn, list(ended))
+    for run_id, (created_at, ended_at) in times.items():
+        run, status = ended[run_id]
+        tracing.record_run(run_id, run.namespace, run.workflow_name, status or "", created_at, ended_at)
+
+
 async def run_decider(
     pool: Pool, notifications: Notifications | None, config: DeciderConfig, stop: asyncio.Event
 ) -> None:
-    config.on_decision = config.on_decision or _observe
-    config.on_quarantine = config.on_quarantine or _quarantined
+    config.on_decision = config.on_decision or observe_decision
+    config.on_quarantine = config.on_quarantine or count_quarantined
 
     async def step() -> bool:
         if notifications is not None:
             notifications.decide.clear()
         started = time.perf_counter()
-        decided = await decide_batch(pool, config)
+        started_ns = time.time_ns()
+        runs: list[tuple[RunSnapshot, str | None]] = []
+        token = _decided.set(runs)
+        try:
+            decided = await decide_batch(pool, config)
+        finally:
+            _decided.reset(token)
         if decided:
             metrics.DECIDE_BATCH_LATENCY.observe(time.perf_counter() - started)
+            await _trace_pass(pool, started_ns, runs)
             return True
         if notifications is not None:
             try:
@@ -102,11 +137,18 @@ async def run_decider(
 _FIRED_LOG_LINES = 20  # per pass: an expiry storm needs examples and a count, not a line per task
 
 
-def _report(report: SweepReport) -> None:
+def report_sweep(report: SweepReport) -> None:
     for expired in report.expired:
         metrics.TIMERS_FIRED.labels(expired.missed.value).inc()
     for fired in report.fired_tasks[:_FIRED_LOG_LINES]:
-        log.info("run %s task %s (epoch %d): %s", fired.execution_id, fired.task_id, fired.epoch, fired.reason)
+        log.info(
+            "run %s task %s (epoch %d): %s",
+            fired.execution_id,
+            fired.task_id,
+            fired.epoch,
+            fired.reason,
+            extra=about(run_id=fired.execution_id, task_id=fired.task_id, epoch=fired.epoch),
+        )
     if len(report.fired_tasks) > _FIRED_LOG_LINES:
         log.info("and %d more tasks ended by their timers in this pass", len(report.fired_tasks) - _FIRED_LOG_LINES)
     for task_type, expiry in report.alerts:
@@ -114,7 +156,13 @@ def _report(report: SweepReport) -> None:
         log.warning("ALERT_ONLY timeout of a %s task: %s", task_type, expiry.reason)
     for run_id, namespace, workflow in report.sla_breaches:
         metrics.SLA_BREACHES.labels(namespace, workflow).inc()
-        log.warning("run %s of workflow %s/%s passed its SLA", run_id, namespace, workflow)
+        log.warning(
+            "run %s of workflow %s/%s passed its SLA",
+            run_id,
+            namespace,
+            workflow,
+            extra=about(namespace=namespace, run_id=run_id, workflow=workflow),
+        )
 
 
 async def run_sweeper(pool: Pool, stop: asyncio.Event, batch: int = 500) -> None:
@@ -122,7 +170,7 @@ async def run_sweeper(pool: Pool, stop: asyncio.Event, batch: int = 500) -> None
 
     async def step() -> bool:
         nonlocal last_housekeeping, last_admission
-        report = await sweep(pool, batch, _report)
+        report = await sweep(pool, batch, report_sweep)
         if report.fired() >= batch:
             return True
         if time.monotonic() - last_admission > 5:
@@ -142,11 +190,11 @@ async def run_sweeper(pool: Pool, stop: asyncio.Event, batch: int = 500) -> None
 _SCHEDULER_RECHECK = 0.5  # a Schedule stored by the leader a moment ago is seen within this
 
 
-def _count_fires(report: schedules.PassReport) -> None:
+def count_fires(report: schedules.PassReport) -> None:
     for fire in report.fires:
         if fire.outcome == "duplicate":
             continue
-        metrics.SCHEDULE_FIRES.labels(fire.outcome).inc()
+        metrics.SCHEDULE_FIRES.labels(fire.namespace, fire.outcome).inc()
         if fire.outcome == "skipped":
             metrics.SCHEDULE_SKIPPED.labels(fire.namespace).inc()
         if fire.lag_seconds is not None:
@@ -175,10 +223,17 @@ async def run_scheduler(
     async def step() -> bool:
         async with pool.acquire() as conn, conn.transaction():
             report = await schedules.fire_due(conn, batch)
-        _count_fires(report)
+        count_fires(report)
         for fire in report.fires:
             if fire.outcome == "started":
-                log.info("schedule %s/%s fired %s: run %s", fire.namespace, fire.schedule, fire.fire_at, fire.run_id)
+                log.info(
+                    "schedule %s/%s fired %s: run %s",
+                    fire.namespace,
+                    fire.schedule,
+                    fire.fire_at,
+                    fire.run_id,
+                    extra=about(namespace=fire.namespace, run_id=fire.run_id),
+                )
         if on_report is not None:
             on_report(report)
         if len(report.fires) >= batch:
@@ -191,22 +246,67 @@ async def run_scheduler(
     await _guarded("scheduler", stop, step)
 
 
+def database_families(health: diagnostics.Health) -> list[Metric]:
+    """The metrics read from the database, as the leader exports them."""
+    lag = GaugeMetricFamily("sluiceway_decide_queue_oldest_seconds", "Age of the oldest due decide event: decider lag.")
+    lag.add_metric([], health.decide_lag_seconds)
+    overdue = GaugeMetricFamily("sluiceway_timers_overdue", "Timers more than 2 s past due: the sweeper is behind.")
+    overdue.add_metric([], health.timers_overdue)
+    by_queue = ["namespace", "task_type", "executor"]
+    ready = GaugeMetricFamily("sluiceway_tasks_ready", "Tasks queued and leasable now, by queue.", labels=by_queue)
+    delayed = GaugeMetricFamily(
+        "sluiceway_tasks_delayed", "Tasks waiting out a retry backoff or a snooze, by queue.", labels=by_queue
+    )
+    in_flight = GaugeMetricFamily(
+        "sluiceway_tasks_in_flight", "Tasks leased and not yet reported, by queue.", labels=by_queue
+    )
+    pollers = GaugeMetricFamily(
+        "sluiceway_queue_pollers",
+        "Workers that polled a worker queue in the last minute.",
+        labels=["namespace", "task_type"],
+    )
+    for queue in health.queues:
+        labels = [queue.namespace, queue.name, queue.executor]
+        ready.add_metric(labels, queue.ready)
+        delayed.add_metric(labels, queue.delayed)
+        in_flight.add_metric(labels, queue.in_flight)
+        if queue.pollers is not None:
+            pollers.add_metric([queue.namespace, queue.name], queue.pollers)
+    quarantine = GaugeMetricFamily(
+        "sluiceway_runs_in_quarantine", "Running runs in quarantine now: each needs a person.", labels=["namespace"]
+    )
+    for namespace, count in sorted(health.in_quarantine.items()):
+        quarantine.add_metric([namespace], count)
+    dead = CounterMetricFamily(
+        "sluiceway_outbox_dead_lettered",
+        "Status writes to WorkflowRuns the API server refused for good, counted in the database; "
+        "never expected above zero.",
+        labels=["namespace"],
+    )
+    for namespace, count in sorted(health.dead_letters.items()):
+        dead.add_metric([namespace], count)
+    return [lag, overdue, ready, delayed, in_flight, pollers, quarantine, dead]
+
+
+async def publish_database_metrics(pool: Pool) -> None:
+    async with pool.acquire() as conn:
+        health = await diagnostics.health(conn)
+    metrics.FROM_THE_DATABASE.publish(database_families(health))
+
+
 async def run_gauges(pool: Pool, stop: asyncio.Event, interval: float = 5.0) -> None:
+    """Export the metrics read from the database until `stop`; run by the
+    leader alone, so replicas never double-count them."""
+
     async def step() -> bool:
-        async with pool.acquire() as conn:
-            health = await diagnostics.health(conn)
-        metrics.DECIDE_QUEUE_OLDEST.set(health.decide_lag_seconds)
-        metrics.TIMERS_OVERDUE.set(health.timers_overdue)
-        metrics.RUNS_IN_QUARANTINE.set(health.in_quarantine)
-        metrics.TASKS_READY.clear()
-        metrics.TASKS_DELAYED.clear()
-        for queue in health.queues:
-            metrics.TASKS_READY.labels(queue.namespace, queue.name).set(queue.ready)
-            metrics.TASKS_DELAYED.labels(queue.namespace, queue.name).set(queue.delayed)
+        await publish_database_metrics(pool)
         await _pause(stop, interval)
         return False
 
-    await _guarded("gauges", stop, step)
+    try:
+        await _guarded("gauges", stop, step)
+    finally:
+        metrics.FROM_THE_DATABASE.withdraw()
 
 
 async def run_purger(

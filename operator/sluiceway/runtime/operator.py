@@ -39,6 +39,7 @@ from sluiceway.k8s.schedules import post_events
 from sluiceway.k8s.worker_pods import DEFAULT_API_URL, WorkerPods
 from sluiceway.kubeapi.client import Events, KubeClient, Leases
 from sluiceway.kubeapi.secrets import KubeSecrets
+from sluiceway.observability import logs, metrics, tracing
 from sluiceway.runtime import loops
 from sluiceway.runtime.settings import Settings
 from sluiceway.store.database import Pool, open_pool
@@ -203,6 +204,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     pool = await _open_pool_when_reachable(settings, stop)
     if pool is None:
         return  # stopped while waiting
+    metrics.POOL.usage = pool.usage
     notifications = Notifications(settings.database_url)
     await notifications.start()
     kube: KubeClient | None = KubeClient.from_environment() if settings.kubernetes else None
@@ -264,7 +266,6 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         *((f"decider {i + 1}", loops.run_decider(pool, notifications, config, stop)) for i in range(settings.deciders)),
         ("sweeper", loops.run_sweeper(pool, stop)),
         ("scheduler", loops.run_scheduler(pool, stop, on_report=_schedule_events(kube))),
-        ("gauges", loops.run_gauges(pool, stop)),
         (
             "purger",
             loops.run_purger(
@@ -293,7 +294,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         memo.worker_pods = worker_pods
 
         async def reconcile(stepped_down: asyncio.Event) -> None:
-            """The one-replica-at-a-time parts: kopf's reconcilers and the status mirror."""
+            """The one-replica-at-a-time parts: kopf's reconcilers, the status mirror and
+            the metrics read from the database (exported once, not once per replica)."""
             leader_stop = asyncio.Event()
             relay = asyncio.create_task(_first_of(stop, stepped_down, then=leader_stop))
 
@@ -321,7 +323,9 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                     stop.set()
 
             try:
-                await asyncio.gather(reconcilers(), run_mirror(pool, kube, leader_stop, recorder))
+                await asyncio.gather(
+                    reconcilers(), run_mirror(pool, kube, leader_stop, recorder), loops.run_gauges(pool, leader_stop)
+                )
             finally:
                 relay.cancel()
 
@@ -332,6 +336,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             parts.append(("reconciler", elector.run(reconcile, stop)))
         else:
             parts.append(("reconciler", reconcile(asyncio.Event())))
+    else:  # no Kubernetes, no election: this process is the only replica
+        parts.append(("gauges", loops.run_gauges(pool, stop)))
     if authenticator is not None:
         parts.append(("API keys", authenticator.run(stop)))  # keeps the API keys in memory
     try:
@@ -344,8 +350,13 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
 
 
 def main(settings: Settings) -> int:
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return exit_status(lambda stop: run(settings, stop))
+    logs.configure(settings.log_level, settings.log_format)
+    if tracing.configure():
+        log.info("exporting traces (OTEL_* variables)")
+    try:
+        return exit_status(lambda stop: run(settings, stop))
+    finally:
+        tracing.uninstall()  # exports the spans still batched
 
 
 def exit_status(body: Callable[[asyncio.Event], Awaitable[None]]) -> int:

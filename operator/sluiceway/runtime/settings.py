@@ -41,6 +41,7 @@ class Settings(BaseModel):
     database_url: str = Field(min_length=1)
     namespaces: tuple[str, ...] = ()
     log_level: str = "INFO"
+    log_format: Literal["json", "text"] = "json"  # SLUICEWAY_LOG_FORMAT; text for reading in a terminal
     api_host: str = "0.0.0.0"
     api_port: int = Field(8080, ge=0, le=65535)
     kubernetes: bool = True
@@ -114,6 +115,8 @@ class Settings(BaseModel):
             raw["namespaces"] = tuple(n.strip() for n in env["SLUICEWAY_NAMESPACES"].split(",") if n.strip())
         if env.get("SLUICEWAY_LOG_LEVEL"):
             raw["log_level"] = env["SLUICEWAY_LOG_LEVEL"].upper()
+        if env.get("SLUICEWAY_LOG_FORMAT"):
+            raw["log_format"] = env["SLUICEWAY_LOG_FORMAT"].lower()
         if env.get("SLUICEWAY_API_ADDRESS"):
             host, _, port = env["SLUICEWAY_API_ADDRESS"].rpartition(":")
             raw["api_host"], raw["api_port"] = host or "0.0.0.0", port

@@ -60,6 +60,11 @@ class Pool:
     async def close(self) -> None:
         await self._pool.close()
 
+    def usage(self) -> tuple[int, int, int]:
+        """(connections in use, idle, the most it may open): the pool's metrics."""
+        size, idle = self._pool.get_size(), self._pool.get_idle_size()
+        return size - idle, idle, self._pool.get_max_size()
+
 
 class _Acquired:
     """`async with pool.acquire() as conn`: one connection, back to the pool at the end."""

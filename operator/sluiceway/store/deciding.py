@@ -55,6 +55,7 @@ from sluiceway.engine.snapshot import RunLinks, RunSnapshot, TaskRow
 from sluiceway.model.execution import DelaySource, RunStatus, TaskOverride, TaskStatus
 from sluiceway.model.taskdefinition import RetryKind
 from sluiceway.model.workflow import Executor, TaskType, WorkflowSpec, iter_tasks
+from sluiceway.observability.logs import about
 from sluiceway.store import admission, executions, messages, workflows
 from sluiceway.store.database import Pool
 from sluiceway.store.policies import Policies
@@ -91,7 +92,7 @@ class DeciderConfig:
     retention_seconds: int = DEFAULT_RETENTION_SECONDS
     rng: random.Random = field(default_factory=random.Random)
     policies: Policies = field(default_factory=Policies)  # the process's one, with the operator defaults
-    on_decision: Callable[[str, Decision], None] | None = None  # metrics and tracing hooks
+    on_decision: Callable[[RunSnapshot, Decision], None] | None = None  # metrics and tracing hooks
     on_quarantine: Callable[[Quarantined], None] | None = None
 
 
@@ -167,10 +168,18 @@ async def _decide_one_by_one(conn: asyncpg.Connection, config: DeciderConfig) ->
             if _connection_lost(error, conn):
                 raise
             if _transient(error):
-                log.warning("run %s: deciding failed (%s); retrying it in %s", execution_id, error, _ERROR_BACKOFF)
+                log.warning(
+                    "run %s: deciding failed (%s); retrying it in %s",
+                    execution_id,
+                    error,
+                    _ERROR_BACKOFF,
+                    extra=about(run_id=execution_id),
+                )
                 await conn.execute(_DEFER, execution_id, _ERROR_BACKOFF)
                 continue
-            log.error("run %s: deciding it failed, even alone", execution_id, exc_info=error)
+            log.error(
+                "run %s: deciding it failed, even alone", execution_id, exc_info=error, extra=about(run_id=execution_id)
+            )
             try:
                 outcome = await _quarantine_alone(
                     conn, execution_id, f"deciding it failed, even alone: {_describe(error)}"
@@ -203,7 +212,14 @@ def _report(outcome: _Outcome, config: DeciderConfig) -> None:
     for run_id, finish in outcome.ended:
         if finish.status is not RunStatus.COMPLETED:
             failed = f" (task {finish.failed_task_id})" if finish.failed_task_id else ""
-            log.info("run %s %s%s: %s", run_id, finish.status.value, failed, finish.reason[:300])
+            log.info(
+                "run %s %s%s: %s",
+                run_id,
+                finish.status.value,
+                failed,
+                finish.reason[:300],
+                extra=about(run_id=run_id, task_id=finish.failed_task_id or None),
+            )
     for quarantined in outcome.quarantined:
         log.error(
             "run %s (%s/%s) is quarantined: %s",
@@ -211,6 +227,7 @@ def _report(outcome: _Outcome, config: DeciderConfig) -> None:
             quarantined.namespace,
             quarantined.workflow,
             quarantined.reason,
+            extra=about(namespace=quarantined.namespace, run_id=quarantined.run_id, workflow=quarantined.workflow),
         )
         if config.on_quarantine is not None:
             config.on_quarantine(quarantined)
@@ -310,7 +327,7 @@ async def _decide(conn: asyncpg.Connection, runs: list[asyncpg.Record], config: 
             continue
         applier.add(snapshot, decision, mirrored=run["mirrored"])
         if config.on_decision is not None:
-            config.on_decision(snapshot.id, decision)
+            config.on_decision(snapshot, decision)
     outcome = await applier.apply(conn, [event for run in runs for event in run["event_ids"]])
     outcome.decided = len(runs) - len(outcome.quarantined)
     return outcome

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import asyncpg
 
@@ -19,12 +19,27 @@ from sluiceway.store.policies import Policies
 _DECIDE_LAG = """
 SELECT coalesce(extract(epoch FROM now() - min(due_at)), 0) FROM decide_queue WHERE due_at <= now()
 """
+# Every executor's queues (worker, system, ...), with the workers polling
+# each in the last minute: a queue with depth and no pollers is the alert
+# "nobody is running this queue".
 _QUEUE_DEPTHS = """
-SELECT namespace, name,
-       count(*) FILTER (WHERE available_at <= now())::int AS ready,
-       count(*) FILTER (WHERE available_at > now())::int AS delayed
-  FROM tasks WHERE executor = 'worker' AND status = 'SCHEDULED'
- GROUP BY namespace, name
+WITH depth AS (
+    SELECT namespace, name, executor,
+           count(*) FILTER (WHERE status = 'SCHEDULED' AND available_at <= now())::int AS ready,
+           count(*) FILTER (WHERE status = 'SCHEDULED' AND available_at > now())::int AS delayed,
+           count(*) FILTER (WHERE status = 'IN_PROGRESS')::int AS in_flight
+      FROM tasks WHERE status IN ('SCHEDULED', 'IN_PROGRESS')
+     GROUP BY namespace, name, executor
+), polled AS (
+    SELECT namespace, name, count(*)::int AS pollers FROM pollers
+     WHERE last_poll > now() - interval '60 seconds' GROUP BY namespace, name
+)
+SELECT coalesce(d.namespace, p.namespace) AS namespace, coalesce(d.name, p.name) AS name,
+       coalesce(d.executor, 'worker') AS executor, coalesce(d.ready, 0) AS ready,
+       coalesce(d.delayed, 0) AS delayed, coalesce(d.in_flight, 0) AS in_flight,
+       CASE WHEN coalesce(d.executor, 'worker') = 'worker' THEN coalesce(p.pollers, 0) END AS pollers
+  FROM depth d FULL OUTER JOIN polled p
+    ON p.namespace = d.namespace AND p.name = d.name AND d.executor = 'worker'
 """
 _OVERDUE = """
 SELECT (SELECT count(*) FROM tasks WHERE status IN ('SCHEDULED', 'IN_PROGRESS') AND next_deadline IS NOT NULL
@@ -38,11 +53,18 @@ SELECT (SELECT count(*) FROM tasks WHERE status IN ('SCHEDULED', 'IN_PROGRESS') 
 class QueueDepth:
     namespace: str
     name: str
+    executor: str
     ready: int
     delayed: int
+    in_flight: int = 0
+    pollers: int | None = None  # workers seen polling in the last minute; None for queues no worker polls
 
 
-_IN_QUARANTINE = "SELECT count(*) FROM executions WHERE quarantined_at IS NOT NULL AND status = 'RUNNING'"
+_IN_QUARANTINE = """
+SELECT namespace, count(*)::int AS n FROM executions WHERE quarantined_at IS NOT NULL AND status = 'RUNNING'
+ GROUP BY namespace
+"""
+_DEAD_LETTERS = "SELECT namespace, count(*)::int AS n FROM dead_letters GROUP BY namespace"
 
 
 @dataclass(frozen=True)
@@ -50,14 +72,57 @@ class Health:
     decide_lag_seconds: float
     queues: list[QueueDepth]
     timers_overdue: int
-    in_quarantine: int = 0
+    in_quarantine: dict[str, int] = field(default_factory=dict)  # by namespace
+    dead_letters: dict[str, int] = field(default_factory=dict)  # by namespace, since the database was created
 
 
 async def health(conn: asyncpg.Connection) -> Health:
     lag = float(await conn.fetchval(_DECIDE_LAG))
-    queues = [QueueDepth(r["namespace"], r["name"], r["ready"], r["delayed"]) for r in await conn.fetch(_QUEUE_DEPTHS)]
+    queues = [
+        QueueDepth(r["namespace"], r["name"], r["executor"], r["ready"], r["delayed"], r["in_flight"], r["pollers"])
+        for r in await conn.fetch(_QUEUE_DEPTHS)
+    ]
     overdue = int(await conn.fetchval(_OVERDUE))
-    return Health(lag, queues, overdue, int(await conn.fetchval(_IN_QUARANTINE)))
+    quarantined = {r["namespace"]: r["n"] for r in await conn.fetch(_IN_QUARANTINE)}
+    dead = {r["namespace"]: r["n"] for r in await conn.fetch(_DEAD_LETTERS)}
+    return Health(lag, queues, overdue, quarantined, dead)
+
+
+_ATTEMPTS = """
+SELECT id::text AS id, execution_id::text AS execution_id, name, epoch, leased_at FROM tasks
+ WHERE namespace = $1 AND id = ANY($2::uuid[])
+"""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What a task attempt's span needs: its run, type, lease and epoch."""
+
+    execution_id: str
+    task_type: str
+    epoch: int
+    leased_at: datetime.datetime | None
+
+
+async def attempts(conn: asyncpg.Connection, namespace: str, task_ids: list[str]) -> dict[str, Attempt]:
+    ids = []
+    for task_id in task_ids:
+        try:
+            ids.append(uuid.UUID(task_id))
+        except ValueError:
+            continue  # not a task id: the store answers 404 for it
+    rows = await conn.fetch(_ATTEMPTS, namespace, ids)
+    return {r["id"]: Attempt(r["execution_id"], r["name"], r["epoch"], r["leased_at"]) for r in rows}
+
+
+_RUN_TIMES = "SELECT id::text AS id, created_at, ended_at FROM executions WHERE id = ANY($1::uuid[])"
+
+
+async def run_times(
+    conn: asyncpg.Connection, run_ids: list[str]
+) -> dict[str, tuple[datetime.datetime, datetime.datetime | None]]:
+    rows = await conn.fetch(_RUN_TIMES, [uuid.UUID(r) for r in run_ids])
+    return {r["id"]: (r["created_at"], r["ended_at"]) for r in rows}
 
 
 # --- "why is my task not running?" ---------------------------------------------

@@ -96,9 +96,40 @@ async def pending(conn: asyncpg.Connection, limit: int) -> list[PendingMirror]:
     ]
 
 
-async def mark_mirrored(conn: asyncpg.Connection, written: list[tuple[str, int, bool]]) -> None:
-    """Record what was written: each run's mirror_seq, and whether its SLA breach was reported."""
-    if written:
-        await conn.execute(
-            _MARK, [uuid.UUID(i) for i, _, _ in written], [seq for _, seq, _ in written], [s for _, _, s in written]
-        )
+_DEAD_LETTER = """
+INSERT INTO dead_letters (execution_id, mirror_seq, namespace, resource_name)
+SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[]) ON CONFLICT DO NOTHING
+"""
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A status the API server refused for good."""
+
+    id: str
+    mirror_seq: int
+    namespace: str
+    resource_name: str
+
+
+async def mark_mirrored(
+    conn: asyncpg.Connection, written: list[tuple[str, int, bool]], dead: list[DeadLetter] | None = None
+) -> None:
+    """Record what was written: each run's mirror_seq, and whether its SLA breach was reported;
+    and, in the same transaction, the statuses given up for good (counted once each)."""
+    async with conn.transaction():
+        if dead:
+            await conn.execute(
+                _DEAD_LETTER,
+                [uuid.UUID(d.id) for d in dead],
+                [d.mirror_seq for d in dead],
+                [d.namespace for d in dead],
+                [d.resource_name for d in dead],
+            )
+        if written:
+            await conn.execute(
+                _MARK,
+                [uuid.UUID(i) for i, _, _ in written],
+                [seq for _, seq, _ in written],
+                [s for _, _, s in written],
+            )

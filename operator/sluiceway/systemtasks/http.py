@@ -37,6 +37,7 @@ from sluiceway.controls.expressions import ExpressionError, evaluate_cel
 from sluiceway.model.execution import ResultStatus, TaskResult
 from sluiceway.model.workflow import TaskType
 from sluiceway.observability import metrics
+from sluiceway.observability.logs import about
 from sluiceway.store import leasing
 from sluiceway.store.database import Pool
 from sluiceway.store.notifications import Notifications
@@ -240,7 +241,9 @@ class HttpTasks:
         try:
             return bool(evaluate_cel(str(condition), {"response": answer}))
         except ExpressionError as error:
-            log.warning("HTTP_POLL task %s: %s", lease.task_id, error)
+            log.warning(
+                "HTTP_POLL task %s: %s", lease.task_id, error, extra=about(task_id=lease.task_id, epoch=lease.epoch)
+            )
             return False
 
 

@@ -12,12 +12,14 @@ than being run as something else."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 from collections.abc import Sequence
 from typing import Protocol
 
 from sluiceway.model.execution import ResultStatus, TaskResult
 from sluiceway.model.workflow import Executor, TaskType
+from sluiceway.observability import tracing
 from sluiceway.store import leasing, results
 from sluiceway.store.database import Pool
 from sluiceway.store.deciding import SYSTEM_WAKE
@@ -115,10 +117,21 @@ class SystemTaskRunner:
         return leased
 
     async def _execute(self, lease: leasing.Lease) -> None:
+        leased_at = datetime.datetime.now(datetime.UTC)
         async with self.slots:
             result = await self.call(lease)
         async with self.pool.acquire() as conn:
-            await results.apply_results(conn, lease.namespace, [result])
+            outcomes = await results.apply_results(conn, lease.namespace, [result])
+        if outcomes[lease.task_id].applied:
+            tracing.record_attempt(
+                lease.execution_id,
+                lease.task_id,
+                lease.epoch,
+                lease.namespace,
+                lease.task_type,
+                result.status.value,
+                leased_at,
+            )
 
     async def call(self, lease: leasing.Lease) -> TaskResult:
         try:

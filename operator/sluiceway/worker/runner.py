@@ -38,12 +38,14 @@ import signal
 import socket
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 import orjson
+from opentelemetry import trace
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from sluiceway.model.execution import MAX_BATCH, MAX_DELAY_SECONDS, MAX_REASON
 from sluiceway.worker import tasklogs
@@ -74,6 +76,7 @@ class Task:
     last_beat: float = field(default_factory=time.monotonic)
     logs: tasklogs.LogBuffer = field(default_factory=tasklogs.LogBuffer, repr=False)
     search_attributes: dict[str, Any] = field(default_factory=dict)
+    traceparent: str = ""  # the attempt's W3C trace context, when the operator exports traces
 
     def log(self, message: str, level: str = "INFO") -> None:
         """Keep a line in this task's log (the standard `logging` module works too)."""
@@ -97,6 +100,7 @@ class Task:
             heartbeat_timeout=body.get("heartbeatTimeoutSeconds", 0),
             response_timeout=body.get("responseTimeoutSeconds", 3600),
             start_to_close_timeout=body.get("startToCloseTimeoutSeconds", 0),
+            traceparent=body.get("traceparent") or "",
         )
 
     @property
@@ -142,6 +146,23 @@ class _Report:
         the tightest of its timeouts from the last heartbeat, at most."""
         bounds = [b for b in (self.task.heartbeat_timeout, self.task.response_timeout) if b > 0]
         return self.task.last_beat + (min(bounds) if bounds else 3600)
+
+
+@contextlib.contextmanager
+def _continued_trace(task: Task) -> Iterator[None]:
+    """Run the handler in a span continuing the run's trace from the task's
+    traceparent, so the handler's own spans join it. A no-op unless the
+    worker process set up an OpenTelemetry SDK."""
+    if not task.traceparent:
+        yield
+        return
+    parent = TraceContextTextMapPropagator().extract({"traceparent": task.traceparent})
+    with trace.get_tracer("sluiceway.worker").start_as_current_span(
+        f"execute {task.task_type}",
+        context=parent,
+        attributes={"sluiceway.task_id": task.task_id, "sluiceway.run_id": task.execution_id},
+    ):
+        yield
 
 
 def _about(task: Task) -> str:
@@ -350,7 +371,8 @@ class Worker:
 
     async def _outcome(self, reg: _Registration, task: Task) -> _Report:
         try:
-            output = await self._call(reg, task)
+            with _continued_trace(task):
+                output = await self._call(reg, task)
         except (KeyboardInterrupt, asyncio.CancelledError):
             raise
         except TerminalError as exc:
