@@ -314,3 +314,4 @@ def test_a_stale_status_never_overwrites_a_newer_one(kube: Kube, namespace: str,
     assert status["mirrorSeq"] == seq + 100 and status["reasonForIncompletion"] == "written by a newer leader"
     assert status["phase"] == "Completed"
     assert dead_letters(operator.api_url) == before, "a stale write is not a dead letter"
+    assert not fetch(operator.database_url, "SELECT 1 FROM dead_letters WHERE execution_id = $1", uuid.UUID(execution))
