@@ -210,10 +210,14 @@ async def test_the_command_line_lists_the_inbox_and_completes_or_rejects_a_task_
 ) -> None:
     await define_workflow(plane.pool, "refund", APPROVAL, outputParameters={"ok": "${approve.output.approved}"})
     await define_workflow(plane.pool, "other_approval", APPROVAL)
-    approved, refused = await _start(plane, "refund", {"amount": 30}), await _start(plane, "refund", {"amount": 99})
-    elsewhere = await _start(plane, "other_approval", {"amount": 1})
-    for run_id in (approved, refused, elsewhere):
-        await waiting(plane.pool, run_id, "approve")
+    # One after the other, each waiting before the next starts: the inbox is
+    # ordered by when the HUMAN task began, and the decider may take runs
+    # started together in either order.
+    started = []
+    for workflow, amount in (("refund", 30), ("refund", 99), ("other_approval", 1)):
+        started.append(await _start(plane, workflow, {"amount": amount}))
+        await waiting(plane.pool, started[-1], "approve")
+    approved, refused, elsewhere = started
     inbox = ("tasks", "list", "--kind", "human", "--status", "IN_PROGRESS", "--workflow", "refund", "--oldest")
     code, out, _ = await cli(plane, *inbox, "-o", "json")
     assert code == 0
