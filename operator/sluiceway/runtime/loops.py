@@ -35,10 +35,20 @@ _SWEEP_RECHECK = 0.5
 
 
 async def _pause(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep `seconds`, or less when `stop` is set. asyncio.wait rather than
+    wait_for: Python 3.11's wait_for can raise CancelledError when its timeout
+    and its cancellation of the inner wait cross, and that would end the loop."""
+    waiter = asyncio.ensure_future(stop.wait())
     try:
-        await asyncio.wait_for(stop.wait(), seconds)
-    except TimeoutError:
-        pass
+        await asyncio.wait({waiter}, timeout=seconds)
+    finally:
+        waiter.cancel()
+
+
+def _cancel_requested() -> bool:
+    """Whether someone called cancel() on the running task (and has not taken it back)."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
 
 
 async def _guarded(name: str, stop: asyncio.Event, step: Callable[[], Awaitable[bool]]) -> None:
@@ -53,6 +63,16 @@ async def _guarded(name: str, stop: asyncio.Event, step: Callable[[], Awaitable[
             busy = await step()
         except (OSError, StoreError) as error:
             log.warning("%s: database unavailable (%s); retrying", name, error)
+            await _pause(stop, _OUTAGE_PAUSE)
+            continue
+        except asyncio.CancelledError:
+            if _cancel_requested():
+                raise
+            # Nobody cancelled this loop: a library raised CancelledError out of
+            # one of its own tasks (a driver cleaning up a connection the server
+            # ended). That is one failed pass, not the end of the loop.
+            log.exception("%s: a pass was cancelled from below; the loop goes on in %.0f s", name, _OUTAGE_PAUSE)
+            metrics.LOOP_FAILURES.labels(name).inc()
             await _pause(stop, _OUTAGE_PAUSE)
             continue
         except Exception:

@@ -124,6 +124,8 @@ async def supervise(parts: list[Part], stop: asyncio.Event) -> None:
                 error = None if task.cancelled() else task.exception()
                 if error is not None:
                     log.critical("the %s part of the operator died", tasks[task], exc_info=error)
+                elif task.cancelled():
+                    log.critical("the %s part of the operator was cancelled from within", tasks[task])
                 else:
                     log.critical("the %s part of the operator ended on its own", tasks[task])
             raise PartDied(f"the {', '.join(tasks[t] for t in died)} part of the operator ended")
