@@ -122,15 +122,19 @@ class ChainLink:
 
 
 # A run that continues none starts a chain of its own: chain_id is its id.
+# A scheduled run is stamped with the statement's clock, not its transaction's
+# start: an overlap policy starts it once it has seen the previous run end,
+# and that end may carry a later transaction time than this one began with.
 _INSERT_RUN = """
 INSERT INTO executions (id, namespace, workflow_name, workflow_version, status, input, correlation_id,
                         resource_name, parent_execution_id, parent_task_id, sla_at, admission_key,
                         awaiting_admission, sla_seconds, request_id, restarted_from, retain_seconds,
                         retain_failed_seconds, schedule_name, chain_id, previous_run_id, chain_deadline_at,
-                        task_overrides)
+                        task_overrides, created_at)
 VALUES ($1, $2, $3, $4, 'RUNNING', $5, $6, $7, $8, $9,
         CASE WHEN $10::int > 0 THEN now() + make_interval(secs => $10::int) END, $11, $12, $10, $13, $14, $15, $16,
-        $17, coalesce($18::uuid, $1::uuid), $19, $20, $21)
+        $17, coalesce($18::uuid, $1::uuid), $19, $20, $21,
+        CASE WHEN $17::text IS NULL THEN now() ELSE clock_timestamp() END)
 ON CONFLICT (id) DO NOTHING
 RETURNING created_at
 """
