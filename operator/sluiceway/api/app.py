@@ -8,6 +8,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sluiceway import __version__
 from sluiceway.api import definitions, diagnostics, errors, executions, guards, human, schedules, tasks, webhooks
+from sluiceway.api.payloads import RequestSizeLimit
 from sluiceway.api.services import Services
 from sluiceway.store.database import ping
 
@@ -68,5 +69,6 @@ def create_app(services: Services) -> FastAPI:
     async def metrics() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
+    app.add_middleware(RequestSizeLimit, limit=services.max_request_bytes)
     guards.install(app, services)  # last: it checks every /v1 route has a guard
     return app

@@ -27,6 +27,7 @@ from sluiceway.api.paging import (
     several,
 )
 from sluiceway.api.params import EXECUTION_ID, NAMESPACE
+from sluiceway.api.payloads import check_payload
 from sluiceway.api.services import Services, services
 from sluiceway.controls import attributes as attribute_rules
 from sluiceway.model.common import ENGINE_NAME_PATTERN, INT32_MAX, unstorable
@@ -153,6 +154,7 @@ def _started(outcome: executions.Started, restarted_from: str | None = None) -> 
         201: {"links": {link: {"operationId": op, "parameters": RUN_ID} for link, op in RUN_LINKS.items()}},
         404: refusal("No such workflow"),
         409: refusal("LIMIT_EXCEEDED: maxConcurrentExecutions; IDEMPOTENCY_KEY_REUSED: the key started another run"),
+        413: refusal("The input is larger than the namespace's payload limit: {field, size, limit}"),
         429: refusal("A namespace quota: {quota, limit, current, retryAfterSeconds}"),
     },
     summary="Start a run",
@@ -168,6 +170,7 @@ async def start(
     idempotent for the idempotency window: a retry gets the same run back
     (200, `created: false`), and concurrent retries create one run."""
     key = _request_id(request.request_id, idempotency_key)
+    await check_payload(svc, namespace, "input", request.input)
     async with svc.pool.acquire() as conn, conn.transaction():
         outcome = await executions.start_run(
             conn,
@@ -431,6 +434,7 @@ async def terminate(
 _OPERATION_OUTCOMES: dict[int | str, dict[str, Any]] = {
     404: refusal("No such run"),
     409: refusal("The run is not in a state for it: NOT_RUNNING, NOT_FINISHED, COMPLETED, NOTHING_TO_RETRY, ..."),
+    413: refusal("The input is larger than the namespace's payload limit: {field, size, limit}"),
     429: refusal("A namespace quota: the run would run again"),
 }
 
@@ -518,6 +522,7 @@ async def rerun(
     """The task, what it contains and every task after it start afresh (the
     task with `input` merged over its inputs, if given); the others keep their
     outputs."""
+    await check_payload(svc, namespace, "input", request.input)
     async with svc.pool.acquire() as conn, conn.transaction():
         outcome = await operations.rerun(conn, namespace, str(execution_id), request.task_reference_name, request.input)
     return _answer(outcome)
@@ -545,6 +550,7 @@ async def restart(
     by `restartedFrom`."""
     request = request or RestartRequest()
     key = _request_id(request.request_id, idempotency_key)
+    await check_payload(svc, namespace, "input", request.input)
     async with svc.pool.acquire() as conn, conn.transaction():
         outcome = await operations.restart(
             conn,
@@ -639,7 +645,7 @@ async def _message(request: Request) -> object:
         202: {"description": "`{id, delivered}`: queued; `delivered` when a waiting task took it at once"},
         404: refusal("No such run"),
         409: refusal("The run is not running"),
-        413: refusal(f"The message is larger than {MAX_MESSAGE_BYTES} bytes"),
+        413: refusal(f"The message is larger than {MAX_MESSAGE_BYTES} bytes, or the namespace's payload limit"),
         429: refusal(f"The run holds {MAX_QUEUED_MESSAGES} messages nobody took yet: {{limit, current}}"),
     },
     dependencies=[requires("update", "workflowruns")],
@@ -650,6 +656,7 @@ async def send_message(
     """The body is the message: any JSON value. Messages are kept in the run's
     durable queue until a PULL_WORKFLOW_MESSAGES task takes them."""
     payload = await _message(request)
+    await check_payload(svc, namespace, "body", payload)
     size = len(orjson.dumps(payload))
     async with svc.pool.acquire() as conn, conn.transaction():
         outcome = await messages.append(conn, namespace, str(execution_id), payload, size, MAX_QUEUED_MESSAGES)

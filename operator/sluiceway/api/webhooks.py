@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse
 from sluiceway.api.errors import INVALID, ApiError, refusal
 from sluiceway.api.guards import verified_by_signature
 from sluiceway.api.params import NAME, NAMESPACE
+from sluiceway.api.payloads import check_payload
 from sluiceway.api.services import Services, services
 from sluiceway.controls import webhooks as verification
 from sluiceway.kubeapi.secrets import SecretUnavailable
@@ -92,7 +93,7 @@ async def _verified(svc: Services, namespace: str, name: str, spec: WebhookSpec,
         200: {"description": "`{matched, tasks}`: the waiting tasks this call completed (possibly none)"},
         401: refusal("The signature or token does not verify: nothing was read further or stored"),
         404: refusal("No Webhook of that name in this namespace"),
-        413: refusal("The body is larger than the Webhook's maxPayloadBytes"),
+        413: refusal("The body is larger than the Webhook's maxPayloadBytes or the namespace's payload limit"),
     },
     dependencies=[verified_by_signature],
 )
@@ -109,6 +110,7 @@ async def deliver(
     body = await _body(request, spec.max_payload_bytes)
     await _verified(svc, namespace, name, spec, request, body)
     payload = _payload(body)
+    await check_payload(svc, namespace, "body", payload)
     headers = {k.lower(): v for k, v in request.headers.items()}
 
     def accepts(task: webhooks.Waiting) -> bool:

@@ -229,6 +229,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         idempotency_window=settings.idempotency_window,
         log_cap_bytes=settings.task_log_bytes,
         secrets=secrets,
+        max_payload_bytes=settings.max_payload_bytes,
+        max_request_bytes=settings.max_request_bytes,
     )
     app = create_app(services)
     install_ui(app)  # the web UI at /ui: the same process, authentication and rules

@@ -13,8 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sluiceway.controls.breaker import BreakerConfig
 from sluiceway.controls.durations import parse_duration
+from sluiceway.controls.payloads import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_REQUEST_BYTES
 from sluiceway.controls.policy import DEFAULT_MAX_RETRY_BACKOFF_SECONDS, OperatorDefaults
 from sluiceway.model.common import Spec
+from sluiceway.model.quota import MAX_PAYLOAD_LIMIT
 from sluiceway.model.taskdefinition import RetryLogic
 from sluiceway.model.workflow import MAX_CHAIN_TIMEOUT_SECONDS
 
@@ -74,11 +76,24 @@ class Settings(BaseModel):
     purge_batch: int = Field(500, ge=1, le=100_000)
     purge_interval: float = Field(10.0, gt=0, le=3600)
     purge_share: float = Field(0.25, gt=0, le=1)  # of the time, at most, while a backlog drains
+    # Tenancy: one JSON value a tenant sends (input, output, message, webhook
+    # body; a Quota may lower it) and one request body.
+    max_payload_bytes: int = Field(DEFAULT_MAX_PAYLOAD_BYTES, ge=1024, le=MAX_PAYLOAD_LIMIT)
+    max_request_bytes: int = Field(DEFAULT_MAX_REQUEST_BYTES, ge=4096, le=1024 * 1024 * 1024)
 
     @field_validator("retention", "idempotency_window", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return int(parse_duration(value)) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _request_holds_a_payload(self) -> Settings:
+        if self.max_request_bytes < self.max_payload_bytes:
+            raise ValueError(
+                "SLUICEWAY_MAX_REQUEST_BYTES must be at least SLUICEWAY_MAX_PAYLOAD_BYTES: "
+                "a request must be able to carry one payload"
+            )
+        return self
 
     @model_validator(mode="after")
     def _auth_needs_kubernetes(self) -> Settings:
@@ -152,6 +167,8 @@ class Settings(BaseModel):
             ("SLUICEWAY_PURGE_BATCH", "purge_batch"),
             ("SLUICEWAY_PURGE_INTERVAL", "purge_interval"),
             ("SLUICEWAY_PURGE_SHARE", "purge_share"),
+            ("SLUICEWAY_MAX_PAYLOAD_BYTES", "max_payload_bytes"),
+            ("SLUICEWAY_MAX_REQUEST_BYTES", "max_request_bytes"),
         ):
             if env.get(variable):
                 raw[key] = env[variable]
