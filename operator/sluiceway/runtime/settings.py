@@ -3,6 +3,7 @@ value is refused at start with a message naming the variable."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import socket
@@ -16,7 +17,7 @@ from sluiceway.controls.durations import parse_duration
 from sluiceway.controls.payloads import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_REQUEST_BYTES
 from sluiceway.controls.policy import DEFAULT_MAX_RETRY_BACKOFF_SECONDS, OperatorDefaults
 from sluiceway.model.common import Spec
-from sluiceway.model.quota import MAX_PAYLOAD_LIMIT
+from sluiceway.model.quota import MAX_PAYLOAD_LIMIT, egress_problem
 from sluiceway.model.taskdefinition import RetryLogic
 from sluiceway.model.workflow import MAX_CHAIN_TIMEOUT_SECONDS
 
@@ -80,11 +81,33 @@ class Settings(BaseModel):
     # body; a Quota may lower it) and one request body.
     max_payload_bytes: int = Field(DEFAULT_MAX_PAYLOAD_BYTES, ge=1024, le=MAX_PAYLOAD_LIMIT)
     max_request_bytes: int = Field(DEFAULT_MAX_REQUEST_BYTES, ge=4096, le=1024 * 1024 * 1024)
+    # The egress policy of system tasks: the cluster's ranges they may not
+    # reach, the operator's own pod address, and entries allowed to every namespace.
+    service_cidrs: tuple[str, ...] = ()
+    pod_cidrs: tuple[str, ...] = ()
+    pod_ip: str | None = None
+    egress_allowed: tuple[str, ...] = ()
 
     @field_validator("retention", "idempotency_window", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return int(parse_duration(value)) if isinstance(value, str) else value
+
+    @field_validator("service_cidrs", "pod_cidrs")
+    @classmethod
+    def _cidrs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            ipaddress.ip_network(entry, strict=False)  # ValueError names the entry
+        return value
+
+    @field_validator("egress_allowed")
+    @classmethod
+    def _destinations(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            problem = egress_problem(entry)
+            if problem:
+                raise ValueError(f"{entry!r}: {problem}")
+        return value
 
     @model_validator(mode="after")
     def _request_holds_a_payload(self) -> Settings:
@@ -188,6 +211,15 @@ class Settings(BaseModel):
             raw["http_allowed_hosts"] = tuple(
                 h.strip() for h in env["SLUICEWAY_HTTP_ALLOWED_HOSTS"].split(",") if h.strip()
             )
+        for variable, key in (
+            ("SLUICEWAY_SERVICE_CIDRS", "service_cidrs"),
+            ("SLUICEWAY_POD_CIDRS", "pod_cidrs"),
+            ("SLUICEWAY_EGRESS_ALLOWED", "egress_allowed"),
+        ):
+            if env.get(variable):
+                raw[key] = tuple(e.strip() for e in env[variable].split(",") if e.strip())
+        if env.get("SLUICEWAY_POD_IP"):
+            raw["pod_ip"] = env["SLUICEWAY_POD_IP"].strip()
         if env.get("SLUICEWAY_HTTP_CONCURRENCY"):
             raw["http_concurrency"] = env["SLUICEWAY_HTTP_CONCURRENCY"]
         if env.get("SLUICEWAY_DEFAULT_RETRY_POLICY"):
