@@ -9,6 +9,7 @@ from fastapi import Request
 
 from sluiceway.api.authenticator import Authenticator
 from sluiceway.controls.payloads import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_REQUEST_BYTES
+from sluiceway.controls.ratelimits import RateLimits
 from sluiceway.kubeapi.client import KubeClient
 from sluiceway.kubeapi.secrets import SecretSource
 from sluiceway.store.database import Pool
@@ -33,6 +34,7 @@ class Services:
     tenants: Tenants = field(default_factory=Tenants)  # what each namespace's Quotas allow
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES  # one JSON value; a Quota may lower it
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES  # one request body
+    rate_limits: RateLimits = field(default_factory=RateLimits.off)  # per identity and namespace, in this replica
     # Poller bookkeeping is written at most once per interval per worker and
     # queue: "who polled and when" needs seconds, not every poll.
     poll_record_interval: float = 5.0

@@ -258,6 +258,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         secrets=secrets,
         max_payload_bytes=settings.max_payload_bytes,
         max_request_bytes=settings.max_request_bytes,
+        rate_limits=settings.rate_limits(),
     )
     app = create_app(services)
     install_ui(app)  # the web UI at /ui: the same process, authentication and rules

@@ -16,6 +16,7 @@ from sluiceway.controls.breaker import BreakerConfig
 from sluiceway.controls.durations import parse_duration
 from sluiceway.controls.payloads import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_REQUEST_BYTES
 from sluiceway.controls.policy import DEFAULT_MAX_RETRY_BACKOFF_SECONDS, OperatorDefaults
+from sluiceway.controls.ratelimits import RateLimits
 from sluiceway.model.common import Spec
 from sluiceway.model.quota import MAX_PAYLOAD_LIMIT, egress_problem
 from sluiceway.model.taskdefinition import RetryLogic
@@ -87,6 +88,8 @@ class Settings(BaseModel):
     pod_cidrs: tuple[str, ...] = ()
     pod_ip: str | None = None
     egress_allowed: tuple[str, ...] = ()
+    # Unset: the defaults with authentication on, none without (no identity to key on).
+    api_rate_limits: RateLimits | None = None
 
     @field_validator("retention", "idempotency_window", mode="before")
     @classmethod
@@ -126,6 +129,11 @@ class Settings(BaseModel):
                 "it cannot be combined with SLUICEWAY_KUBERNETES=false"
             )
         return self
+
+    def rate_limits(self) -> RateLimits:
+        if self.api_rate_limits is not None:
+            return self.api_rate_limits
+        return RateLimits() if self.auth == "kubernetes" else RateLimits.off()
 
     def operator_defaults(self) -> OperatorDefaults:
         policy = self.default_retry_policy
@@ -205,6 +213,11 @@ class Settings(BaseModel):
         if env.get("SLUICEWAY_CIRCUIT_BREAKER"):
             try:
                 raw["circuit_breaker"] = BreakerConfig.parse(env["SLUICEWAY_CIRCUIT_BREAKER"])
+            except ValueError as error:
+                raise SettingsError(str(error)) from error
+        if env.get("SLUICEWAY_API_RATE_LIMITS"):
+            try:
+                raw["api_rate_limits"] = RateLimits.parse(env["SLUICEWAY_API_RATE_LIMITS"])
             except ValueError as error:
                 raise SettingsError(str(error)) from error
         if env.get("SLUICEWAY_HTTP_ALLOWED_HOSTS"):
