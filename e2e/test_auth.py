@@ -377,6 +377,13 @@ def test_a_human_task_is_decided_by_an_authorized_person_and_recorded_as_them(se
     )
     assert done["status"] == "COMPLETED" and done["output"] == {"approved": True}
     assert done["tasks"][0]["completedBy"] == f"system:serviceaccount:{a}:approver"
+    # The audit trail names the identity of each operation.
+    status, audit = call("GET", f"{run_url}/audit", None, s.token(a, "starter"))
+    assert status == 200, audit
+    assert [(e["operation"], e["actor"], e["via"]) for e in audit["entries"]] == [
+        ("start", f"system:serviceaccount:{a}:starter", "token"),
+        ("complete", f"system:serviceaccount:{a}:approver", "token"),
+    ]
 
 
 def test_a_webhook_call_needs_no_token_but_its_own_signature(secured: Secured) -> None:

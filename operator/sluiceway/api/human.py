@@ -16,6 +16,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 
 from sluiceway.api.access import Names
+from sluiceway.api.audit import announce, audited
 from sluiceway.api.errors import INVALID, ApiError, refusal
 from sluiceway.api.guards import Authorize, identity_of, requires
 from sluiceway.api.params import NAMESPACE, TASK_ID
@@ -90,6 +91,12 @@ async def _settle(
     async with svc.pool.acquire() as conn, conn.transaction():
         settled = await human.settle(conn, namespace, task_id, status, output, reason, _who(request))
         after = await human.find(conn, namespace, task_id)
+        event = None
+        if settled:
+            operation = "complete" if status == "COMPLETED" else "reject"
+            detail = {"taskId": str(task_id), "taskReferenceName": task.ref}
+            event = await audited(conn, request, namespace, task.execution_id, operation, detail)
+    announce(request, event)
     if not settled or after is None:
         raise ApiError(409, "NOT_WAITING", f"task {task_id} is {task.status}: it no longer waits for a person")
     metrics.HUMAN_DECISIONS.labels(status).inc()

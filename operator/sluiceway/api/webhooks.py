@@ -20,6 +20,7 @@ import orjson
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
+from sluiceway.api.audit import announce, audited
 from sluiceway.api.errors import INVALID, ApiError, refusal
 from sluiceway.api.guards import verified_by_signature
 from sluiceway.api.params import NAME, NAMESPACE
@@ -31,6 +32,7 @@ from sluiceway.model.common import unstorable
 from sluiceway.model.webhook import WebhookSpec
 from sluiceway.observability import metrics
 from sluiceway.store import webhooks
+from sluiceway.store.audit import Actor
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +123,13 @@ async def deliver(
     output = {"payload": payload, "webhook": name, "receivedAt": received}
     async with svc.pool.acquire() as conn, conn.transaction():
         completed = await webhooks.complete_matching(conn, namespace, name, accepts, output)
+        # Third parties hold no identity here: the verified signature of this Webhook is the actor.
+        actor = Actor(f"webhook {name} (signature verified)", "signature")
+        events = [
+            await audited(conn, actor, namespace, t.execution_id, "webhook", {"taskReferenceName": t.ref})
+            for t in completed
+        ]
+    announce(request, *events)
     metrics.WEBHOOK_CALLS.labels("matched" if completed else "unmatched").inc()
     return JSONResponse(
         {
