@@ -126,6 +126,7 @@ async def reconcile_quota(
                 parsed.max_schedules,
                 parsed.max_payload_bytes,
                 tuple(parsed.allowed_egress),
+                parsed.dispatch_weight,
             )
         set_ready(patch, body, context, True, "Stored", "quota is enforced")
 

@@ -35,6 +35,13 @@ class QuotaSpec(Spec):
         description="The largest run input or output, task output, message or webhook body, in bytes of JSON; "
         "lowers the operator's limit (SLUICEWAY_MAX_PAYLOAD_BYTES) for this namespace, never raises it.",
     )
+    dispatch_weight: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="This namespace's share of the operator's system-task slots (HTTP, WEBHOOK, GRPC) when "
+        "several namespaces have calls waiting, against the others' weights (default 1).",
+    )
     allowed_egress: list[EgressEntry] = Field(
         default_factory=list,
         max_length=100,

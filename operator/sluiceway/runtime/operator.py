@@ -288,6 +288,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         notifications=notifications,
         policies=policies,
         concurrency=settings.http_concurrency,
+        tenants=services.tenants,
         worker_id=f"{socket.gethostname()}/http",
     )
     parts: list[Part] = [

@@ -134,8 +134,8 @@ async def delete_semaphore(conn: asyncpg.Connection, namespace: str, resource_na
 _UPSERT_QUOTA = """
 INSERT INTO quotas (namespace, resource_name, generation, max_concurrent_executions,
                     max_executions_per_minute, max_workflow_definitions, max_schedules,
-                    max_payload_bytes, allowed_egress)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                    max_payload_bytes, allowed_egress, dispatch_weight)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (namespace, resource_name) DO UPDATE
    SET generation = EXCLUDED.generation,
        max_concurrent_executions = EXCLUDED.max_concurrent_executions,
@@ -144,6 +144,7 @@ ON CONFLICT (namespace, resource_name) DO UPDATE
        max_schedules = EXCLUDED.max_schedules,
        max_payload_bytes = EXCLUDED.max_payload_bytes,
        allowed_egress = EXCLUDED.allowed_egress,
+       dispatch_weight = EXCLUDED.dispatch_weight,
        updated_at = now()
 """
 _DELETE_QUOTA = "DELETE FROM quotas WHERE namespace = $1 AND resource_name = $2"
@@ -160,6 +161,7 @@ async def upsert_quota(
     max_schedules: int | None,
     max_payload_bytes: int | None = None,
     allowed_egress: tuple[str, ...] = (),
+    dispatch_weight: int | None = None,
 ) -> None:
     await conn.execute(
         _UPSERT_QUOTA,
@@ -172,6 +174,7 @@ async def upsert_quota(
         max_schedules,
         max_payload_bytes,
         list(allowed_egress),
+        dispatch_weight,
     )
 
 

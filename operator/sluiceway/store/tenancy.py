@@ -13,13 +13,14 @@ import asyncpg
 
 from sluiceway.store.database import Pool
 
-_RULES = "SELECT resource_name, max_payload_bytes, allowed_egress FROM quotas WHERE namespace = $1"
+_RULES = "SELECT resource_name, max_payload_bytes, allowed_egress, dispatch_weight FROM quotas WHERE namespace = $1"
 
 
 @dataclass(frozen=True)
 class TenantRules:
     payload_limits: tuple[tuple[str, int | None], ...] = ()  # (Quota name, maxPayloadBytes)
     allowed_egress: tuple[str, ...] = ()  # every Quota's entries: each one allows
+    dispatch_weight: int = 1  # the largest a Quota sets: its share of the operator's system-task slots
 
 
 async def tenant_rules(conn: asyncpg.Connection, namespace: str) -> TenantRules:
@@ -27,6 +28,7 @@ async def tenant_rules(conn: asyncpg.Connection, namespace: str) -> TenantRules:
     return TenantRules(
         payload_limits=tuple((r["resource_name"], r["max_payload_bytes"]) for r in rows),
         allowed_egress=tuple(sorted({entry for r in rows for entry in r["allowed_egress"]})),
+        dispatch_weight=max((r["dispatch_weight"] for r in rows if r["dispatch_weight"] is not None), default=1),
     )
 
 
