@@ -58,6 +58,8 @@ def operator(
             "SLUICEWAY_AUTOSCALING_INTERVAL": str(AUTOSCALING_INTERVAL),
             # The purger runs every second, so a retention test waits a second, not a minute.
             "SLUICEWAY_PURGE_INTERVAL": "1",
+            # The tests' HTTP servers listen on loopback, which system tasks may not reach by default.
+            "SLUICEWAY_EGRESS_ALLOWED": "127.0.0.1,localhost",
         },
     )
     yield process

@@ -5,9 +5,11 @@ from `kubectl create token`, ordinary RBAC Roles, and API keys in Secrets."""
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import os
 import secrets
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -97,6 +99,8 @@ def secured(cluster: Cluster, databases: Databases, tmp_path_factory: pytest.Tem
             # operator of another test in this session does not stand in its way.
             "SLUICEWAY_NAMESPACES": f"{a},{b}",
             "SLUICEWAY_LEADER_ELECTION_NAMESPACE": keys,
+            # The egress policy's cluster ranges (the default denials cover loopback and the API server).
+            "SLUICEWAY_POD_CIDRS": "10.244.0.0/16",
         },
     )
     child = operator.child
@@ -377,6 +381,13 @@ def test_a_human_task_is_decided_by_an_authorized_person_and_recorded_as_them(se
     )
     assert done["status"] == "COMPLETED" and done["output"] == {"approved": True}
     assert done["tasks"][0]["completedBy"] == f"system:serviceaccount:{a}:approver"
+    # The audit trail names the identity of each operation.
+    status, audit = call("GET", f"{run_url}/audit", None, s.token(a, "starter"))
+    assert status == 200, audit
+    assert [(e["operation"], e["actor"], e["via"]) for e in audit["entries"]] == [
+        ("start", f"system:serviceaccount:{a}:starter", "token"),
+        ("complete", f"system:serviceaccount:{a}:approver", "token"),
+    ]
 
 
 def test_a_webhook_call_needs_no_token_but_its_own_signature(secured: Secured) -> None:
@@ -385,3 +396,147 @@ def test_a_webhook_call_needs_no_token_but_its_own_signature(secured: Secured) -
     s, a = secured, secured.a
     status, body = call("POST", f"{s.url}/v1/ns/{a}/webhooks/nothing-here", {"x": 1})
     assert status == 404, body  # not 401: no token is asked for; the endpoint does not exist
+
+
+# -- tenant boundaries: payload limits and the egress policy ---------------------------
+
+
+def test_an_input_over_the_payload_limit_is_refused_naming_the_field(secured: Secured) -> None:
+    s, a = secured, secured.a
+    huge = {"text": "x" * (2 * 1024 * 1024)}  # over the default 2 MiB, under the 8 MiB request limit
+    start = {"name": WORKFLOW, "input": huge}
+    status, body = call("POST", f"{s.url}/v1/ns/{a}/executions", start, s.token(a, "starter"))
+    assert status == 413, body
+    assert body["error"] == "PAYLOAD_TOO_LARGE" and body["field"] == "input" and body["limit"] == 2 * 1024 * 1024
+    assert body["limitSource"] == "SLUICEWAY_MAX_PAYLOAD_BYTES", body
+
+
+class _Answering(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"reached": true}')
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+def test_http_tasks_to_loopback_the_api_server_and_pods_are_refused_and_an_allowed_host_works(
+    secured: Secured,
+) -> None:
+    s, a = secured, secured.a
+    server = http.server.ThreadingHTTPServer(("127.0.0.2", 0), _Answering)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    allowed = f"http://127.0.0.2:{server.server_address[1]}/"
+    api_server = s.kube.run("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}").stdout
+    try:
+        for name, uri, what in (
+            ("loopback", allowed, "127.0.0.2 is loopback"),
+            ("apiserver", f"{api_server}/api", "is loopback"),  # the test's API server listens on loopback
+            ("pod", "http://10.244.3.7/", "in the cluster's pod range"),
+        ):
+            run = http_run(s, a, name, uri)
+            assert run["status"] == "FAILED", run
+            assert run["tasks"][0]["status"] == "FAILED_WITH_TERMINAL_ERROR", run
+            reason = run["tasks"][0]["reason"]
+            assert reason.startswith("egress policy: ") and what in reason, reason
+        s.kube.apply(
+            {
+                "apiVersion": API,
+                "kind": "Quota",
+                "metadata": {"name": "egress"},
+                "spec": {"allowedEgress": ["127.0.0.2"]},
+            },
+            a,
+        )
+        # The Quota takes effect within the operator's few seconds of caching: start until one run completes.
+        done = eventually(
+            lambda: (r := http_run(s, a, "allowed", allowed))["status"] == "COMPLETED" and r,
+            timeout=60,
+            what="a call to the allowed host to complete",
+        )
+        assert done["tasks"][0]["output"]["response"]["body"] == {"reached": True}
+    finally:
+        server.shutdown()
+
+
+def http_run(s: Secured, namespace: str, name: str, uri: str) -> dict[str, Any]:
+    """Run a one-HTTP-task Workflow calling `uri`, as the starter; the finished run."""
+    workflow = f"call_{name}"
+    s.kube.apply(
+        {
+            "apiVersion": API,
+            "kind": "Workflow",
+            "metadata": {"name": workflow.replace("_", "-")},
+            "spec": {
+                "name": workflow,
+                "tasks": [
+                    {
+                        "name": "call",
+                        "taskReferenceName": "call",
+                        "type": "HTTP",
+                        "inputParameters": {"http_request": {"uri": uri, "method": "GET"}},
+                    }
+                ],
+            },
+        },
+        namespace,
+    )
+    resource = workflow.replace("_", "-")
+    eventually(
+        lambda: (o := s.kube.get("workflow", resource, namespace)) and o.get("status", {}).get("version"),
+        what=f"the Workflow {workflow}",
+    )
+    starts = f"{s.url}/v1/ns/{namespace}/executions"
+    status, started = call("POST", starts, {"name": workflow}, s.token(namespace, "starter"))
+    assert status == 201, started
+    url = f"{s.url}/v1/ns/{namespace}/executions/{started['id']}"
+    found: dict[str, Any] = eventually(
+        lambda: (v := call("GET", url, None, s.token(namespace, "starter"))[1])["status"] != "RUNNING" and v,
+        timeout=60,
+        what=f"the run of {workflow} to end",
+    )
+    return found
+
+
+def test_a_burst_from_one_identity_gets_429_while_other_identities_and_workers_are_served(
+    secured: Secured, databases: Databases, tmp_path: Any
+) -> None:
+    """An operator of its own with a small identity bucket (it refills one
+    token a minute, so no timing decides the count): the 21st request of one
+    ServiceAccount is refused with Retry-After; another identity, and the
+    same namespace's worker protocol, are still served."""
+    s, a, b = secured, secured.a, secured.b
+    database = asyncio.run(databases.create("e2e_rate"))
+    limits = {"identity": {"perSecond": 1 / 60, "burst": 20}, "namespace": {"perSecond": 1000, "burst": 1000}}
+    limited = start_operator(
+        "operator-rate",
+        database,
+        tmp_path,
+        kubeconfig=s.kube.kubeconfig,
+        settings={
+            "SLUICEWAY_AUTH": "kubernetes",
+            "SLUICEWAY_API_RATE_LIMITS": json.dumps(limits),
+            "SLUICEWAY_LEADER_ELECTION": "false",
+            "SLUICEWAY_NAMESPACES": "nobody-watches-this",  # its reconcilers stay out of the other operator's way
+        },
+    )
+    try:
+        missing = f"{limited.api_url}/v1/ns/{a}/executions/{uuid.uuid4()}"
+        answers = [call("GET", missing, None, s.token(a, "starter")) for _ in range(22)]
+        assert [status for status, _ in answers] == [404] * 20 + [429] * 2, answers
+        refused = answers[-1][1]
+        assert refused["error"] == "RATE_LIMITED" and refused["bucket"] == "identity", refused
+        assert f"system:serviceaccount:{a}:starter" in refused["message"] and refused["retryAfterSeconds"] >= 1
+        assert call("GET", missing.replace(f"/ns/{a}/", f"/ns/{b}/"), None, s.token(b, "starter"))[0] == 404
+        status, body = call(
+            "POST",
+            f"{limited.api_url}/v1/ns/{a}/tasks/poll",
+            {"taskTypes": [TASK_TYPE], "workerId": "e2e-rate", "pollTimeoutSeconds": 0},
+            s.token(a, "worker"),
+        )
+        assert status == 200, body
+    finally:
+        limited.child.stop()
+        asyncio.run(databases.drop(database))

@@ -21,6 +21,9 @@ import yaml
 
 from sluiceway.controls.breaker import BreakerConfig
 from sluiceway.devenv.controlplane import REPO_ROOT
+from sluiceway.k8s.worker_pods import build_worker_deployment
+from sluiceway.model.taskdefinition import WorkerPodsSpec
+from sluiceway.runtime.settings import Settings
 from tests.support.kube import Cluster, Kube
 from tests.support.waiting import eventually
 
@@ -428,6 +431,88 @@ def test_operator_runs_non_root_with_a_read_only_root_and_no_privileges(helm: He
     assert security["capabilities"] == {"drop": ["ALL"]}
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
     assert {"name": "tmp", "emptyDir": {}} in pod["volumes"]
+
+
+def test_operator_and_worker_pods_are_admitted_under_the_restricted_pod_security_standard(
+    helm: Helm, kube: Kube, new_namespace: Callable[[], str]
+) -> None:
+    """The API server's own PodSecurity admission judges them: a Pod made
+    from each template is created (dry run) in a namespace that enforces
+    `restricted`, and a privileged one is refused there, so the check bites."""
+    namespace = new_namespace()
+    kube.run("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
+    kube.run("create", "serviceaccount", "sluiceway", "-n", namespace)  # the chart's, which the Pod names
+    operator_template = one(render(helm, *DB, namespace=namespace), "Deployment")["spec"]["template"]
+    worker_template = build_worker_deployment(
+        "resize", "uid-1", namespace, "resize", WorkerPodsSpec(image="example.com/resize:1"), "http://api:8080", None, 1
+    )["spec"]["template"]
+    root = {"metadata": {"labels": {"app": "root"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    cases = (("operator", operator_template, True), ("worker", worker_template, True), ("root", root, False))
+    for name, template, admitted in cases:
+        metadata = {"name": name, "namespace": namespace, **template["metadata"]}
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]}
+        result = kube.run("apply", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False)
+        assert (result.returncode == 0) is admitted, f"{name}: {result.stderr}"
+        if not admitted:
+            assert "violates PodSecurity" in result.stderr and "restricted" in result.stderr, result.stderr
+
+
+def test_a_network_policy_limits_the_operator_to_its_api_port_and_named_destinations(helm: Helm) -> None:
+    policy = one(render(helm, *DB), "NetworkPolicy")["spec"]
+    assert policy["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["ingress"] == [{"ports": [{"port": "http", "protocol": "TCP"}]}]
+    dns, postgres, api, tasks = policy["egress"]
+    assert dns == {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]}
+    assert postgres == {"ports": [{"port": 5432, "protocol": "TCP"}]}
+    assert api == {"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]}
+    assert tasks["to"][0]["ipBlock"]["cidr"] == "0.0.0.0/0"
+    assert {"10.0.0.0/8", "169.254.0.0/16", "127.0.0.0/8"} <= set(tasks["to"][0]["ipBlock"]["except"])
+    assert tasks["ports"] == [{"port": 80, "protocol": "TCP"}, {"port": 443, "protocol": "TCP"}]
+
+    narrowed = one(
+        render(
+            helm,
+            *DB,
+            "--set",
+            "networkPolicy.postgres.cidrs={10.0.5.0/24}",
+            "--set",
+            "networkPolicy.kubernetesApi.cidrs={172.18.0.2/32}",
+            "--set",
+            "networkPolicy.apiFrom[0].namespaceSelector.matchLabels.tenant=yes",
+            "--set",
+            "networkPolicy.systemTaskEgress=null",
+        ),
+        "NetworkPolicy",
+    )["spec"]
+    assert narrowed["ingress"][0]["from"] == [{"namespaceSelector": {"matchLabels": {"tenant": "yes"}}}]
+    assert narrowed["egress"][1]["to"] == [{"ipBlock": {"cidr": "10.0.5.0/24"}}]
+    assert narrowed["egress"][2]["to"] == [{"ipBlock": {"cidr": "172.18.0.2/32"}}]
+    assert len(narrowed["egress"]) == 3  # no destination for system tasks at all
+    assert of_kind(render(helm, *DB, "--set", "networkPolicy.enabled=false"), "NetworkPolicy") == []
+
+
+def test_egress_values_reach_the_operator(helm: Helm) -> None:
+    container = operator_container(
+        render(
+            helm,
+            *DB,
+            "--set",
+            "egress.serviceCIDRs={10.96.0.0/12}",
+            "--set",
+            "egress.podCIDRs={10.244.0.0/16,fd00::/48}",
+            "--set",
+            "egress.allowed={billing.shared.svc.cluster.local}",
+        )
+    )
+    env = env_of(container)
+    assert env["SLUICEWAY_SERVICE_CIDRS"] == "10.96.0.0/12"
+    assert env["SLUICEWAY_POD_CIDRS"] == "10.244.0.0/16,fd00::/48"
+    assert env["SLUICEWAY_EGRESS_ALLOWED"] == "billing.shared.svc.cluster.local"
+    assert env["SLUICEWAY_POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    egress = {k: v for k, v in env.items() if isinstance(v, str) and k.endswith(("CIDRS", "ALLOWED"))}
+    settings = Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", **egress})  # the operator accepts them
+    assert settings.pod_cidrs == ("10.244.0.0/16", "fd00::/48")
 
 
 def test_probes_point_at_healthz_and_readyz_on_the_http_port(helm: Helm) -> None:

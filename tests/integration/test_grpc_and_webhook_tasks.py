@@ -20,8 +20,10 @@ from grpc_reflection.v1alpha import reflection
 
 from sluiceway.controls import webhooks as verification
 from sluiceway.controls.breaker import BreakerConfig, Breakers, BreakerState
+from sluiceway.controls.egress import EgressPolicy
 from sluiceway.kubeapi.secrets import StaticSecrets
 from sluiceway.model.webhook import WebhookSpec
+from sluiceway.systemtasks.egress import Egress
 from sluiceway.systemtasks.grpc import GrpcTasks, classify
 from sluiceway.systemtasks.http import HttpTasks
 from sluiceway.systemtasks.runner import SystemTaskRunner
@@ -106,9 +108,15 @@ async def system_tasks(plane: Plane) -> AsyncIterator[Callable[[], tuple[Breaker
         secrets = StaticSecrets(
             {(NS, "creds"): {"token": b"Bearer s3cret", "hmac": b"callback-key-123", **(extra or {})}}
         )
+        # The test servers listen on loopback, which the egress policy denies by default.
+        egress = Egress(EgressPolicy(allowed=("127.0.0.1",)))
         runner = SystemTaskRunner(
             plane.pool,
-            [HttpTasks(by_host), WebhookTasks(by_host, secrets), GrpcTasks(by_service, secrets)],
+            [
+                HttpTasks(by_host, egress=egress),
+                WebhookTasks(by_host, secrets, egress=egress),
+                GrpcTasks(by_service, secrets, egress=egress),
+            ],
             concurrency=4,
         )
         running.append(asyncio.create_task(runner.run(stop)))

@@ -14,7 +14,9 @@ from aiohttp import web
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sluiceway.controls.breaker import BreakerConfig, Breakers, BreakerState
+from sluiceway.controls.egress import EgressPolicy
 from sluiceway.observability import tracing
+from sluiceway.systemtasks.egress import Egress
 from sluiceway.systemtasks.http import HttpTaskRunner
 from tests.integration.test_metrics import added, scrape, value
 from tests.support.plane import Plane, finished, post
@@ -57,7 +59,9 @@ async def http_runner(plane: Plane) -> AsyncIterator[Callable[[BreakerConfig], H
     tasks: list[asyncio.Task[None]] = []
 
     def start(config: BreakerConfig = BreakerConfig()) -> HttpTaskRunner:
-        runner = HttpTaskRunner(plane.pool, Breakers(config), concurrency=4)
+        # The test servers listen on loopback, which the egress policy denies by default.
+        egress = Egress(EgressPolicy(allowed=("127.0.0.1",)))
+        runner = HttpTaskRunner(plane.pool, Breakers(config), concurrency=4, egress=egress)
         tasks.append(asyncio.create_task(runner.run(stop)))
         return runner
 

@@ -41,14 +41,15 @@ class _QuietServer(uvicorn.Server):
 
 
 @contextlib.asynccontextmanager
-async def execution_plane(pool: Pool, database_url: str) -> AsyncIterator[Plane]:
+async def execution_plane(pool: Pool, database_url: str, **options: Any) -> AsyncIterator[Plane]:
+    """`options`: Services fields to set (limits, say)."""
     notifications = Notifications(database_url)
     await notifications.start()
     port = free_port()
     secrets = StaticSecrets()
     server = _QuietServer(
         uvicorn.Config(
-            create_app(Services(pool, notifications, secrets=secrets)),
+            create_app(Services(pool, notifications, secrets=secrets, **options)),
             host="127.0.0.1",
             port=port,
             log_level="warning",

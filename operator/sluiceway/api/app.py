@@ -8,8 +8,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sluiceway import __version__
 from sluiceway.api import definitions, diagnostics, errors, executions, guards, human, schedules, tasks, webhooks
+from sluiceway.api.payloads import RequestSizeLimit
+from sluiceway.api.ratelimits import RateLimitMiddleware
 from sluiceway.api.services import Services
 from sluiceway.api.tracing import RequestSpans
+from sluiceway.controls.ratelimits import Limiter
 from sluiceway.observability import tracing
 from sluiceway.store.database import ping
 
@@ -72,5 +75,8 @@ def create_app(services: Services) -> FastAPI:
     async def metrics() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
+    app.add_middleware(RequestSizeLimit, limit=services.max_request_bytes)
+    # Inside the authentication middleware (added by guards.install, after it): it keys on the identity.
+    app.add_middleware(RateLimitMiddleware, limiter=Limiter(services.rate_limits))
     guards.install(app, services)  # last: it checks every /v1 route has a guard
     return app

@@ -48,7 +48,13 @@ def refusal(description: str) -> dict[str, Any]:
 # Every route that takes input can refuse it.
 INVALID: dict[int | str, dict[str, Any]] = {422: refusal("Invalid request: `fields` names every invalid field")}
 
-_CODES = {400: "INVALID_REQUEST", 401: "UNAUTHENTICATED", 403: "FORBIDDEN", 404: "NOT_FOUND"}
+_CODES = {
+    400: "INVALID_REQUEST",
+    401: "UNAUTHENTICATED",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    413: "PAYLOAD_TOO_LARGE",
+}
 
 RETRY_AFTER_SECONDS = 1
 

@@ -13,6 +13,7 @@ import orjson
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 
+from sluiceway.api.audit import Announcement, announce, audited
 from sluiceway.api.errors import INVALID, ApiError, refusal
 from sluiceway.api.guards import requires
 from sluiceway.api.paging import (
@@ -27,6 +28,7 @@ from sluiceway.api.paging import (
     several,
 )
 from sluiceway.api.params import EXECUTION_ID, NAMESPACE
+from sluiceway.api.payloads import check_payload
 from sluiceway.api.services import Services, services
 from sluiceway.controls import attributes as attribute_rules
 from sluiceway.model.common import ENGINE_NAME_PATTERN, INT32_MAX, unstorable
@@ -34,6 +36,8 @@ from sluiceway.model.execution import (
     MAX_MESSAGE_BYTES,
     MAX_QUEUED_MESSAGES,
     REQUEST_ID_PATTERN,
+    AuditEntry,
+    AuditPage,
     ExecutionView,
     LogEntry,
     LogPage,
@@ -50,7 +54,7 @@ from sluiceway.model.execution import (
     TerminateRequest,
 )
 from sluiceway.observability import metrics
-from sluiceway.store import admission, attributes, executions, listing, logs, messages, operations
+from sluiceway.store import admission, attributes, audit, executions, listing, logs, messages, operations
 
 router = APIRouter(prefix="/v1/ns/{namespace}/executions", tags=["executions"], responses=INVALID)
 
@@ -153,6 +157,7 @@ def _started(outcome: executions.Started, restarted_from: str | None = None) -> 
         201: {"links": {link: {"operationId": op, "parameters": RUN_ID} for link, op in RUN_LINKS.items()}},
         404: refusal("No such workflow"),
         409: refusal("LIMIT_EXCEEDED: maxConcurrentExecutions; IDEMPOTENCY_KEY_REUSED: the key started another run"),
+        413: refusal("The input is larger than the namespace's payload limit: {field, size, limit}"),
         429: refusal("A namespace quota: {quota, limit, current, retryAfterSeconds}"),
     },
     summary="Start a run",
@@ -161,6 +166,7 @@ def _started(outcome: executions.Started, restarted_from: str | None = None) -> 
 async def start(
     namespace: NAMESPACE,
     request: StartRequest,
+    caller: Request,
     idempotency_key: IDEMPOTENCY_KEY = None,
     svc: Services = Depends(services),
 ) -> JSONResponse:
@@ -168,6 +174,7 @@ async def start(
     idempotent for the idempotency window: a retry gets the same run back
     (200, `created: false`), and concurrent retries create one run."""
     key = _request_id(request.request_id, idempotency_key)
+    await check_payload(svc, namespace, "input", request.input)
     async with svc.pool.acquire() as conn, conn.transaction():
         outcome = await executions.start_run(
             conn,
@@ -182,9 +189,20 @@ async def start(
             idempotency_window=svc.idempotency_window,
             task_overrides=request.task_overrides,
         )
+        event = await _audit_start(conn, caller, namespace, outcome, {"workflow": request.name})
+    announce(caller, event)
     if not isinstance(outcome, executions.Started):
         raise start_error(outcome)
     return _started(outcome)
+
+
+async def _audit_start(
+    conn: Any, caller: Request, namespace: str, outcome: object, detail: dict[str, Any]
+) -> Announcement | None:
+    """A start that created a run is recorded on it; an idempotent retry, or a refusal, is not."""
+    if isinstance(outcome, executions.Started) and outcome.created:
+        return await audited(conn, caller, namespace, outcome.id, "start", detail)
+    return None
 
 
 def _no_nul(field: str, value: str | None) -> str | None:
@@ -389,7 +407,7 @@ async def get(
     dependencies=[requires("update", "workflowruns")],
 )
 async def force_decide(
-    namespace: NAMESPACE, execution_id: EXECUTION_ID, svc: Services = Depends(services)
+    namespace: NAMESPACE, execution_id: EXECUTION_ID, caller: Request, svc: Services = Depends(services)
 ) -> JSONResponse:
     """An escape hatch and a diagnostic: if this unsticks a run, something
     failed to enqueue an evaluation. It also releases a quarantined run: the
@@ -401,6 +419,8 @@ async def force_decide(
             raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
         released = await executions.release_quarantine(conn, namespace, run.id)
         await executions.enqueue_decide(conn, run.id, "forced")
+        event = await audited(conn, caller, namespace, run.id, "decide", {"released": released})
+    announce(caller, event)
     return JSONResponse({"status": "queued", "id": run.id, "released": released}, status_code=202)
 
 
@@ -415,6 +435,7 @@ async def force_decide(
 async def terminate(
     namespace: NAMESPACE,
     execution_id: EXECUTION_ID,
+    caller: Request,
     request: TerminateRequest | None = None,
     svc: Services = Depends(services),
 ) -> JSONResponse:
@@ -425,14 +446,26 @@ async def terminate(
             raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
         if not await executions.request_termination(conn, namespace, run.id, reason):
             raise ApiError(409, "NOT_RUNNING", f"run {execution_id} is {run.status.value}")
+        event = await audited(conn, caller, namespace, run.id, "terminate", {"reason": reason})
+    announce(caller, event)
     return JSONResponse({"status": "terminating", "id": run.id}, status_code=202)
 
 
 _OPERATION_OUTCOMES: dict[int | str, dict[str, Any]] = {
     404: refusal("No such run"),
     409: refusal("The run is not in a state for it: NOT_RUNNING, NOT_FINISHED, COMPLETED, NOTHING_TO_RETRY, ..."),
+    413: refusal("The input is larger than the namespace's payload limit: {field, size, limit}"),
     429: refusal("A namespace quota: the run would run again"),
 }
+
+
+async def _audit_done(
+    conn: Any, caller: Request, namespace: str, outcome: operations.Outcome, operation: str, detail: dict[str, Any]
+) -> Announcement | None:
+    """An operation that did something is recorded on its run."""
+    if isinstance(outcome, operations.Done):
+        return await audited(conn, caller, namespace, outcome.id, operation, detail)
+    return None
 
 
 def _answer(outcome: operations.Outcome) -> OperationResponse:
@@ -453,6 +486,7 @@ def _answer(outcome: operations.Outcome) -> OperationResponse:
 async def pause(
     namespace: NAMESPACE,
     execution_id: EXECUTION_ID,
+    caller: Request,
     request: PauseRequest | None = None,
     svc: Services = Depends(services),
 ) -> OperationResponse:
@@ -460,7 +494,10 @@ async def pause(
     leased finish and their results are recorded. Pausing a paused run
     changes nothing."""
     async with svc.pool.acquire() as conn, conn.transaction():
-        outcome = await operations.pause(conn, namespace, str(execution_id), request.reason if request else "")
+        reason = request.reason if request else ""
+        outcome = await operations.pause(conn, namespace, str(execution_id), reason)
+        event = await _audit_done(conn, caller, namespace, outcome, "pause", {"reason": reason})
+    announce(caller, event)
     return _answer(outcome)
 
 
@@ -474,12 +511,14 @@ async def pause(
     dependencies=[requires("update", "workflowruns")],
 )
 async def resume(
-    namespace: NAMESPACE, execution_id: EXECUTION_ID, svc: Services = Depends(services)
+    namespace: NAMESPACE, execution_id: EXECUTION_ID, caller: Request, svc: Services = Depends(services)
 ) -> OperationResponse:
     """The run's deadline and SLA move forward by the time it was paused (a
     chain deadline does not); held tasks are queued again."""
     async with svc.pool.acquire() as conn, conn.transaction():
         outcome = await operations.resume(conn, namespace, str(execution_id))
+        event = await _audit_done(conn, caller, namespace, outcome, "resume", {})
+    announce(caller, event)
     return _answer(outcome)
 
 
@@ -493,13 +532,15 @@ async def resume(
     dependencies=[requires("update", "workflowruns")],
 )
 async def retry(
-    namespace: NAMESPACE, execution_id: EXECUTION_ID, svc: Services = Depends(services)
+    namespace: NAMESPACE, execution_id: EXECUTION_ID, caller: Request, svc: Services = Depends(services)
 ) -> OperationResponse:
     """For a run that FAILED, TIMED_OUT or was TERMINATED: the tasks that
     failed, timed out or were canceled start again with a fresh retryCount;
     what completed keeps its output."""
     async with svc.pool.acquire() as conn, conn.transaction():
         outcome = await operations.retry(conn, namespace, str(execution_id))
+        event = await _audit_done(conn, caller, namespace, outcome, "retry", {})
+    announce(caller, event)
     return _answer(outcome)
 
 
@@ -513,13 +554,21 @@ async def retry(
     dependencies=[requires("update", "workflowruns")],
 )
 async def rerun(
-    namespace: NAMESPACE, execution_id: EXECUTION_ID, request: RerunRequest, svc: Services = Depends(services)
+    namespace: NAMESPACE,
+    execution_id: EXECUTION_ID,
+    request: RerunRequest,
+    caller: Request,
+    svc: Services = Depends(services),
 ) -> OperationResponse:
     """The task, what it contains and every task after it start afresh (the
     task with `input` merged over its inputs, if given); the others keep their
     outputs."""
+    await check_payload(svc, namespace, "input", request.input)
     async with svc.pool.acquire() as conn, conn.transaction():
         outcome = await operations.rerun(conn, namespace, str(execution_id), request.task_reference_name, request.input)
+        detail = {"taskReferenceName": request.task_reference_name, "newInput": request.input is not None}
+        event = await _audit_done(conn, caller, namespace, outcome, "rerun", detail)
+    announce(caller, event)
     return _answer(outcome)
 
 
@@ -536,6 +585,7 @@ async def rerun(
 async def restart(
     namespace: NAMESPACE,
     execution_id: EXECUTION_ID,
+    caller: Request,
     request: RestartRequest | None = None,
     idempotency_key: IDEMPOTENCY_KEY = None,
     svc: Services = Depends(services),
@@ -545,6 +595,7 @@ async def restart(
     by `restartedFrom`."""
     request = request or RestartRequest()
     key = _request_id(request.request_id, idempotency_key)
+    await check_payload(svc, namespace, "input", request.input)
     async with svc.pool.acquire() as conn, conn.transaction():
         outcome = await operations.restart(
             conn,
@@ -554,9 +605,51 @@ async def restart(
             latest_version=request.latest_version,
             request_id=key,
         )
+        events = []
+        if isinstance(outcome, executions.Started) and outcome.created:
+            detail = {"restartedFrom": str(execution_id), "newRun": outcome.id}
+            events = [
+                await audited(conn, caller, namespace, outcome.id, "restart", detail),
+                await audited(conn, caller, namespace, execution_id, "restart", detail),
+            ]
+    announce(caller, *events)
     if not isinstance(outcome, executions.Started):
         raise start_error(outcome)
     return _started(outcome, restarted_from=str(execution_id))
+
+
+@router.get(
+    "/{execution_id}/audit",
+    response_model=AuditPage,
+    response_model_by_alias=True,
+    summary="Who changed the run through the API, oldest first",
+    operation_id="run_audit",
+    responses={404: refusal("No such run")},
+    dependencies=[requires("get", "workflowruns")],
+)
+async def run_audit(
+    namespace: NAMESPACE,
+    execution_id: EXECUTION_ID,
+    after: Annotated[int, Query(ge=0, description="Entries after this id: the nextAfter of the last answer")] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    svc: Services = Depends(services),
+) -> AuditPage:
+    """Every operation that changed the run through the API (start,
+    terminate, pause, resume, retry, rerun, restart, decide, message, a HUMAN
+    task's decision, a webhook's acceptance), with the authenticated identity
+    that made it."""
+    async with svc.pool.acquire() as conn:
+        run = await executions.get_run(conn, namespace, str(execution_id))
+        if run is None:
+            raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
+        entries = await audit.read(conn, namespace, execution_id, after=after, limit=limit)
+    return AuditPage(
+        entries=[
+            AuditEntry(id=e.id, at=_time(e.at) or "", actor=e.actor, via=e.via, operation=e.operation, detail=e.detail)
+            for e in entries
+        ],
+        next_after=entries[-1].id if len(entries) == limit else None,
+    )
 
 
 @router.get(
@@ -639,7 +732,7 @@ async def _message(request: Request) -> object:
         202: {"description": "`{id, delivered}`: queued; `delivered` when a waiting task took it at once"},
         404: refusal("No such run"),
         409: refusal("The run is not running"),
-        413: refusal(f"The message is larger than {MAX_MESSAGE_BYTES} bytes"),
+        413: refusal(f"The message is larger than {MAX_MESSAGE_BYTES} bytes, or the namespace's payload limit"),
         429: refusal(f"The run holds {MAX_QUEUED_MESSAGES} messages nobody took yet: {{limit, current}}"),
     },
     dependencies=[requires("update", "workflowruns")],
@@ -650,9 +743,15 @@ async def send_message(
     """The body is the message: any JSON value. Messages are kept in the run's
     durable queue until a PULL_WORKFLOW_MESSAGES task takes them."""
     payload = await _message(request)
+    await check_payload(svc, namespace, "body", payload)
     size = len(orjson.dumps(payload))
     async with svc.pool.acquire() as conn, conn.transaction():
         outcome = await messages.append(conn, namespace, str(execution_id), payload, size, MAX_QUEUED_MESSAGES)
+        event = None
+        if isinstance(outcome, messages.Appended):
+            detail = {"messageId": outcome.id, "bytes": size}
+            event = await audited(conn, request, namespace, execution_id, "message", detail)
+    announce(request, event)
     if isinstance(outcome, messages.NoSuchRun):
         raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
     if isinstance(outcome, messages.NotRunning):

@@ -16,9 +16,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 
 from sluiceway.api.access import Names
+from sluiceway.api.audit import announce, audited
 from sluiceway.api.errors import INVALID, ApiError, refusal
 from sluiceway.api.guards import Authorize, identity_of, requires
 from sluiceway.api.params import NAMESPACE, TASK_ID
+from sluiceway.api.payloads import check_payload
 from sluiceway.api.services import Services, services, services_of
 from sluiceway.model.execution import (
     HumanCompletion,
@@ -85,9 +87,16 @@ async def _settle(
     task = await _waiting_human(svc, namespace, task_id)
     await authorize([task.workflow_name])
     status, output, reason = decision
+    await check_payload(svc, namespace, "output", output)
     async with svc.pool.acquire() as conn, conn.transaction():
         settled = await human.settle(conn, namespace, task_id, status, output, reason, _who(request))
         after = await human.find(conn, namespace, task_id)
+        event = None
+        if settled:
+            operation = "complete" if status == "COMPLETED" else "reject"
+            detail = {"taskId": str(task_id), "taskReferenceName": task.ref}
+            event = await audited(conn, request, namespace, task.execution_id, operation, detail)
+    announce(request, event)
     if not settled or after is None:
         raise ApiError(409, "NOT_WAITING", f"task {task_id} is {task.status}: it no longer waits for a person")
     metrics.HUMAN_DECISIONS.labels(status).inc()
@@ -98,6 +107,7 @@ _DECISION_RESPONSES: dict[int | str, dict[str, object]] = {
     403: refusal("The caller may not `update` workflowruns named by the task's workflow"),
     404: refusal("No such task in this namespace"),
     409: refusal("Not a HUMAN task, or it no longer waits (decided, timed out, canceled)"),
+    413: refusal("The output is larger than the namespace's payload limit: {field, size, limit}"),
 }
 
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from sluiceway.api.authenticator import Authenticator
+from sluiceway.controls.payloads import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_REQUEST_BYTES
+from sluiceway.controls.ratelimits import RateLimits
 from sluiceway.kubeapi.client import KubeClient
 from sluiceway.kubeapi.secrets import SecretSource
 from sluiceway.store.database import Pool
@@ -15,6 +17,7 @@ from sluiceway.store.executions import IDEMPOTENCY_WINDOW_SECONDS
 from sluiceway.store.logs import DEFAULT_CAP_BYTES
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.policies import Policies
+from sluiceway.store.tenancy import Tenants
 
 
 @dataclass
@@ -28,6 +31,10 @@ class Services:
     idempotency_window: float = IDEMPOTENCY_WINDOW_SECONDS  # how long a requestId names its run
     log_cap_bytes: int = DEFAULT_CAP_BYTES  # what one task may keep of its log
     secrets: SecretSource | None = None  # the Secrets webhooks verify with; None: no webhook verifies
+    tenants: Tenants = field(default_factory=Tenants)  # what each namespace's Quotas allow
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES  # one JSON value; a Quota may lower it
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES  # one request body
+    rate_limits: RateLimits = field(default_factory=RateLimits.off)  # per identity and namespace, in this replica
     # Poller bookkeeping is written at most once per interval per worker and
     # queue: "who polled and when" needs seconds, not every poll.
     poll_record_interval: float = 5.0

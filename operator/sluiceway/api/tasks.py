@@ -20,9 +20,11 @@ from sluiceway.api.executions import log_page
 from sluiceway.api.guards import Authorize, requires
 from sluiceway.api.paging import DEFAULT_LIMIT, MAX_LIMIT, Order, decode_cursor, encode_cursor, invalid, run_id, several
 from sluiceway.api.params import NAMESPACE, TASK_ID
+from sluiceway.api.payloads import json_size, limit_of, too_large
 from sluiceway.api.services import Services, services
 from sluiceway.controls import attributes as attribute_rules
 from sluiceway.controls.gates import GateHold
+from sluiceway.controls.payloads import Oversized, oversized
 from sluiceway.controls.policy import TaskPolicy
 from sluiceway.model.common import ENGINE_NAME_PATTERN
 from sluiceway.model.execution import (
@@ -37,6 +39,7 @@ from sluiceway.model.execution import (
     PollResponse,
     ResultBatch,
     ResultBatchResponse,
+    ResultStatus,
     TaskPage,
     TaskResult,
     TaskStatus,
@@ -245,6 +248,37 @@ async def _checked_attributes(
     return [refused.get(i.task_id, i) if isinstance(i, TaskResult) else i for i in items], upserts
 
 
+async def _bounded(
+    svc: Services, namespace: str, batch: list[TaskResult], upserts: Upserts
+) -> tuple[list[TaskResult], dict[str, Oversized]]:
+    """The results to apply: as sent, except those whose output is over the
+    namespace's payload limit, which fail their task terminally with a reason
+    naming the limit (an output is never truncated, nor its upserts kept)."""
+    if not batch:
+        return batch, {}
+    limit = await limit_of(svc, namespace)
+    bounded: list[TaskResult] = []
+    over: dict[str, Oversized] = {}
+    for result in batch:
+        found = oversized("output", json_size(result.output), limit)
+        if found is None:
+            bounded.append(result)
+            continue
+        over[result.task_id] = found
+        upserts.pop(result.task_id, None)
+        failed: dict[str, object] = {
+            "status": ResultStatus.FAILED_WITH_TERMINAL_ERROR,
+            "output": {},
+            "reason": found.message,
+            "retry_after_seconds": None,
+            "retry_kind": None,
+            "callback_after_seconds": None,
+            "search_attributes": {},
+        }
+        bounded.append(result.model_copy(update=failed))  # its logs still go in
+    return bounded, over
+
+
 async def _apply(
     svc: Services, namespace: str, batch: list[TaskResult], upserts: Upserts | None = None
 ) -> dict[str, results.Outcome]:
@@ -279,7 +313,11 @@ async def _apply(
     response_model=ResultBatchResponse,
     response_model_by_alias=True,
     responses={
-        207: {"model": ResultBatchResponse, "description": "Some results were refused: see each item's code"},
+        207: {
+            "model": ResultBatchResponse,
+            "description": "Some results were refused, or failed their task for an output over the payload limit "
+            "(413): see each item's code",
+        },
         422: refusal("The envelope is invalid (not an object, no `results` list, more than 1000 items)"),
     },
     summary="Report results of several tasks in one request",
@@ -291,25 +329,30 @@ async def report_results(
     costs the others. 200 when every result was applied; 207 otherwise, with
     one outcome per item in the order sent: 200 applied, 404 unknown task,
     409 stale epoch or no longer leased, 422 the item is invalid (the message
-    and `fields` name the field; nothing changed for it). Only an invalid
-    envelope refuses the whole request."""
+    and `fields` name the field; nothing changed for it), 413 its output is
+    over the namespace's payload limit: the task failed terminally with that
+    reason. Only an invalid envelope refuses the whole request."""
     checked = checked_items(TaskResult, list(batch.results))
     await _authorize_tasks(authorize, svc, namespace, [r.task_id for r in checked if isinstance(r, TaskResult)])
     checked, upserts = await _checked_attributes(svc, namespace, checked)
-    valid = [item for item in checked if isinstance(item, TaskResult)]
+    valid, over = await _bounded(svc, namespace, [item for item in checked if isinstance(item, TaskResult)], upserts)
     await _store_logs(svc, namespace, valid)
     outcomes = await _apply(svc, namespace, valid, upserts) if valid else {}
-    items = [_outcome(raw, item, outcomes) for raw, item in zip(batch.results, checked, strict=True)]
+    items = [_outcome(raw, item, outcomes, over) for raw, item in zip(batch.results, checked, strict=True)]
     return _json({"results": items}, 200 if all(i["code"] == 200 for i in items) else 207)
 
 
-def _outcome(raw: Any, item: TaskResult | ItemOutcome, outcomes: dict[str, results.Outcome]) -> dict[str, object]:
+def _outcome(
+    raw: Any, item: TaskResult | ItemOutcome, outcomes: dict[str, results.Outcome], over: dict[str, Oversized]
+) -> dict[str, object]:
     if isinstance(item, ItemOutcome):
         return item.to_wire() | {"taskId": item.task_id}
     outcome = outcomes[item.task_id]
     answer: dict[str, object] = {"taskId": sent_task_id(raw), "code": _STATUS[outcome.verdict]}
     if outcome.error is not None:
         answer["error"] = outcome.error
+    elif item.task_id in over:  # applied as a failure: say why
+        answer |= {"code": 413, "error": over[item.task_id].message}
     return answer
 
 
@@ -317,7 +360,11 @@ def _outcome(raw: Any, item: TaskResult | ItemOutcome, outcomes: dict[str, resul
     "/{task_id}/result",
     summary="Report the result of one task",
     operation_id="report_result",
-    responses={404: refusal("Unknown task"), 409: refusal("Stale epoch or not leased")},
+    responses={
+        404: refusal("Unknown task"),
+        409: refusal("Stale epoch or not leased"),
+        413: refusal("The output is over the namespace's payload limit: the task failed terminally with that reason"),
+    },
 )
 async def report_result(
     namespace: NAMESPACE,
@@ -337,10 +384,13 @@ async def report_result(
     [checked], upserts = await _checked_attributes(svc, namespace, [result])
     if isinstance(checked, ItemOutcome):
         raise ApiError(422, "INVALID_REQUEST", checked.error or "", fields=[f.to_wire() for f in checked.fields or []])
-    await _store_logs(svc, namespace, [result])
-    outcome = (await _apply(svc, namespace, [result], upserts))[result.task_id]
+    [bounded], over = await _bounded(svc, namespace, [result], upserts)
+    await _store_logs(svc, namespace, [bounded])
+    outcome = (await _apply(svc, namespace, [bounded], upserts))[result.task_id]
     if not outcome.applied:
         raise ApiError(_STATUS[outcome.verdict], _ERROR[outcome.verdict], outcome.error or "")
+    if result.task_id in over:
+        raise too_large(over[result.task_id])
     return {"status": "accepted"}
 
 

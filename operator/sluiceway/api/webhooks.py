@@ -20,9 +20,11 @@ import orjson
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
+from sluiceway.api.audit import announce, audited
 from sluiceway.api.errors import INVALID, ApiError, refusal
 from sluiceway.api.guards import verified_by_signature
 from sluiceway.api.params import NAME, NAMESPACE
+from sluiceway.api.payloads import check_payload
 from sluiceway.api.services import Services, services
 from sluiceway.controls import webhooks as verification
 from sluiceway.kubeapi.secrets import SecretUnavailable
@@ -30,6 +32,7 @@ from sluiceway.model.common import unstorable
 from sluiceway.model.webhook import WebhookSpec
 from sluiceway.observability import metrics
 from sluiceway.store import webhooks
+from sluiceway.store.audit import Actor
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +95,7 @@ async def _verified(svc: Services, namespace: str, name: str, spec: WebhookSpec,
         200: {"description": "`{matched, tasks}`: the waiting tasks this call completed (possibly none)"},
         401: refusal("The signature or token does not verify: nothing was read further or stored"),
         404: refusal("No Webhook of that name in this namespace"),
-        413: refusal("The body is larger than the Webhook's maxPayloadBytes"),
+        413: refusal("The body is larger than the Webhook's maxPayloadBytes or the namespace's payload limit"),
     },
     dependencies=[verified_by_signature],
 )
@@ -109,6 +112,7 @@ async def deliver(
     body = await _body(request, spec.max_payload_bytes)
     await _verified(svc, namespace, name, spec, request, body)
     payload = _payload(body)
+    await check_payload(svc, namespace, "body", payload)
     headers = {k.lower(): v for k, v in request.headers.items()}
 
     def accepts(task: webhooks.Waiting) -> bool:
@@ -119,6 +123,13 @@ async def deliver(
     output = {"payload": payload, "webhook": name, "receivedAt": received}
     async with svc.pool.acquire() as conn, conn.transaction():
         completed = await webhooks.complete_matching(conn, namespace, name, accepts, output)
+        # Third parties hold no identity here: the verified signature of this Webhook is the actor.
+        actor = Actor(f"webhook {name} (signature verified)", "signature")
+        events = [
+            await audited(conn, actor, namespace, t.execution_id, "webhook", {"taskReferenceName": t.ref})
+            for t in completed
+        ]
+    announce(request, *events)
     metrics.WEBHOOK_CALLS.labels("matched" if completed else "unmatched").inc()
     return JSONResponse(
         {

@@ -124,6 +124,9 @@ async def reconcile_quota(
                 parsed.max_executions_per_minute,
                 parsed.max_workflow_definitions,
                 parsed.max_schedules,
+                parsed.max_payload_bytes,
+                tuple(parsed.allowed_egress),
+                parsed.dispatch_weight,
             )
         set_ready(patch, body, context, True, "Stored", "quota is enforced")
 

@@ -172,6 +172,9 @@ def build_worker_deployment(
                 "metadata": {"labels": pod_labels},
                 "spec": {
                     "serviceAccountName": spec.service_account_name,
+                    # Workers speak to Sluiceway's API with the projected token below, never
+                    # to the Kubernetes API: no default token for a compromised handler to use.
+                    "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
                     "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
                     "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import kubernetes
 import urllib3
@@ -75,6 +76,11 @@ class KubeClient:
     @classmethod
     def from_environment(cls) -> KubeClient:
         return cls(kubernetes.client.ApiClient(load_client_configuration()))
+
+    @property
+    def server_host(self) -> str:
+        """The API server's host name or address: system tasks may not reach it."""
+        return urlsplit(str(self.api.configuration.host)).hostname or ""
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str | None) -> KubeClient:

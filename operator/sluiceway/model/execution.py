@@ -556,3 +556,20 @@ class WaitingTaskView(Spec):
     scheduled_at: str
     ended_at: str | None = None
     completed_by: str | None = None
+
+
+class AuditEntry(Spec):
+    id: int
+    at: str
+    actor: str = Field(description="The authenticated identity (a user name; an API key by its Secret's name).")
+    via: str = Field(description="token, api-key, signature (webhooks) or anonymous (authentication off).")
+    operation: str = Field(
+        description="start, terminate, pause, resume, retry, rerun, restart, decide, message, complete, "
+        "reject or webhook."
+    )
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class AuditPage(Spec):
+    entries: list[AuditEntry]
+    next_after: int | None = Field(None, description="Pass as `after` for the next page; null at the end.")

@@ -156,3 +156,9 @@ CHAIN_TIMEOUTS = Counter(
     "Runs ended TIMED_OUT because their continue-as-new chain passed its chainTimeoutSeconds "
     "(a run's own timeoutSeconds counts in sluiceway_runs_finished_total only).",
 )
+API_RATE_LIMITED = Counter(
+    "sluiceway_api_rate_limited_total",
+    "API requests refused with 429 by a per-identity or per-namespace rate limit, by traffic (api, worker) "
+    "and the bucket that was empty.",
+    ["traffic", "bucket"],
+)

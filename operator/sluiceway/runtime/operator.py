@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import os
 import signal
 import socket
 import threading
@@ -30,6 +31,7 @@ from sluiceway.api.app import create_app
 from sluiceway.api.authenticator import Authenticator
 from sluiceway.api.services import Services
 from sluiceway.controls.breaker import Breakers
+from sluiceway.controls.egress import EgressPolicy, denied_ranges
 from sluiceway.k8s.events import EventRecorder
 from sluiceway.k8s.handlers import register
 from sluiceway.k8s.leadership import LeaderElector
@@ -48,6 +50,8 @@ from sluiceway.store.errors import StoreUnavailable
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.policies import Policies
 from sluiceway.store.schedules import PassReport
+from sluiceway.store.tenancy import Tenants
+from sluiceway.systemtasks.egress import Egress
 from sluiceway.systemtasks.grpc import GrpcTasks
 from sluiceway.systemtasks.http import HttpTasks
 from sluiceway.systemtasks.runner import SystemTaskRunner
@@ -201,6 +205,29 @@ async def _open_pool_when_reachable(settings: Settings, stop: asyncio.Event) -> 
         delay = min(delay * 2, 5.0)
 
 
+async def _addresses(host: str) -> list[str]:
+    """The addresses `host` resolves to now; none when it does not resolve."""
+    if not host:
+        return []
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError as error:
+        log.warning("egress policy: cannot resolve %s (%s); its addresses are not denied by name", host, error)
+        return []
+    return sorted({str(info[4][0]).partition("%")[0] for info in infos})
+
+
+async def egress_of(settings: Settings, kube: KubeClient | None, pool: Pool, tenants: Tenants) -> Egress:
+    """The egress policy of system tasks: the configured cluster ranges, this
+    operator's addresses and the API server's, denied; the operator's allowed
+    entries, and each namespace's Quotas', allowed."""
+    own = [*(await _addresses(socket.gethostname())), *([settings.pod_ip] if settings.pod_ip else [])]
+    api_hosts = {kube.server_host if kube is not None else "", os.environ.get("KUBERNETES_SERVICE_HOST", "")}
+    api = [address for host in sorted(api_hosts) for address in await _addresses(host)]
+    denied = denied_ranges(settings.service_cidrs, settings.pod_cidrs, own, api)
+    return Egress(EgressPolicy(denied, tuple(sorted(settings.egress_allowed))), pool, tenants)
+
+
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
     pool = await _open_pool_when_reachable(settings, stop)
@@ -233,6 +260,9 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         idempotency_window=settings.idempotency_window,
         log_cap_bytes=settings.task_log_bytes,
         secrets=secrets,
+        max_payload_bytes=settings.max_payload_bytes,
+        max_request_bytes=settings.max_request_bytes,
+        rate_limits=settings.rate_limits(),
     )
     app = create_app(services)
     install_ui(app)  # the web UI at /ui: the same process, authentication and rules
@@ -248,19 +278,21 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         )
     )
     config = DeciderConfig(policies=policies, retention_seconds=settings.retention)
+    egress = await egress_of(settings, kube, pool, services.tenants)
     # HTTP, HTTP_POLL and WEBHOOK share the breakers by host; gRPC's are by service name.
     by_host = Breakers(settings.circuit_breaker)
     system_tasks = SystemTaskRunner(
         pool,
         # Every kind of system task this operator runs: a new system task type adds its own.
         [
-            HttpTasks(by_host, settings.http_allowed_hosts),
-            WebhookTasks(by_host, secrets, settings.http_allowed_hosts),
-            GrpcTasks(Breakers(settings.circuit_breaker), secrets, settings.http_allowed_hosts),
+            HttpTasks(by_host, settings.http_allowed_hosts, egress),
+            WebhookTasks(by_host, secrets, settings.http_allowed_hosts, egress=egress),
+            GrpcTasks(Breakers(settings.circuit_breaker), secrets, settings.http_allowed_hosts, egress),
         ],
         notifications=notifications,
         policies=policies,
         concurrency=settings.http_concurrency,
+        tenants=services.tenants,
         worker_id=f"{socket.gethostname()}/http",
     )
     parts: list[Part] = [

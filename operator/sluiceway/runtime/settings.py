@@ -3,6 +3,7 @@ value is refused at start with a message naming the variable."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import socket
@@ -13,8 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sluiceway.controls.breaker import BreakerConfig
 from sluiceway.controls.durations import parse_duration
+from sluiceway.controls.payloads import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_REQUEST_BYTES
 from sluiceway.controls.policy import DEFAULT_MAX_RETRY_BACKOFF_SECONDS, OperatorDefaults
+from sluiceway.controls.ratelimits import RateLimits
 from sluiceway.model.common import Spec
+from sluiceway.model.quota import MAX_PAYLOAD_LIMIT, egress_problem
 from sluiceway.model.taskdefinition import RetryLogic
 from sluiceway.model.workflow import MAX_CHAIN_TIMEOUT_SECONDS
 
@@ -75,11 +79,48 @@ class Settings(BaseModel):
     purge_batch: int = Field(500, ge=1, le=100_000)
     purge_interval: float = Field(10.0, gt=0, le=3600)
     purge_share: float = Field(0.25, gt=0, le=1)  # of the time, at most, while a backlog drains
+    # Tenancy: one JSON value a tenant sends (input, output, message, webhook
+    # body; a Quota may lower it) and one request body.
+    max_payload_bytes: int = Field(DEFAULT_MAX_PAYLOAD_BYTES, ge=1024, le=MAX_PAYLOAD_LIMIT)
+    max_request_bytes: int = Field(DEFAULT_MAX_REQUEST_BYTES, ge=4096, le=1024 * 1024 * 1024)
+    # The egress policy of system tasks: the cluster's ranges they may not
+    # reach, the operator's own pod address, and entries allowed to every namespace.
+    service_cidrs: tuple[str, ...] = ()
+    pod_cidrs: tuple[str, ...] = ()
+    pod_ip: str | None = None
+    egress_allowed: tuple[str, ...] = ()
+    # Unset: the defaults with authentication on, none without (no identity to key on).
+    api_rate_limits: RateLimits | None = None
 
     @field_validator("retention", "idempotency_window", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return int(parse_duration(value)) if isinstance(value, str) else value
+
+    @field_validator("service_cidrs", "pod_cidrs")
+    @classmethod
+    def _cidrs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            ipaddress.ip_network(entry, strict=False)  # ValueError names the entry
+        return value
+
+    @field_validator("egress_allowed")
+    @classmethod
+    def _destinations(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            problem = egress_problem(entry)
+            if problem:
+                raise ValueError(f"{entry!r}: {problem}")
+        return value
+
+    @model_validator(mode="after")
+    def _request_holds_a_payload(self) -> Settings:
+        if self.max_request_bytes < self.max_payload_bytes:
+            raise ValueError(
+                "SLUICEWAY_MAX_REQUEST_BYTES must be at least SLUICEWAY_MAX_PAYLOAD_BYTES: "
+                "a request must be able to carry one payload"
+            )
+        return self
 
     @model_validator(mode="after")
     def _auth_needs_kubernetes(self) -> Settings:
@@ -89,6 +130,11 @@ class Settings(BaseModel):
                 "it cannot be combined with SLUICEWAY_KUBERNETES=false"
             )
         return self
+
+    def rate_limits(self) -> RateLimits:
+        if self.api_rate_limits is not None:
+            return self.api_rate_limits
+        return RateLimits() if self.auth == "kubernetes" else RateLimits.off()
 
     def operator_defaults(self) -> OperatorDefaults:
         policy = self.default_retry_policy
@@ -155,6 +201,8 @@ class Settings(BaseModel):
             ("SLUICEWAY_PURGE_BATCH", "purge_batch"),
             ("SLUICEWAY_PURGE_INTERVAL", "purge_interval"),
             ("SLUICEWAY_PURGE_SHARE", "purge_share"),
+            ("SLUICEWAY_MAX_PAYLOAD_BYTES", "max_payload_bytes"),
+            ("SLUICEWAY_MAX_REQUEST_BYTES", "max_request_bytes"),
         ):
             if env.get(variable):
                 raw[key] = env[variable]
@@ -170,10 +218,24 @@ class Settings(BaseModel):
                 raw["circuit_breaker"] = BreakerConfig.parse(env["SLUICEWAY_CIRCUIT_BREAKER"])
             except ValueError as error:
                 raise SettingsError(str(error)) from error
+        if env.get("SLUICEWAY_API_RATE_LIMITS"):
+            try:
+                raw["api_rate_limits"] = RateLimits.parse(env["SLUICEWAY_API_RATE_LIMITS"])
+            except ValueError as error:
+                raise SettingsError(str(error)) from error
         if env.get("SLUICEWAY_HTTP_ALLOWED_HOSTS"):
             raw["http_allowed_hosts"] = tuple(
                 h.strip() for h in env["SLUICEWAY_HTTP_ALLOWED_HOSTS"].split(",") if h.strip()
             )
+        for variable, key in (
+            ("SLUICEWAY_SERVICE_CIDRS", "service_cidrs"),
+            ("SLUICEWAY_POD_CIDRS", "pod_cidrs"),
+            ("SLUICEWAY_EGRESS_ALLOWED", "egress_allowed"),
+        ):
+            if env.get(variable):
+                raw[key] = tuple(e.strip() for e in env[variable].split(",") if e.strip())
+        if env.get("SLUICEWAY_POD_IP"):
+            raw["pod_ip"] = env["SLUICEWAY_POD_IP"].strip()
         if env.get("SLUICEWAY_HTTP_CONCURRENCY"):
             raw["http_concurrency"] = env["SLUICEWAY_HTTP_CONCURRENCY"]
         if env.get("SLUICEWAY_DEFAULT_RETRY_POLICY"):

@@ -133,14 +133,18 @@ async def delete_semaphore(conn: asyncpg.Connection, namespace: str, resource_na
 
 _UPSERT_QUOTA = """
 INSERT INTO quotas (namespace, resource_name, generation, max_concurrent_executions,
-                    max_executions_per_minute, max_workflow_definitions, max_schedules)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+                    max_executions_per_minute, max_workflow_definitions, max_schedules,
+                    max_payload_bytes, allowed_egress, dispatch_weight)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (namespace, resource_name) DO UPDATE
    SET generation = EXCLUDED.generation,
        max_concurrent_executions = EXCLUDED.max_concurrent_executions,
        max_executions_per_minute = EXCLUDED.max_executions_per_minute,
        max_workflow_definitions = EXCLUDED.max_workflow_definitions,
        max_schedules = EXCLUDED.max_schedules,
+       max_payload_bytes = EXCLUDED.max_payload_bytes,
+       allowed_egress = EXCLUDED.allowed_egress,
+       dispatch_weight = EXCLUDED.dispatch_weight,
        updated_at = now()
 """
 _DELETE_QUOTA = "DELETE FROM quotas WHERE namespace = $1 AND resource_name = $2"
@@ -155,6 +159,9 @@ async def upsert_quota(
     max_executions_per_minute: int | None,
     max_workflow_definitions: int | None,
     max_schedules: int | None,
+    max_payload_bytes: int | None = None,
+    allowed_egress: tuple[str, ...] = (),
+    dispatch_weight: int | None = None,
 ) -> None:
     await conn.execute(
         _UPSERT_QUOTA,
@@ -165,6 +172,9 @@ async def upsert_quota(
         max_executions_per_minute,
         max_workflow_definitions,
         max_schedules,
+        max_payload_bytes,
+        list(allowed_egress),
+        dispatch_weight,
     )
 
 

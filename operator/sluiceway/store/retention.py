@@ -44,6 +44,8 @@ WITH doomed AS (
     DELETE FROM start_requests WHERE execution_id IN (SELECT id FROM doomed)
 ), messages_gone AS (
     DELETE FROM run_messages WHERE execution_id IN (SELECT id FROM doomed)
+), audit_gone AS (
+    DELETE FROM run_audit WHERE execution_id IN (SELECT id FROM doomed)
 ), runs_gone AS (
     DELETE FROM executions e WHERE e.id IN (SELECT id FROM doomed) RETURNING 1
 )

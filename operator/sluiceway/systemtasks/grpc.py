@@ -49,6 +49,7 @@ from sluiceway.model.execution import ResultStatus, TaskResult
 from sluiceway.model.workflow import GrpcCall, TaskType
 from sluiceway.observability import metrics
 from sluiceway.store import leasing
+from sluiceway.systemtasks.egress import Egress, EgressRefused, resolve_checked
 from sluiceway.systemtasks.http import TargetRefused, check_host
 
 # The request was wrong, or the caller may not: a retry reproduces it.
@@ -92,10 +93,17 @@ class Method:
 class GrpcTasks:
     types = frozenset({TaskType.GRPC})
 
-    def __init__(self, breakers: Breakers, secrets: SecretSource | None, allowed_hosts: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        breakers: Breakers,
+        secrets: SecretSource | None,
+        allowed_hosts: tuple[str, ...] = (),
+        egress: Egress | None = None,
+    ) -> None:
         self.breakers = breakers
         self.secrets = secrets
         self.allowed_hosts = allowed_hosts
+        self.egress = egress or Egress()
         self._channels: dict[tuple[Any, ...], grpc.aio.Channel] = {}
         self._methods: dict[tuple[Any, ...], tuple[float, Method]] = {}
 
@@ -103,6 +111,7 @@ class GrpcTasks:
         """Channels are opened on first use."""
 
     async def stop(self) -> None:
+        await self.egress.close()
         channels, self._channels = list(self._channels.values()), {}
         for channel in channels:
             await channel.close()
@@ -139,12 +148,12 @@ class GrpcTasks:
     async def _call(self, lease: leasing.Lease, spec: GrpcCall) -> tuple[TaskResult, bool]:
         where = f"{spec.service}/{spec.method} at {spec.target}"
         try:
-            await check_host(spec.target.rpartition(":")[0].strip("[]"), self.allowed_hosts)
-            channel = await self._channel(lease.namespace, spec)
+            address = await self._address(lease.namespace, spec)
+            channel = await self._channel(lease.namespace, spec, address)
             method = await self._method(channel, spec)
             request = _request(method, lease.input.get("request"))
             metadata = await self._metadata(lease, spec)
-        except (CallRefused, TargetRefused) as error:
+        except (CallRefused, TargetRefused, EgressRefused) as error:
             metrics.GRPC_TASK_CALLS.labels(spec.service, "refused").inc()
             return self._result(lease, ResultStatus.FAILED_WITH_TERMINAL_ERROR, reason=str(error)), False
         except grpc.aio.AioRpcError as error:  # reflection failed
@@ -183,9 +192,22 @@ class GrpcTasks:
         except SecretUnavailable as error:
             raise CallRefused(f"grpc.{field}: {error}") from error
 
-    async def _channel(self, namespace: str, spec: GrpcCall) -> grpc.aio.Channel:
+    async def _address(self, namespace: str, spec: GrpcCall) -> str:
+        """The address to dial: the target's host resolved and checked by the
+        namespace's egress policy (gRPC dials it, not the name, so DNS cannot
+        answer differently after the check)."""
+        host, _, port = spec.target.rpartition(":")
+        host = host.strip("[]")
+        check_host(host, self.allowed_hosts)
+        addresses = await resolve_checked(await self.egress.policy(namespace), host, int(port))
+        address = addresses[0]
+        return f"ipv6:[{address}]:{port}" if ":" in address else f"ipv4:{address}:{port}"
+
+    async def _channel(self, namespace: str, spec: GrpcCall, address: str) -> grpc.aio.Channel:
+        # The checked address is dialled; the target names the server (authority, TLS).
+        named = [("grpc.default_authority", spec.target)]
         if spec.tls is None:
-            key: tuple[Any, ...] = (spec.target,)
+            key: tuple[Any, ...] = (spec.target, address)
             credentials = None
         else:
             tls = spec.tls
@@ -196,21 +218,19 @@ class GrpcTasks:
             private = (
                 await self._secret(namespace, "tls.keySecretRef", tls.key_secret_ref) if tls.key_secret_ref else None
             )
-            key = (spec.target, tls.server_name, _digest(ca), _digest(cert), _digest(private))
+            key = (spec.target, address, tls.server_name, _digest(ca), _digest(cert), _digest(private))
             credentials = grpc.ssl_channel_credentials(
                 root_certificates=ca, private_key=private, certificate_chain=cert
             )
         channel = self._channels.get(key)
         if channel is None:
             if credentials is None:
-                channel = grpc.aio.insecure_channel(spec.target)
+                channel = grpc.aio.insecure_channel(address, options=named)
             else:
-                options = (
-                    [("grpc.ssl_target_name_override", spec.tls.server_name)]
-                    if spec.tls and spec.tls.server_name
-                    else []
-                )
-                channel = grpc.aio.secure_channel(spec.target, credentials, options=options)
+                server_name = (spec.tls.server_name if spec.tls else None) or spec.target.rpartition(":")[0].strip("[]")
+                # The name TLS verifies is also the authority the calls carry.
+                options = [("grpc.ssl_target_name_override", server_name)]
+                channel = grpc.aio.secure_channel(address, credentials, options=options)
             self._channels[key] = channel
         return channel
 

@@ -15,24 +15,29 @@ Retry-After honored exactly; timeouts and connection errors are retryable.
 Calls go through the target host's circuit breaker, which counts only
 server-side failures and, when open, fails the task non-terminally so the
 retry policy still decides.
+
+Every connection obeys the egress policy of the task's namespace
+(`sluiceway.systemtasks.egress`): a destination it denies (loopback, the
+cluster's ranges, the Kubernetes API, ...) fails the task terminally with a
+reason naming the policy. Redirects (301, 302, 303, 307, 308) are followed,
+at most MAX_REDIRECTS, each checked as the first call; credentials are not
+sent on to another host.
 """
 
 from __future__ import annotations
 
-import asyncio
 import fnmatch
-import ipaddress
 import logging
-import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 import orjson
 
 from sluiceway.controls.breaker import Breakers, BreakerState
+from sluiceway.controls.egress import EgressPolicy
 from sluiceway.controls.expressions import ExpressionError, evaluate_cel
 from sluiceway.model.execution import ResultStatus, TaskResult
 from sluiceway.model.workflow import TaskType
@@ -42,17 +47,22 @@ from sluiceway.store import leasing
 from sluiceway.store.database import Pool
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.policies import Policies
+from sluiceway.systemtasks.egress import Egress, EgressRefused, check_literal, refused_cause
 from sluiceway.systemtasks.runner import SystemTaskRunner
 from sluiceway.worker.classifiers import parse_retry_after
 
 log = logging.getLogger(__name__)
 
 _MAX_BODY_BYTES = 256 * 1024
+MAX_REDIRECTS = 5
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+# Not sent on to another host by a redirect.
+_CREDENTIALS = frozenset({"authorization", "cookie", "proxy-authorization"})
 _STATE_VALUE = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
 
 
 class TargetRefused(Exception):
-    """The task may not call this target (a link-local address, or a host off the allow-list)."""
+    """The task may not call this target: a host off SLUICEWAY_HTTP_ALLOWED_HOSTS."""
 
 
 @dataclass(frozen=True)
@@ -93,22 +103,33 @@ class HttpRequest:
         return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
 
 
-async def check_target(request: HttpRequest, allowed_hosts: tuple[str, ...]) -> None:
-    """Refuse link-local targets (cloud metadata endpoints) always, and hosts
-    off the allow-list when one is set: a workflow author must not be able to
-    make the operator read what only the operator can reach."""
-    await check_host(urlsplit(request.uri).hostname or "", allowed_hosts)
+def check_target(request: HttpRequest, allowed_hosts: tuple[str, ...]) -> None:
+    """Refuse hosts off the operator's allow-list when one is set. The egress
+    policy (loopback, link-local, cluster ranges, ...) is checked on the
+    resolved addresses as the connection is made."""
+    check_host(urlsplit(request.uri).hostname or "", allowed_hosts)
 
 
-async def check_host(host: str, allowed_hosts: tuple[str, ...]) -> None:
+def check_host(host: str, allowed_hosts: tuple[str, ...]) -> None:
     """check_target for a bare host name (gRPC targets too)."""
     if allowed_hosts and not any(fnmatch.fnmatch(host, pattern) for pattern in allowed_hosts):
         raise TargetRefused(f"host {host} is not in SLUICEWAY_HTTP_ALLOWED_HOSTS")
-    infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        if address.is_link_local:
-            raise TargetRefused(f"host {host} resolves to link-local {address}")
+
+
+def _redirected(request: HttpRequest, status: int, location: str) -> HttpRequest:
+    """The request a redirect asks for: 303 (and 301/302 after a POST) become a
+    GET without a body, as browsers do; credentials stay with their host."""
+    uri = urljoin(request.uri, location)
+    parts = urlsplit(uri)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"redirected to {location[:200]!r}, not an http(s) URL")
+    method, body = request.method, request.body
+    if status == 303 or (status in (301, 302) and method == "POST"):
+        method, body = ("HEAD" if method == "HEAD" else "GET"), None
+    headers = request.headers
+    if parts.hostname != urlsplit(request.uri).hostname:
+        headers = {k: v for k, v in headers.items() if k.lower() not in _CREDENTIALS}
+    return replace(request, uri=uri, method=method, body=body, headers=headers)
 
 
 def _body(data: bytes, content_type: str) -> Any:
@@ -126,17 +147,16 @@ class HttpTasks:
 
     types = frozenset({TaskType.HTTP, TaskType.HTTP_POLL})
 
-    def __init__(self, breakers: Breakers, allowed_hosts: tuple[str, ...] = ()) -> None:
+    def __init__(self, breakers: Breakers, allowed_hosts: tuple[str, ...] = (), egress: Egress | None = None) -> None:
         self.breakers = breakers
         self.allowed_hosts = allowed_hosts
-        self._session: aiohttp.ClientSession | None = None
+        self.egress = egress or Egress()
 
     async def start(self) -> None:
-        self._session = aiohttp.ClientSession(auto_decompress=True)
+        """Sessions are opened on first use, one per egress policy."""
 
     async def stop(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        await self.egress.close()
 
     def _result(self, lease: leasing.Lease, status: ResultStatus, **fields: Any) -> TaskResult:
         return TaskResult(task_id=lease.task_id, epoch=lease.epoch, status=status, **fields)
@@ -149,12 +169,9 @@ class HttpTasks:
         """One HTTP call for one leased task, classified into a result."""
         try:
             request = await self.request_of(lease)
-            await check_target(request, self.allowed_hosts)
+            check_target(request, self.allowed_hosts)
         except (ValueError, TargetRefused) as error:
-            metrics.HTTP_TASK_CALLS.labels("refused").inc()
-            return self._result(lease, ResultStatus.FAILED_WITH_TERMINAL_ERROR, reason=str(error))
-        except OSError as error:  # DNS failure: a server-side problem, retryable
-            return self._result(lease, ResultStatus.FAILED, reason=f"cannot resolve {request.target}: {error}")
+            return self._refused(lease, error)
         breaker = self.breakers(request.target)
         verdict = breaker.allow(time.monotonic() * 1000)
         self._observe(request.target)
@@ -166,16 +183,41 @@ class HttpTasks:
                 reason=f"circuitBreaker:{request.target} open: failing fast, next probe in "
                 f"{verdict.retry_in_ms / 1000:.1f} s",
             )
-        result, server_failure = await self._request(lease, request)
+        try:
+            result, server_failure = await self._request(lease, request, await self.egress.policy(lease.namespace))
+        except (ValueError, TargetRefused, EgressRefused) as error:
+            return self._refused(lease, error)
         breaker.record(time.monotonic() * 1000, server_failure, probe=verdict.probe)
         self._observe(request.target)
         return result
 
+    def _refused(self, lease: leasing.Lease, error: Exception) -> TaskResult:
+        metrics.HTTP_TASK_CALLS.labels("refused").inc()
+        return self._result(lease, ResultStatus.FAILED_WITH_TERMINAL_ERROR, reason=str(error))
+
     def _observe(self, target: str) -> None:
         metrics.BREAKER_STATE.labels(target).set(_STATE_VALUE[self.breakers(target).state])
 
-    async def _request(self, lease: leasing.Lease, request: HttpRequest) -> tuple[TaskResult, bool]:
-        assert self._session is not None
+    async def _request(
+        self, lease: leasing.Lease, request: HttpRequest, policy: EgressPolicy
+    ) -> tuple[TaskResult, bool]:
+        """The call, following redirects; each hop's destination is checked
+        against `policy` (EgressRefused, TargetRefused or ValueError when one
+        may not be called)."""
+        for _ in range(MAX_REDIRECTS + 1):
+            check_target(request, self.allowed_hosts)
+            check_literal(policy, urlsplit(request.uri).hostname or "")
+            outcome = await self._once(lease, request, policy)
+            if isinstance(outcome, tuple):
+                return outcome
+            request = outcome
+        raise ValueError(f"more than {MAX_REDIRECTS} redirects, the last to {request.uri[:200]}")
+
+    async def _once(
+        self, lease: leasing.Lease, request: HttpRequest, policy: EgressPolicy
+    ) -> tuple[TaskResult, bool] | HttpRequest:
+        """One hop: its classified result, or the request a redirect asks for."""
+        session = self.egress.session(policy)
         timeout = aiohttp.ClientTimeout(connect=request.connect_timeout, sock_read=request.read_timeout)
         body = (
             None
@@ -186,9 +228,12 @@ class HttpTasks:
         if request.body is not None and not isinstance(request.body, str):
             headers.setdefault("Content-Type", "application/json")
         try:
-            async with self._session.request(
+            async with session.request(
                 request.method, request.uri, data=body, headers=headers, timeout=timeout, allow_redirects=False
             ) as response:
+                location = response.headers.get("Location")
+                if response.status in _REDIRECTS and location:
+                    return _redirected(request, response.status, location)
                 data = await response.content.read(_MAX_BODY_BYTES)
                 answer = {
                     "statusCode": response.status,
@@ -202,6 +247,9 @@ class HttpTasks:
                 lease, ResultStatus.FAILED, reason=f"timeout calling {request.target}: {type(error).__name__}"
             ), True
         except aiohttp.ClientError as error:
+            refused = refused_cause(error)
+            if refused is not None:
+                raise refused from None
             metrics.HTTP_TASK_CALLS.labels("connection").inc()
             return self._result(
                 lease, ResultStatus.FAILED, reason=f"connection error calling {request.target}: {error}"
@@ -259,9 +307,10 @@ class HttpTaskRunner(SystemTaskRunner):
         policies: Policies | None = None,
         concurrency: int = 32,
         allowed_hosts: tuple[str, ...] = (),
+        egress: Egress | None = None,
         worker_id: str = "operator/http",
     ) -> None:
-        self.http = HttpTasks(breakers, allowed_hosts)
+        self.http = HttpTasks(breakers, allowed_hosts, egress)
         super().__init__(
             pool,
             [self.http],

@@ -7,7 +7,12 @@ leasable now, leases within each type's gates, and hands every lease to the
 entry (model.workflow), its SystemTask, and one line of wiring
 (runtime.operator); nothing here changes. A type this operator has no
 SystemTask for (a newer release's, say) fails terminally, naming it, rather
-than being run as something else."""
+than being run as something else.
+
+The slots are shared across namespaces by deficit round robin, weighted by
+each namespace's Quota (`sluiceway.controls.fairness`): one namespace's
+backlog never holds every slot while another's calls wait. Slots a namespace
+cannot fill go to whoever has work."""
 
 from __future__ import annotations
 
@@ -17,15 +22,17 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
+from sluiceway.controls.fairness import DeficitRoundRobin
 from sluiceway.model.execution import ResultStatus, TaskResult
 from sluiceway.model.workflow import Executor, TaskType
 from sluiceway.observability import tracing
 from sluiceway.store import leasing, results
-from sluiceway.store.database import Pool
+from sluiceway.store.database import Connection, Pool
 from sluiceway.store.deciding import SYSTEM_WAKE
 from sluiceway.store.errors import StoreError
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.policies import Policies
+from sluiceway.store.tenancy import Tenants
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +64,11 @@ class SystemTaskRunner:
         policies: Policies | None = None,
         concurrency: int = 32,
         worker_id: str = "operator/system",
+        tenants: Tenants | None = None,
     ) -> None:
         self.pool = pool
+        self.tenants = tenants or Tenants()
+        self.fairness = DeficitRoundRobin()
         self.kinds = {task_type: kind for kind in kinds for task_type in kind.types}
         self.notifications = notifications
         self.policies = policies or Policies()
@@ -104,17 +114,36 @@ class SystemTaskRunner:
         free = self.concurrency - len(self.in_flight)
         if free <= 0:
             return []
+        async with self.pool.acquire() as conn:
+            queues = await leasing.due_system_queues(conn)
+        by_namespace: dict[str, list[str]] = {}
+        for namespace, name in queues:
+            by_namespace.setdefault(namespace, []).append(name)
+        weights = {ns: float((await self.tenants.of(self.pool, ns)).dispatch_weight) for ns in by_namespace}
+        shares = self.fairness.allocate(free, weights)
         leased: list[leasing.Lease] = []
         async with self.pool.acquire() as conn:
-            for namespace, name in await leasing.due_system_queues(conn):
-                gates = (await self.policies.of(conn, namespace, [name]))[name].gates
-                outcome = await leasing.lease(
-                    conn, namespace, name, self.worker_id, free - len(leased), gates, Executor.SYSTEM
-                )
-                leased.extend(outcome.leases)
-                if len(leased) >= free:
-                    break
+            for namespace, names in by_namespace.items():
+                got = await self._lease_from(conn, namespace, names, shares[namespace], leased)
+                self.fairness.refund(namespace, shares[namespace] - got)
+            if len(leased) < free:  # slots nobody's share filled: to whoever has more work
+                for namespace, names in by_namespace.items():
+                    await self._lease_from(conn, namespace, names, free - len(leased), leased)
         return leased
+
+    async def _lease_from(
+        self, conn: Connection, namespace: str, names: list[str], wanted: int, leased: list[leasing.Lease]
+    ) -> int:
+        """Lease up to `wanted` tasks from these queues of `namespace` into `leased`; how many."""
+        got = 0
+        for name in names:
+            if got >= wanted:
+                break
+            gates = (await self.policies.of(conn, namespace, [name]))[name].gates
+            outcome = await leasing.lease(conn, namespace, name, self.worker_id, wanted - got, gates, Executor.SYSTEM)
+            leased.extend(outcome.leases)
+            got += len(outcome.leases)
+        return got
 
     async def _execute(self, lease: leasing.Lease) -> None:
         leased_at = datetime.datetime.now(datetime.UTC)

@@ -33,6 +33,7 @@ from sluiceway.kubeapi.secrets import SecretSource, SecretUnavailable
 from sluiceway.model.common import SecretKeyRef
 from sluiceway.model.workflow import TaskType
 from sluiceway.store import leasing
+from sluiceway.systemtasks.egress import Egress
 from sluiceway.systemtasks.http import HttpRequest, HttpTasks
 
 DELIVERY_HEADER = "X-Sluiceway-Delivery"
@@ -48,8 +49,9 @@ class WebhookTasks(HttpTasks):
         secrets: SecretSource | None,
         allowed_hosts: tuple[str, ...] = (),
         clock: Callable[[], float] = time.time,
+        egress: Egress | None = None,
     ) -> None:
-        super().__init__(breakers, allowed_hosts)
+        super().__init__(breakers, allowed_hosts, egress)
         self.secrets = secrets
         self.clock = clock
 

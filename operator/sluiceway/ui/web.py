@@ -409,36 +409,41 @@ async def task_panel(request: Request, namespace: str, execution_id: str, ref: s
 
 # -- actions ----------------------------------------------------------------------
 
-Action = Callable[[Services, str, uuid.UUID, dict[str, list[str]]], Awaitable[str]]
+# An action gets the page's request (its identity is the viewer's: the audit
+# trail names them), the services, the run and the form.
+Action = Callable[[Request, Services, str, uuid.UUID, dict[str, list[str]]], Awaitable[str]]
 
 
-async def _terminate(svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]) -> str:
+async def _terminate(
+    caller: Request, svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]
+) -> str:
     reason = _one(form, "reason") or "terminated from the UI"
-    await runs_api.terminate(namespace, run_id, TerminateRequest(reason=reason[:1024]), svc=svc)
+    await runs_api.terminate(namespace, run_id, caller, TerminateRequest(reason=reason[:1024]), svc=svc)
     return "terminating"
 
 
-async def _pause(svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]) -> str:
-    return (await runs_api.pause(namespace, run_id, PauseRequest(reason=_one(form, "reason")[:1024]), svc=svc)).message
+async def _pause(caller: Request, svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]) -> str:
+    request = PauseRequest(reason=_one(form, "reason")[:1024])
+    return (await runs_api.pause(namespace, run_id, caller, request, svc=svc)).message
 
 
-async def _resume(svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]) -> str:
-    return (await runs_api.resume(namespace, run_id, svc=svc)).message
+async def _resume(caller: Request, svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]) -> str:
+    return (await runs_api.resume(namespace, run_id, caller, svc=svc)).message
 
 
-async def _retry(svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]) -> str:
-    return (await runs_api.retry(namespace, run_id, svc=svc)).message
+async def _retry(caller: Request, svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]) -> str:
+    return (await runs_api.retry(namespace, run_id, caller, svc=svc)).message
 
 
-async def _rerun(svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]) -> str:
+async def _rerun(caller: Request, svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]) -> str:
     ref = _one(form, "task")
     if not _REF.fullmatch(ref):
         raise ApiError(422, "INVALID_REQUEST", f"task: {ref[:64]!r} is not a task reference")
     request = RerunRequest(task_reference_name=ref)
-    return (await runs_api.rerun(namespace, run_id, request, svc=svc)).message
+    return (await runs_api.rerun(namespace, run_id, request, caller, svc=svc)).message
 
 
-def _json_body(text: str) -> Request:
+def _json_body(text: str, caller: Request) -> Request:
     """A request whose body is `text`, for the API route that reads its body as the message."""
     body = text.encode()
     sent = False
@@ -450,11 +455,20 @@ def _json_body(text: str) -> Request:
         sent = True
         return {"type": "http.request", "body": body, "more_body": False}
 
-    return Request({"type": "http", "method": "POST", "headers": [], "path": "/", "query_string": b""}, receive)
+    scope: dict[str, Any] = {
+        "type": "http",
+        "method": "POST",
+        "headers": [],
+        "path": "/",
+        "query_string": b"",
+        "app": caller.scope.get("app"),  # services_of reads the app
+        "state": {"identity": getattr(caller.state, "identity", None)},  # the audit trail names the viewer
+    }
+    return Request(scope, receive)
 
 
-async def _send(svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]) -> str:
-    answer = await runs_api.send_message(namespace, run_id, _json_body(_one(form, "message")), svc=svc)
+async def _send(caller: Request, svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]) -> str:
+    answer = await runs_api.send_message(namespace, run_id, _json_body(_one(form, "message"), caller), svc=svc)
     found = json.loads(bytes(answer.body))
     return f"message {found['id']} " + ("handed to a waiting task" if found["delivered"] else "queued")
 
@@ -512,8 +526,9 @@ async def do_action(request: Request, namespace: str, execution_id: str, action:
     form = await _form(request)
     context = await _page_context(request, namespace, "update", "workflowruns")
     run_id = _run_id(execution_id)
+    request.state.identity = context["viewer"].identity  # the API's routes audit as the viewer
     try:
-        message = await act(services_of(request), namespace, run_id, form)
+        message = await act(request, services_of(request), namespace, run_id, form)
     except ApiError as error:
         context.update(status=error.status, error=error.body, back=f"/ui/ns/{namespace}/runs/{run_id}")
         return render(request, "error.html", context, status=error.status)
@@ -564,10 +579,11 @@ async def bulk_action(request: Request, namespace: str, action: str) -> Response
     context = await _page_context(request, namespace, "update", "workflowruns")
     outcomes: dict[str, list[str]] = {}
     svc = services_of(request)
+    request.state.identity = context["viewer"].identity  # the API's routes audit as the viewer
     for text in form.get("id", [])[:BULK_LIMIT]:
         run_id = _run_id(text)
         try:
-            await act(svc, namespace, run_id, form)
+            await act(request, svc, namespace, run_id, form)
             outcomes.setdefault("done", []).append(str(run_id))
         except ApiError as error:
             outcomes.setdefault(

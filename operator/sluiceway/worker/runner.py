@@ -12,6 +12,8 @@ reports in batches, and shuts down gracefully.
   errors, 5xx and 429 are retried with exponential backoff and jitter until
   the server answers or the lease is surely gone. 404 and 409 mean the lease
   is gone: the result is dropped, as the task now belongs to someone else.
+  413: the output was over the namespace's payload limit and the server
+  failed the task with that reason; nothing is sent again.
 - Logs name the run, the task and the epoch of every refusal and retry,
   never a payload or a credential.
 - What a handler logs (the `logging` module, or `task.log(...)`) is captured
@@ -483,6 +485,8 @@ class Worker:
                 self.completed += 1
             elif code in (404, 409):
                 log.info("%s: result not applied, the lease is gone: %s", _about(report.task), outcome.get("error"))
+            elif code == 413:  # the server failed the task: its output is over the payload limit
+                log.error("%s: %s", _about(report.task), outcome.get("error"))
             elif code == 422 and report.fallback:
                 log.error("%s: even a bare FAILED was refused: %s; dropped", _about(report.task), outcome.get("error"))
             elif code == 422:
