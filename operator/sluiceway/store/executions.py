@@ -368,6 +368,7 @@ class TaskView:
     name: str
     status: str
     attempt: int
+    epoch: int
     reason: str
     input: dict[str, Any]
     output: dict[str, Any]
@@ -393,11 +394,12 @@ SELECT id, namespace, workflow_name, workflow_version, status, input, output, re
        (SELECT n.id FROM executions n WHERE n.previous_run_id = e.id LIMIT 1) AS next_run_id
   FROM executions e WHERE id = $1 AND namespace = $2
 """
-_GET_TASKS = """
-SELECT id, ref, type, name, status, attempt, reason, input, output, worker_id, created_at, available_at,
+_TASK_COLUMNS = """
+SELECT id, ref, type, name, status, attempt, epoch, reason, input, output, worker_id, created_at, available_at,
        leased_at, ended_at, child_execution_id, loop_ref, iteration, snooze_count, interrupt_count, completed_by
-  FROM tasks WHERE execution_id = $1 ORDER BY created_at, ref, attempt
-"""
+  FROM tasks"""
+_GET_TASKS = _TASK_COLUMNS + " WHERE execution_id = $1 ORDER BY created_at, ref, attempt"
+_GET_TASK_ATTEMPTS = _TASK_COLUMNS + " WHERE execution_id = $1 AND ref = $2 ORDER BY attempt"
 
 
 def _str_or_none(value: object) -> str | None:
@@ -421,15 +423,21 @@ async def get_run(conn: asyncpg.Connection, namespace: str, execution_id: str) -
     return RunView(**values)
 
 
+def _task_view(row: asyncpg.Record) -> TaskView:
+    values = dict(row)
+    values["id"] = str(values["id"])
+    values["child_execution_id"] = _str_or_none(values["child_execution_id"])
+    return TaskView(**values)
+
+
 async def get_tasks(conn: asyncpg.Connection, execution_id: str) -> list[TaskView]:
-    rows = await conn.fetch(_GET_TASKS, _uuid(execution_id))
-    views = []
-    for row in rows:
-        values = dict(row)
-        values["id"] = str(values["id"])
-        values["child_execution_id"] = _str_or_none(values["child_execution_id"])
-        views.append(TaskView(**values))
-    return views
+    """Every attempt of every task of a run, in the order they were made."""
+    return [_task_view(row) for row in await conn.fetch(_GET_TASKS, _uuid(execution_id))]
+
+
+async def task_attempts(conn: asyncpg.Connection, execution_id: str, ref: str) -> list[TaskView]:
+    """One task reference's attempts, oldest first, with their payloads."""
+    return [_task_view(row) for row in await conn.fetch(_GET_TASK_ATTEMPTS, _uuid(execution_id), ref)]
 
 
 _REQUEST_TERMINATION = """

@@ -31,11 +31,6 @@ _ATTEMPTS = """
 SELECT ref, type, name, status, attempt, created_at, available_at, leased_at, ended_at
   FROM tasks WHERE execution_id = $1 ORDER BY created_at, ref, attempt
 """
-_TASK = """
-SELECT id, ref, type, name, status, attempt, epoch, reason, input, output, worker_id, created_at, available_at,
-       leased_at, ended_at, child_execution_id
-  FROM tasks WHERE execution_id = $1 AND ref = $2 ORDER BY attempt
-"""
 _RATE_WINDOWS = """
 SELECT DISTINCT ON (name) name, window_start, used FROM rate_windows
  WHERE namespace = $1 ORDER BY name, window_start DESC
@@ -72,26 +67,6 @@ class AttemptRow:
     available_at: datetime.datetime
     leased_at: datetime.datetime | None
     ended_at: datetime.datetime | None
-
-
-@dataclass(frozen=True)
-class TaskAttempt:
-    id: str
-    ref: str
-    type: str
-    name: str
-    status: str
-    attempt: int
-    epoch: int
-    reason: str
-    input: dict[str, Any]
-    output: dict[str, Any]
-    worker_id: str | None
-    created_at: datetime.datetime
-    available_at: datetime.datetime
-    leased_at: datetime.datetime | None
-    ended_at: datetime.datetime | None
-    child_execution_id: str | None
 
 
 @dataclass(frozen=True)
@@ -135,19 +110,6 @@ async def status_counts(
 async def attempts(conn: asyncpg.Connection, execution_id: str) -> list[AttemptRow]:
     """Every attempt of every task of a run, without input or output."""
     return [AttemptRow(**dict(r)) for r in await conn.fetch(_ATTEMPTS, uuid.UUID(execution_id))]
-
-
-async def task_attempts(conn: asyncpg.Connection, execution_id: str, ref: str) -> list[TaskAttempt]:
-    """One task reference's attempts, oldest first, with their payloads."""
-    found = []
-    for row in await conn.fetch(_TASK, uuid.UUID(execution_id), ref):
-        values = dict(row)
-        values["id"] = str(values["id"])
-        values["child_execution_id"] = (
-            None if values["child_execution_id"] is None else str(values["child_execution_id"])
-        )
-        found.append(TaskAttempt(**values))
-    return found
 
 
 async def rate_windows(conn: asyncpg.Connection, namespace: str) -> dict[str, RateWindow]:

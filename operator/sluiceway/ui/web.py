@@ -377,7 +377,7 @@ async def _task_panel(request: Request, namespace: str, run_id: str, ref: str) -
         raise ApiError(422, "INVALID_REQUEST", f"task: {ref[:64]!r} is not a task reference")
     svc = services_of(request)
     async with svc.pool.acquire() as conn:
-        attempts = await overview.task_attempts(conn, run_id, ref)
+        attempts = await executions.task_attempts(conn, run_id, ref)
         facts = await diagnostics.run_facts(conn, namespace, uuid.UUID(run_id), svc.policies, ref=ref)
         found = await logs.read(conn, uuid.UUID(run_id), after=0, limit=200, ref=ref, cap=svc.log_cap_bytes)
     why: list[Reason] = []
