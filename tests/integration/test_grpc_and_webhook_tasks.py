@@ -28,6 +28,7 @@ from sluiceway.systemtasks.grpc import GrpcTasks, classify
 from sluiceway.systemtasks.http import HttpTasks
 from sluiceway.systemtasks.runner import SystemTaskRunner
 from sluiceway.systemtasks.webhook import WebhookTasks
+from tests.integration.test_metrics import added, scrape
 from tests.support.plane import Plane, finished, post
 from tests.support.store import NS, define_task, define_workflow
 
@@ -247,6 +248,30 @@ async def test_a_bad_request_or_method_fails_terminally_naming_the_field(
     assert "inputParameters.request" in typoed["reasonForIncompletion"]
     missing = await run(plane, "nomethod", {"sku": "x"})
     assert "grpc.method" in missing["reasonForIncompletion"] and "Nope" in missing["reasonForIncompletion"]
+
+
+async def test_grpc_task_calls_are_counted_by_service_and_status_code(
+    plane: Plane, shop: Shop, system_tasks: Any
+) -> None:
+    await define_task(plane.pool, "reserve", retryCount=0)
+    await define_workflow(plane.pool, "ok", [grpc_task(shop)])
+    await define_workflow(plane.pool, "bad", [grpc_task(shop, "INVALID_ARGUMENT")])
+    no_secret = [{"name": "authorization", "secretRef": {"name": "missing", "key": "token"}}]
+    await define_workflow(plane.pool, "refused", [grpc_task(shop, metadataFrom=no_secret)])
+    system_tasks()
+    before = scrape()
+    assert [(await run(plane, w, {"sku": "x"}))["status"] for w in ("ok", "ok", "bad", "refused")] == [
+        "COMPLETED",
+        "COMPLETED",
+        "FAILED",
+        "FAILED",
+    ]
+    after = scrape()
+    counted = {
+        code: added(before, after, "sluiceway_grpc_task_calls_total", service=SERVICE, code=code)
+        for code in ("OK", "INVALID_ARGUMENT", "refused", "UNAVAILABLE")
+    }
+    assert counted == {"OK": 2, "INVALID_ARGUMENT": 1, "refused": 1, "UNAVAILABLE": 0}
 
 
 # -- WEBHOOK ------------------------------------------------------------------------

@@ -29,11 +29,15 @@ class Upstream:
     def __init__(self) -> None:
         self.plan: list[tuple[int, Any, dict[str, str]]] = []
         self.calls: list[float] = []
+        self.headers: list[dict[str, str]] = []  # each request's, lower-cased
         self.fallback: tuple[int, Any, dict[str, str]] = (200, {"ok": True}, {})
+        self.delay = 0.0  # before each answer
         self.url = ""
 
     async def handle(self, request: web.Request) -> web.Response:
         self.calls.append(time.monotonic())
+        self.headers.append({k.lower(): v for k, v in request.headers.items()})
+        await asyncio.sleep(self.delay)
         status, body, headers = self.plan.pop(0) if self.plan else self.fallback
         return web.json_response(body, status=status, headers=headers)
 
@@ -209,3 +213,33 @@ async def test_a_system_task_attempt_is_a_span_of_its_run(plane: Plane, upstream
     assert attempt.parent is not None and attempt.parent.span_id == run_span.context.span_id
     assert attempt.attributes is not None and attempt.attributes["sluiceway.task_id"] == result["tasks"][0]["taskId"]
     assert attempt.attributes["sluiceway.task.status"] == "COMPLETED"
+
+
+async def test_http_task_calls_are_counted_by_outcome_class(plane: Plane, upstream: Upstream, http_runner: Any) -> None:
+    """One call of each class, each task failing at once (no retries): what the
+    host answered, a connection nobody accepts, a read that times out, and a
+    target the egress policy refuses."""
+    from sluiceway.devenv.processes import free_port
+
+    await define_task(plane.pool, "call_partner", retryCount=0)
+    upstream.plan = [(201, {}, {}), (404, {}, {}), (503, {}, {})]
+    await define_workflow(plane.pool, "answered", [http_task("call", f"{upstream.url}/orders")])
+    await define_workflow(plane.pool, "nobody", [http_task("call", f"http://127.0.0.1:{free_port()}/")])
+    slow = http_task("call", f"{upstream.url}/slow")
+    slow["inputParameters"]["http_request"]["readTimeOut"] = 200
+    await define_workflow(plane.pool, "slow", [slow])
+    await define_workflow(plane.pool, "metadata", [http_task("call", "http://169.254.169.254/latest/meta-data/")])
+    http_runner()
+    before = scrape()
+    statuses = [(await run(plane, "answered"))["status"] for _ in range(3)]
+    assert statuses == ["COMPLETED", "FAILED", "FAILED"]
+    assert (await run(plane, "nobody"))["status"] == "FAILED"
+    assert (await run(plane, "metadata"))["status"] == "FAILED"
+    upstream.delay = 1.0
+    assert "timeout" in (await run(plane, "slow"))["reasonForIncompletion"]
+    after = scrape()
+    counted = {
+        outcome: added(before, after, "sluiceway_http_task_calls_total", outcome=outcome)
+        for outcome in ("ok", "client_error", "server_error", "connection", "timeout", "refused")
+    }
+    assert counted == {"ok": 1, "client_error": 1, "server_error": 1, "connection": 1, "timeout": 1, "refused": 1}
