@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -17,17 +18,20 @@ import pytest
 from aiohttp import web
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from grpc_reflection.v1alpha import reflection
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sluiceway.controls import webhooks as verification
 from sluiceway.controls.breaker import BreakerConfig, Breakers, BreakerState
 from sluiceway.controls.egress import EgressPolicy
 from sluiceway.kubeapi.secrets import StaticSecrets
 from sluiceway.model.webhook import WebhookSpec
+from sluiceway.observability import tracing
 from sluiceway.systemtasks.egress import Egress
 from sluiceway.systemtasks.grpc import GrpcTasks, classify
 from sluiceway.systemtasks.http import HttpTasks
 from sluiceway.systemtasks.runner import SystemTaskRunner
 from sluiceway.systemtasks.webhook import WebhookTasks
+from tests.integration.test_metrics import added, scrape
 from tests.support.plane import Plane, finished, post
 from tests.support.store import NS, define_task, define_workflow
 
@@ -59,11 +63,13 @@ class Shop:
         self.request = message_factory.GetMessageClass(self.pool.FindMessageTypeByName("shop.ReserveRequest"))
         self.reply = message_factory.GetMessageClass(self.pool.FindMessageTypeByName("shop.ReserveReply"))
         self.calls = 0
+        self.metadata: list[dict[str, str]] = []  # each call's
         self.target = ""
         self.server: grpc.aio.Server | None = None
 
     async def reserve(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         self.calls += 1
+        self.metadata.append({k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)})
         if request.answer and request.answer != "OK":
             await context.abort(getattr(grpc.StatusCode, request.answer), f"asked for {request.answer}")
         seen = dict(context.invocation_metadata() or ()).get("authorization", "")
@@ -249,6 +255,30 @@ async def test_a_bad_request_or_method_fails_terminally_naming_the_field(
     assert "grpc.method" in missing["reasonForIncompletion"] and "Nope" in missing["reasonForIncompletion"]
 
 
+async def test_grpc_task_calls_are_counted_by_service_and_status_code(
+    plane: Plane, shop: Shop, system_tasks: Any
+) -> None:
+    await define_task(plane.pool, "reserve", retryCount=0)
+    await define_workflow(plane.pool, "ok", [grpc_task(shop)])
+    await define_workflow(plane.pool, "bad", [grpc_task(shop, "INVALID_ARGUMENT")])
+    no_secret = [{"name": "authorization", "secretRef": {"name": "missing", "key": "token"}}]
+    await define_workflow(plane.pool, "refused", [grpc_task(shop, metadataFrom=no_secret)])
+    system_tasks()
+    before = scrape()
+    assert [(await run(plane, w, {"sku": "x"}))["status"] for w in ("ok", "ok", "bad", "refused")] == [
+        "COMPLETED",
+        "COMPLETED",
+        "FAILED",
+        "FAILED",
+    ]
+    after = scrape()
+    counted = {
+        code: added(before, after, "sluiceway_grpc_task_calls_total", service=SERVICE, code=code)
+        for code in ("OK", "INVALID_ARGUMENT", "refused", "UNAVAILABLE")
+    }
+    assert counted == {"OK": 2, "INVALID_ARGUMENT": 1, "refused": 1, "UNAVAILABLE": 0}
+
+
 # -- WEBHOOK ------------------------------------------------------------------------
 
 
@@ -317,3 +347,32 @@ async def test_a_webhook_task_is_classified_like_http_and_shares_its_breaker_by_
     assert [t["status"] for t in result["tasks"]] == ["FAILED", "FAILED_WITH_TERMINAL_ERROR"], "503 retried, 404 final"
     host = receiver.url.removeprefix("http://")
     assert list(by_host.by_target) == [host], "the same breaker HTTP tasks calling this host use"
+
+
+async def test_grpc_and_webhook_calls_carry_their_attempts_traceparent(
+    plane: Plane, shop: Shop, receiver: Receiver, system_tasks: Any
+) -> None:
+    """Tracing on: the gRPC metadata and the signed callback's headers carry
+    the W3C traceparent of the task attempt's span (the signature, over the
+    timestamp and body, still verifies)."""
+    await define_workflow(plane.pool, "reserve", [grpc_task(shop)])
+    await define_workflow(plane.pool, "notify", [callback(f"{receiver.url}/hooks")])
+    system_tasks()
+    spans = InMemorySpanExporter()
+    tracing.install(spans, batch=False)
+    try:
+        reserved = await run(plane, "reserve", {"sku": "T1"})
+        notified = await run(plane, "notify", {"order": 9})
+        await asyncio.sleep(0.2)
+    finally:
+        tracing.uninstall()
+    assert reserved["status"] == notified["status"] == "COMPLETED"
+
+    def traceparent_of(task_type: str) -> str:
+        [attempt] = [s for s in spans.get_finished_spans() if s.name == f"task {task_type}"]
+        return f"00-{attempt.context.trace_id:032x}-{attempt.context.span_id:016x}-01"
+
+    assert shop.metadata[-1]["traceparent"] == traceparent_of("reserve")
+    assert traceparent_of("reserve").startswith(f"00-{uuid.UUID(reserved['id']).hex}-"), "the run's trace"
+    [(headers, _, verified)] = receiver.received
+    assert verified and headers["traceparent"] == traceparent_of("notify")

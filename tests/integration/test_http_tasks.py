@@ -29,11 +29,15 @@ class Upstream:
     def __init__(self) -> None:
         self.plan: list[tuple[int, Any, dict[str, str]]] = []
         self.calls: list[float] = []
+        self.headers: list[dict[str, str]] = []  # each request's, lower-cased
         self.fallback: tuple[int, Any, dict[str, str]] = (200, {"ok": True}, {})
+        self.delay = 0.0  # before each answer
         self.url = ""
 
     async def handle(self, request: web.Request) -> web.Response:
         self.calls.append(time.monotonic())
+        self.headers.append({k.lower(): v for k, v in request.headers.items()})
+        await asyncio.sleep(self.delay)
         status, body, headers = self.plan.pop(0) if self.plan else self.fallback
         return web.json_response(body, status=status, headers=headers)
 
@@ -209,3 +213,75 @@ async def test_a_system_task_attempt_is_a_span_of_its_run(plane: Plane, upstream
     assert attempt.parent is not None and attempt.parent.span_id == run_span.context.span_id
     assert attempt.attributes is not None and attempt.attributes["sluiceway.task_id"] == result["tasks"][0]["taskId"]
     assert attempt.attributes["sluiceway.task.status"] == "COMPLETED"
+    # The call carried the attempt's context: the callee's spans would join the run's trace beneath it.
+    [headers] = upstream.headers
+    traceparent = f"00-{attempt.context.trace_id:032x}-{attempt.context.span_id:016x}-01"
+    assert headers["traceparent"] == traceparent
+
+
+async def test_http_and_http_poll_calls_carry_traceparent_only_when_tracing_is_on(
+    plane: Plane, upstream: Upstream, http_runner: Any
+) -> None:
+    """HTTP_POLL: each poll carries the context of its own attempt (each is
+    leased anew), a span the operator writes. A traceparent the task sets
+    itself is the user's, and is kept."""
+    upstream.plan = [(200, {"state": "pending"}, {}), (200, {"state": "done"}, {}), (200, {}, {}), (200, {}, {})]
+    poll = http_task(
+        "poll", f"{upstream.url}/jobs/1", terminationCondition="response.body.state == 'done'", pollingIntervalSeconds=0
+    )
+    poll["type"] = "HTTP_POLL"
+    own = http_task("own", f"{upstream.url}/own")
+    theirs = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
+    own["inputParameters"]["http_request"]["headers"] = {"Traceparent": theirs}
+    await define_workflow(plane.pool, "polled", [poll, own])
+    await define_workflow(plane.pool, "untraced", [http_task("call", f"{upstream.url}/x")])
+    http_runner()
+    spans = InMemorySpanExporter()
+    tracing.install(spans, batch=False)
+    try:
+        result = await run(plane, "polled")
+        await asyncio.sleep(0.2)
+    finally:
+        tracing.uninstall()
+    assert result["status"] == "COMPLETED", result
+    attempts = {
+        f"00-{s.context.trace_id:032x}-{s.context.span_id:016x}-01"
+        for s in spans.get_finished_spans()
+        if s.name == "task call_partner"
+    }
+    first, second, third = (h["traceparent"] for h in upstream.headers[:3])
+    assert {first, second} <= attempts and first != second, "each poll: its attempt's span"
+    assert all(t.startswith(f"00-{uuid.UUID(result['id']).hex}-") for t in (first, second)), "the run's trace"
+    assert third == theirs, "the task's own header is kept"
+    assert (await run(plane, "untraced"))["status"] == "COMPLETED"
+    assert "traceparent" not in upstream.headers[3], "tracing off: no header"
+
+
+async def test_http_task_calls_are_counted_by_outcome_class(plane: Plane, upstream: Upstream, http_runner: Any) -> None:
+    """One call of each class, each task failing at once (no retries): what the
+    host answered, a connection nobody accepts, a read that times out, and a
+    target the egress policy refuses."""
+    from sluiceway.devenv.processes import free_port
+
+    await define_task(plane.pool, "call_partner", retryCount=0)
+    upstream.plan = [(201, {}, {}), (404, {}, {}), (503, {}, {})]
+    await define_workflow(plane.pool, "answered", [http_task("call", f"{upstream.url}/orders")])
+    await define_workflow(plane.pool, "nobody", [http_task("call", f"http://127.0.0.1:{free_port()}/")])
+    slow = http_task("call", f"{upstream.url}/slow")
+    slow["inputParameters"]["http_request"]["readTimeOut"] = 200
+    await define_workflow(plane.pool, "slow", [slow])
+    await define_workflow(plane.pool, "metadata", [http_task("call", "http://169.254.169.254/latest/meta-data/")])
+    http_runner()
+    before = scrape()
+    statuses = [(await run(plane, "answered"))["status"] for _ in range(3)]
+    assert statuses == ["COMPLETED", "FAILED", "FAILED"]
+    assert (await run(plane, "nobody"))["status"] == "FAILED"
+    assert (await run(plane, "metadata"))["status"] == "FAILED"
+    upstream.delay = 1.0
+    assert "timeout" in (await run(plane, "slow"))["reasonForIncompletion"]
+    after = scrape()
+    counted = {
+        outcome: added(before, after, "sluiceway_http_task_calls_total", outcome=outcome)
+        for outcome in ("ok", "client_error", "server_error", "connection", "timeout", "refused")
+    }
+    assert counted == {"ok": 1, "client_error": 1, "server_error": 1, "connection": 1, "timeout": 1, "refused": 1}

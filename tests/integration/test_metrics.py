@@ -9,9 +9,12 @@ are absolute (each test has its own database)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import json
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
 
 import aiohttp
 import asyncpg
@@ -19,17 +22,20 @@ import pytest
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from sluiceway.model.execution import ResultStatus
+from sluiceway.controls.webhooks import signed_headers
+from sluiceway.model.execution import MAX_QUEUED_MESSAGES, ResultStatus
 from sluiceway.observability import metrics
 from sluiceway.observability.logs import JsonFormatter
 from sluiceway.runtime import loops
-from sluiceway.store import mirroring, schedules
+from sluiceway.store import mirroring, schedules, webhooks
 from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.sweeping import sweep
 from tests.integration.test_schedules import add_schedule, db_now, rewind
 from tests.integration.test_schedules import define_workflow as define_report_workflow
-from tests.support.plane import Plane
-from tests.support.store import NS, define_task, define_workflow, lease, report, settle, start, start_runs
+from tests.integration.test_waiting_tasks import call, send, waiting
+from tests.support.plane import Plane, post
+from tests.support.store import NS, define_task, define_workflow, fetchval, lease, report, settle, start, start_runs
+from tests.support.waiting import eventually_async
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -295,3 +301,225 @@ async def test_pool_connections_in_use_and_idle(pool: asyncpg.Pool) -> None:
         assert value(scrape(), "sluiceway_db_pool_connections", state="in_use") == 0, "given back"
     finally:
         metrics.POOL.usage = None
+
+
+async def running_loop(loop: Coroutine[Any, Any, None], until: Callable[[], bool], what: str) -> None:
+    """Run a background loop of the operator until `until()` holds, then stop it."""
+    task = asyncio.create_task(loop)
+
+    async def probe() -> bool:
+        return until() or task.done()
+
+    try:
+        await eventually_async(probe, timeout=20, what=what)
+        assert not task.done(), "the loop ended on its own"
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_decide_batch_seconds_observes_each_pass_that_decided(pool: asyncpg.Pool) -> None:
+    await define_workflow(pool, "three", [{"name": "job", "taskReferenceName": "j"}])
+    await start_runs(pool, "three", 3)  # queued before the decider starts: one pass takes all three
+    before = scrape()
+    started = time.perf_counter()
+    await running_loop(
+        loops.run_decider(pool, None, DeciderConfig(), asyncio.Event()),
+        lambda: added(before, scrape(), "sluiceway_decisions_total") >= 3,
+        "the decider to decide the three runs",
+    )
+    elapsed = time.perf_counter() - started
+    await scheduled(pool, "job", 3)
+    after = scrape()
+    assert added(before, after, "sluiceway_decide_batch_seconds_count") == 1, "one pass, one observation"
+    spent = added(before, after, "sluiceway_decide_batch_seconds_sum")
+    assert 0 < spent <= elapsed, (spent, elapsed)
+    assert added(before, after, "sluiceway_decisions_total") == 3
+
+
+async def test_loop_failures_count_a_pass_that_raised_and_the_loop_goes_on(
+    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scheduler's report hook raises on its first pass (a bug, not the
+    database): one failed pass, counted by loop; the loop goes on."""
+    monkeypatch.setattr(loops, "_FAILED_PASS_PAUSE", 0.05)
+    passes: list[schedules.PassReport] = []
+
+    def flaky(report: schedules.PassReport) -> None:
+        passes.append(report)
+        if len(passes) == 1:
+            raise RuntimeError("a bug in a hook")
+
+    before = scrape()
+    await running_loop(
+        loops.run_scheduler(pool, asyncio.Event(), on_report=flaky),
+        lambda: len(passes) >= 3,
+        "two more scheduler passes after the failed one",
+    )
+    after = scrape()
+    assert added(before, after, "sluiceway_loop_failures_total", loop="scheduler") == 1
+    assert added(before, after, "sluiceway_loop_failures_total", loop="decider") == 0
+
+
+async def test_timeout_alerts_count_deadlines_missed_under_alert_only(pool: asyncpg.Pool) -> None:
+    await define_task(pool, "watched", timeoutSeconds=600, timeoutPolicy="ALERT_ONLY")
+    await define_workflow(pool, "two", [{"name": "watched", "taskReferenceName": "w"}])
+    await start_runs(pool, "two", 2)
+    await settle(pool)
+    await lease(pool, "watched", 2)
+    async with pool.acquire() as conn:
+        await conn.execute("UPDATE tasks SET total_at = now() - interval '1 second' WHERE name = 'watched'")
+    before = scrape()
+    await sweep(pool, 500, loops.report_sweep)
+    await sweep(pool, 500, loops.report_sweep)  # the missed deadline is disarmed: alerted once
+    after = scrape()
+    assert added(before, after, "sluiceway_timeout_alerts_total", task_type="watched", deadline="timeoutSeconds") == 2
+    assert added(before, after, "sluiceway_timers_fired_total", deadline="timeoutSeconds") == 0, "nothing ended"
+    async with pool.acquire() as conn:
+        statuses = await conn.fetch("SELECT status FROM tasks WHERE name = 'watched'")
+    assert [r["status"] for r in statuses] == ["IN_PROGRESS", "IN_PROGRESS"], "ALERT_ONLY: the tasks go on"
+
+
+async def test_schedule_lag_missed_and_skipped_fires(pool: asyncpg.Pool) -> None:
+    """An hourly Skip schedule whose last fire was 2 s ago starts a run (its
+    lag observed). Rewound five hours (an outage) with a two-hour catch-up
+    window: the 4 fires from 5 to 2 hours ago are older than the window,
+    missed; the one an hour ago is inside it, skipped (the first run still
+    runs); the fire 2 s ago already ran."""
+    await define_report_workflow(pool)
+    now = (await db_now(pool)).replace(microsecond=0)
+    fire = now - datetime.timedelta(seconds=2)
+    offset = f"{int(fire.timestamp()) % 3600}s"
+    await add_schedule(pool, "hourly", every="1h", offset=offset, overlapPolicy="Skip", catchupWindowSeconds=7200)
+    await rewind(pool, "hourly", fire)
+    before = scrape()
+    async with pool.acquire() as conn, conn.transaction():
+        loops.count_fires(await schedules.fire_due(conn))
+    after = scrape()
+    assert added(before, after, "sluiceway_schedule_fires_total", namespace="team-s", result="started") == 1
+    assert added(before, after, "sluiceway_schedule_lag_seconds_count") == 1
+    lag = added(before, after, "sluiceway_schedule_lag_seconds_sum")
+    assert 2 <= lag < 30, lag
+    assert added(before, after, "sluiceway_schedule_lag_seconds_bucket", le="1.0") == 0, "2 s late, not under 1 s"
+
+    await rewind(pool, "hourly", fire - datetime.timedelta(hours=5))
+    before = scrape()
+    async with pool.acquire() as conn, conn.transaction():
+        loops.count_fires(await schedules.fire_due(conn))
+    after = scrape()
+    assert added(before, after, "sluiceway_schedule_missed_total", namespace="team-s") == 4
+    assert added(before, after, "sluiceway_schedule_skipped_total", namespace="team-s") == 1
+    assert added(before, after, "sluiceway_schedule_fires_total", namespace="team-s", result="skipped") == 1
+    assert added(before, after, "sluiceway_schedule_fires_total", namespace="team-s", result="started") == 0
+    assert added(before, after, "sluiceway_schedule_lag_seconds_count") == 0, "lag is measured on started runs"
+
+
+async def test_runs_and_tasks_purged_by_the_purger_loop(pool: asyncpg.Pool) -> None:
+    await define_workflow(
+        pool, "pair", [{"name": "a", "taskReferenceName": "a"}, {"name": "b", "taskReferenceName": "b"}]
+    )
+    await start_runs(pool, "pair", 3)
+    await settle(pool)
+    for task_type in ("a", "b"):
+        for leased in await lease(pool, task_type, 3):
+            await report(pool, leased)
+        await settle(pool)
+    async with pool.acquire() as conn:
+        # Two of the three finished runs are past their retention.
+        await conn.execute(
+            "UPDATE executions SET expires_at = now() - interval '1 second'"
+            " WHERE id IN (SELECT id FROM executions WHERE status = 'COMPLETED' ORDER BY id LIMIT 2)"
+        )
+    before = scrape()
+    await running_loop(
+        loops.run_purger(pool, asyncio.Event(), batch=100, interval=60, idempotency_window=86400),
+        lambda: added(before, scrape(), "sluiceway_runs_purged_total") > 0,
+        "the purger's first pass",
+    )
+    after = scrape()
+    assert added(before, after, "sluiceway_runs_purged_total") == 2
+    assert added(before, after, "sluiceway_tasks_purged_total") == 4, "two tasks each"
+    assert await fetchval(pool, "SELECT count(*) FROM executions") == 1
+
+
+async def test_chain_timeouts_count_chains_past_their_deadline(plane: Plane) -> None:
+    """A loop whose first link still waits when its 1 s chainTimeoutSeconds
+    passes, on the plane's own decider (its hooks are the operator's)."""
+    tasks = [
+        {"name": "pause", "taskReferenceName": "pause", "type": "WAIT", "inputParameters": {"duration": "5s"}},
+        {"name": "again", "taskReferenceName": "again", "type": "CONTINUE_AS_NEW", "inputParameters": {"input": {}}},
+    ]
+    await define_workflow(plane.pool, "poller", tasks, timeoutSeconds=60, chainTimeoutSeconds=1)
+    await define_workflow(plane.pool, "slow", [{"name": "job", "taskReferenceName": "j"}], timeoutSeconds=1)
+    before = await scrape_http(plane)
+    await start(plane.pool, "poller")
+    await start(plane.pool, "slow")  # its own timeoutSeconds: a run timeout, not a chain's
+
+    async def timed_out() -> bool:
+        found = await fetchval(plane.pool, "SELECT count(*) FROM executions WHERE status = 'TIMED_OUT'")
+        return bool(found == 2)
+
+    await eventually_async(timed_out, timeout=20, what="the chain and the slow run to time out")
+    after = await scrape_http(plane)
+    assert added(before, after, "sluiceway_chain_timeouts_total") == 1
+    timed = {"namespace": NS, "status": "TIMED_OUT"}
+    assert added(before, after, "sluiceway_runs_finished_total", workflow="poller", **timed) == 1
+    assert added(before, after, "sluiceway_runs_finished_total", workflow="slow", **timed) == 1
+
+
+async def test_human_decisions_by_decision(plane: Plane) -> None:
+    approval = [{"name": "approve", "taskReferenceName": "approve", "type": "HUMAN"}]
+    await define_workflow(plane.pool, "refund", approval)
+    before = await scrape_http(plane)
+    runs = [await start(plane.pool, "refund") for _ in range(3)]
+    tasks = [(await waiting(plane.pool, run_id, "approve"))["id"] for run_id in runs]
+    for task_id, verb, body in [
+        (tasks[0], "complete", {"output": {"ok": True}}),
+        (tasks[1], "complete", {}),
+        (tasks[2], "reject", {"reason": "amount looks wrong"}),
+        (tasks[2], "complete", {}),  # 409: decided already, not counted
+    ]:
+        await post(plane, f"/v1/ns/{NS}/tasks/{task_id}/{verb}", body)
+    after = await scrape_http(plane)
+    assert added(before, after, "sluiceway_human_decisions_total", decision="COMPLETED") == 2
+    assert added(before, after, "sluiceway_human_decisions_total", decision="FAILED_WITH_TERMINAL_ERROR") == 1
+
+
+async def test_run_messages_queued_and_refused(plane: Plane) -> None:
+    await define_workflow(plane.pool, "quiet", [{"name": "nobody", "taskReferenceName": "never"}])
+    run_id = await start(plane.pool, "quiet")
+    before = await scrape_http(plane)
+    for n in range(3):
+        assert (await send(plane, run_id, {"n": n}))[0] == 202
+    async with plane.pool.acquire() as conn:
+        await conn.execute(
+            "INSERT INTO run_messages (execution_id, payload, bytes) SELECT $1::uuid, to_jsonb(n), 1"
+            " FROM generate_series(1, $2::int - 3) n",
+            run_id,
+            MAX_QUEUED_MESSAGES,
+        )
+    assert (await send(plane, run_id, "one too many"))[0] == 429
+    after = await scrape_http(plane)
+    assert added(before, after, "sluiceway_run_messages_total", outcome="queued") == 3
+    assert added(before, after, "sluiceway_run_messages_total", outcome="refused") == 1
+
+
+async def test_webhook_calls_refused_matched_and_unmatched(plane: Plane) -> None:
+    async with plane.pool.acquire() as conn:
+        await webhooks.upsert(conn, NS, "paid", "paid", 1, {"hmac": {"secretRef": {"name": "hooks", "key": "k"}}})
+    plane.secrets.secrets[(NS, "hooks")] = {"k": b"whsec-metrics"}
+    waits = {"name": "wait", "taskReferenceName": "paid", "type": "WAIT_FOR_WEBHOOK", "webhook": "paid"}
+    await define_workflow(plane.pool, "checkout", [waits | {"inputParameters": {"matches": {"order": 1}}}])
+    run_id = await start(plane.pool, "checkout")
+    await waiting(plane.pool, run_id, "paid")
+    body = json.dumps({"order": 1}).encode()
+    path = f"/v1/ns/{NS}/webhooks/paid"
+    before = await scrape_http(plane)
+    for secret, expected in [(b"forged", 401), (b"whsec-metrics", 200), (b"whsec-metrics", 200)]:
+        status, _ = await call(plane, path, body, signed_headers(secret, int(time.time()), body))
+        assert status == expected
+    after = await scrape_http(plane)
+    assert added(before, after, "sluiceway_webhook_calls_total", outcome="refused") == 1
+    assert added(before, after, "sluiceway_webhook_calls_total", outcome="matched") == 1
+    assert added(before, after, "sluiceway_webhook_calls_total", outcome="unmatched") == 1, "the task completed once"

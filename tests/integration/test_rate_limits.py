@@ -12,6 +12,7 @@ import pytest
 
 from sluiceway.controls.ratelimits import Bucket, RateLimits
 from sluiceway.store.database import Pool
+from tests.integration.test_metrics import added, scrape_http
 from tests.support.plane import Plane, execution_plane
 from tests.support.store import NS
 
@@ -47,7 +48,10 @@ async def burst(plane: Plane, path: str, count: int, source: str = "127.0.0.1") 
 
 
 async def test_a_burst_over_the_identity_bucket_is_refused_with_retry_after(plane: Plane) -> None:
+    before = await scrape_http(plane)
     answers = await burst(plane, f"/v1/ns/{NS}/executions", BURST + 3)
+    after = await scrape_http(plane)  # /metrics is outside /v1: never limited
+    assert added(before, after, "sluiceway_api_rate_limited_total", traffic="api", bucket="identity") == 3
     assert [status for status, _, _ in answers] == [200] * BURST + [429] * 3
     _, headers, body = answers[-1]
     assert body["error"] == "RATE_LIMITED" and body["bucket"] == "identity" and body["control"] == "apiRateLimit"
@@ -56,11 +60,15 @@ async def test_a_burst_over_the_identity_bucket_is_refused_with_retry_after(plan
 
 
 async def test_the_namespace_bucket_limits_every_caller_in_it(plane: Plane) -> None:
+    before = await scrape_http(plane)
     first = await burst(plane, f"/v1/ns/{NS}/executions", BURST, source="127.0.0.1")
     second = await burst(plane, f"/v1/ns/{NS}/executions", BURST, source="127.0.0.2")
     third = await burst(plane, f"/v1/ns/{NS}/executions", 1, source="127.0.0.3")  # a fresh identity
     assert all(status == 200 for status, _, _ in first + second)
     assert third[0][0] == 429 and third[0][2]["bucket"] == "namespace"
+    after = await scrape_http(plane)
+    assert added(before, after, "sluiceway_api_rate_limited_total", traffic="api", bucket="namespace") == 1
+    assert added(before, after, "sluiceway_api_rate_limited_total", traffic="api", bucket="identity") == 0
     other = await burst(plane, "/v1/ns/team-b/executions", 1, source="127.0.0.3")
     assert other[0][0] == 200  # another namespace has its own bucket
 

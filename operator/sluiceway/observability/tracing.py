@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -140,6 +140,25 @@ def run_context(run_id: str) -> Context:
     sampled = TraceFlags(TraceFlags.SAMPLED)
     parent = SpanContext(trace_id(run_id), run_span_id(run_id), is_remote=True, trace_flags=sampled)
     return trace.set_span_in_context(NonRecordingSpan(parent))
+
+
+def attempt_context(run_id: str, task_id: str, epoch: int) -> Context:
+    """A context whose current span is the attempt's (written when it ends):
+    what the attempt calls continues the run's trace beneath it."""
+    sampled = TraceFlags(TraceFlags.SAMPLED)
+    attempt = SpanContext(trace_id(run_id), attempt_span_id(task_id, epoch), is_remote=False, trace_flags=sampled)
+    return trace.set_span_in_context(NonRecordingSpan(attempt))
+
+
+def propagation_headers(run_id: str, task_id: str, epoch: int) -> dict[str, str]:
+    """The headers (W3C `traceparent`, by default) that carry the attempt's
+    context on a call the operator makes for the task, injected by the
+    configured OpenTelemetry propagator (OTEL_PROPAGATORS); none when tracing is off."""
+    if _provider is None:
+        return {}
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=attempt_context(run_id, task_id, epoch))
+    return carrier
 
 
 def traceparent(run_id: str, task_id: str, epoch: int) -> str:

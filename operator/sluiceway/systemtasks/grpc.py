@@ -24,7 +24,8 @@ terminally; UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED (and
 INTERNAL, UNKNOWN, CANCELLED) are retried by the task's policy. Calls go
 through a circuit breaker keyed by the configured service name, the name an
 operator knows, so two services on one host fail apart; only server-side
-failures count toward it.
+failures count toward it. With tracing on, each call's metadata carries the
+task attempt's `traceparent`, as HTTP tasks' headers do.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from sluiceway.controls.breaker import Breakers, BreakerState
 from sluiceway.kubeapi.secrets import SecretSource, SecretUnavailable
 from sluiceway.model.execution import ResultStatus, TaskResult
 from sluiceway.model.workflow import GrpcCall, TaskType
-from sluiceway.observability import metrics
+from sluiceway.observability import metrics, tracing
 from sluiceway.store import leasing
 from sluiceway.systemtasks.egress import Egress, EgressRefused, resolve_checked
 from sluiceway.systemtasks.http import TargetRefused, check_host
@@ -242,7 +243,9 @@ class GrpcTasks:
         for entry in spec.metadata_from or []:
             value = await self._secret(lease.namespace, f"metadataFrom[{entry.name}]", entry.secret_ref)
             pairs.append((entry.name, value.decode(errors="replace").strip()))
-        return pairs
+        own = {name for name, _ in pairs}
+        context = tracing.propagation_headers(lease.execution_id, lease.task_id, lease.epoch)
+        return pairs + [(name, value) for name, value in context.items() if name not in own]
 
     async def _method(self, channel: grpc.aio.Channel, spec: GrpcCall) -> Method:
         source = _digest(spec.descriptor_set.encode()) if spec.descriptor_set else None

@@ -22,6 +22,10 @@ cluster's ranges, the Kubernetes API, ...) fails the task terminally with a
 reason naming the policy. Redirects (301, 302, 303, 307, 308) are followed,
 at most MAX_REDIRECTS, each checked as the first call; credentials are not
 sent on to another host.
+
+With tracing on, each call carries the task attempt's W3C `traceparent` (the
+configured OpenTelemetry propagator's headers), so a traced callee's spans
+join the run's trace beneath the attempt; GRPC tasks send it as metadata.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from sluiceway.controls.egress import EgressPolicy
 from sluiceway.controls.expressions import ExpressionError, evaluate_cel
 from sluiceway.model.execution import ResultStatus, TaskResult
 from sluiceway.model.workflow import TaskType
-from sluiceway.observability import metrics
+from sluiceway.observability import metrics, tracing
 from sluiceway.observability.logs import about
 from sluiceway.store import leasing
 from sluiceway.store.database import Pool
@@ -130,6 +134,15 @@ def _redirected(request: HttpRequest, status: int, location: str) -> HttpRequest
     if parts.hostname != urlsplit(request.uri).hostname:
         headers = {k: v for k, v in headers.items() if k.lower() not in _CREDENTIALS}
     return replace(request, uri=uri, method=method, body=body, headers=headers)
+
+
+def with_trace_context(headers: dict[str, str], lease: leasing.Lease) -> dict[str, str]:
+    """`headers` plus the task attempt's trace context (`traceparent`) when
+    tracing is on, so the callee's spans join the run's trace. A header of
+    that name the task sets itself is kept: it is the user's to choose."""
+    own = {name.lower() for name in headers}
+    context = tracing.propagation_headers(lease.execution_id, lease.task_id, lease.epoch)
+    return headers | {name: value for name, value in context.items() if name.lower() not in own}
 
 
 def _body(data: bytes, content_type: str) -> Any:
@@ -227,6 +240,7 @@ class HttpTasks:
         headers = dict(request.headers)
         if request.body is not None and not isinstance(request.body, str):
             headers.setdefault("Content-Type", "application/json")
+        headers = with_trace_context(headers, lease)
         try:
             async with session.request(
                 request.method, request.uri, data=body, headers=headers, timeout=timeout, allow_redirects=False

@@ -4,19 +4,23 @@ TARGET is `package.module`, `package.module:attribute` or `path/to/file.py`;
 without an attribute, the module's one Worker instance is used. Connection
 settings come from flags or the environment (SLUICEWAY_URL,
 SLUICEWAY_NAMESPACE, SLUICEWAY_TOKEN_FILE, SLUICEWAY_TOKEN, SLUICEWAY_API_KEY,
-SLUICEWAY_WORKER_ID): in a worker pod the operator injects them."""
+SLUICEWAY_WORKER_ID): in a worker pod the operator injects them.
+
+Logs are one JSON object a line, like the operator's, with the run id, task
+id, epoch and trace id on every line about a task; `--log-format text` (or
+SLUICEWAY_LOG_FORMAT=text) gives plain lines for reading in a terminal."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import importlib.util
-import logging
 import os
 import sys
 from pathlib import Path
 from types import ModuleType
 
+from sluiceway.worker import logs
 from sluiceway.worker.runner import Worker
 
 
@@ -66,10 +70,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--worker-id", default=os.environ.get("SLUICEWAY_WORKER_ID"))
     parser.add_argument("--log-level", default=os.environ.get("SLUICEWAY_LOG_LEVEL", "INFO"))
+    parser.add_argument(
+        "--log-format",
+        choices=["json", "text"],
+        default=None,
+        help="json (the default) or text ($SLUICEWAY_LOG_FORMAT)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        logs.configure(args.log_level, args.log_format or logs.log_format(os.environ))
+    except ValueError as error:  # a bad SLUICEWAY_LOG_FORMAT or --log-level, named
+        print(f"sluiceway worker: {error}", file=sys.stderr)
+        return 2
     try:
         worker = load_worker(args.target)
     except TargetError as error:

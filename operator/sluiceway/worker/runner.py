@@ -50,6 +50,8 @@ from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from sluiceway.model.execution import MAX_BATCH, MAX_DELAY_SECONDS, MAX_REASON
+from sluiceway.model.loglines import about
+from sluiceway.worker import logs as worker_logs
 from sluiceway.worker import tasklogs
 from sluiceway.worker.classifiers import Classifier, RetryOverride, compose_retry_classifiers
 from sluiceway.worker.client import WorkerApiError, WorkerClient, credentials
@@ -172,6 +174,16 @@ def _about(task: Task) -> str:
     return f"run {task.execution_id} task {task.task_id} epoch {task.epoch}"
 
 
+def _ids(task: Task) -> dict[str, Any]:
+    """The fields of a line about a task: its ids and its trace's (the
+    traceparent's when the task came with one; else the run's, which is the same)."""
+    fields = about(run_id=task.execution_id, task_id=task.task_id, epoch=task.epoch, task_type=task.task_type)
+    parts = task.traceparent.split("-")
+    if len(parts) == 4 and len(parts[1]) == 32:
+        fields["trace_id"] = parts[1]
+    return fields
+
+
 def _result(task: Task, status: str, **fields: Any) -> _Report:
     """A result the server will accept: delays and reason clamped to the API's
     bounds, and an output that cannot travel as JSON replaced by a failure
@@ -190,7 +202,7 @@ def _result(task: Task, status: str, **fields: Any) -> _Report:
     try:
         orjson.dumps(body)
     except TypeError as error:  # orjson.JSONEncodeError: not JSON, or an integer past 64 bits
-        log.warning("%s: output is not JSON (%s); reporting the task FAILED", _about(task), error)
+        log.warning("%s: output is not JSON (%s); reporting the task FAILED", _about(task), error, extra=_ids(task))
         body = {**_bare(body), "status": "FAILED", "reason": _truncated(f"the output is not JSON: {error}")}
     return _Report(task, body)
 
@@ -199,7 +211,7 @@ def _bounded_delay(task: Task, key: str, value: Any) -> float:
     delay = float(value)
     bounded = 0.0 if math.isnan(delay) else min(max(delay, 0.0), float(MAX_DELAY_SECONDS))
     if bounded != delay:
-        log.info("%s: %s %s clamped to %s, the API's bound", _about(task), key, value, bounded)
+        log.info("%s: %s %s clamped to %s, the API's bound", _about(task), key, value, bounded, extra=_ids(task))
     return bounded
 
 
@@ -351,6 +363,7 @@ class Worker:
 
     async def _execute(self, reg: _Registration, task: Task) -> None:
         tasklogs.current.set(task.logs)  # this asyncio task's context (and the thread a sync handler gets)
+        worker_logs.current.set(_ids(task))
         try:
             result = await self._outcome(reg, task)
         except asyncio.CancelledError:
@@ -389,7 +402,7 @@ class Worker:
                 task, "FAILED", reason=_reason(exc), retryAfterSeconds=exc.seconds, retryAfterSource="signal"
             )
         except BaseException as exc:  # noqa: BLE001 - any failure of user code is an outcome, never a crash
-            log.debug("task %s failed:\n%s", task.task_id, traceback.format_exc())
+            log.debug("task %s failed:\n%s", task.task_id, traceback.format_exc(), extra=_ids(task))
             return self._classified(reg, task, exc)
         if output is None:
             output = {}
@@ -484,17 +497,28 @@ class Worker:
             if code == 200:
                 self.completed += 1
             elif code in (404, 409):
-                log.info("%s: result not applied, the lease is gone: %s", _about(report.task), outcome.get("error"))
+                log.info(
+                    "%s: result not applied, the lease is gone: %s",
+                    _about(report.task),
+                    outcome.get("error"),
+                    extra=_ids(report.task),
+                )
             elif code == 413:  # the server failed the task: its output is over the payload limit
-                log.error("%s: %s", _about(report.task), outcome.get("error"))
+                log.error("%s: %s", _about(report.task), outcome.get("error"), extra=_ids(report.task))
             elif code == 422 and report.fallback:
-                log.error("%s: even a bare FAILED was refused: %s; dropped", _about(report.task), outcome.get("error"))
+                log.error(
+                    "%s: even a bare FAILED was refused: %s; dropped",
+                    _about(report.task),
+                    outcome.get("error"),
+                    extra=_ids(report.task),
+                )
             elif code == 422:
                 log.warning(
                     "%s: %s result refused as invalid (%s); reporting it FAILED with the reason",
                     _about(report.task),
                     report.body.get("status"),
                     outcome.get("error"),
+                    extra=_ids(report.task),
                 )
                 reason = _truncated(f"the server refused the worker's result: {outcome.get('error')}")
                 again.append(_Report(report.task, {**_bare(report.body), "status": "FAILED", "reason": reason}, True))
@@ -513,6 +537,7 @@ class Worker:
                     "%s: result could not be delivered before the lease ran out or shutdown ended; "
                     "the server will hand the task out again",
                     _about(report.task),
+                    extra=_ids(report.task),
                 )
         return live
 
@@ -543,11 +568,20 @@ class Worker:
             for refused in answer.errors:
                 entry = self.in_flight.get(str(refused.get("taskId")))
                 named = _about(entry[0]) if entry else f"task {refused.get('taskId')}"
-                log.error("%s: heartbeat refused as invalid: %s", named, refused.get("error"))
+                log.error(
+                    "%s: heartbeat refused as invalid: %s",
+                    named,
+                    refused.get("error"),
+                    extra=_ids(entry[0]) if entry else None,
+                )
             for task_id in answer.gone:
                 entry = self.in_flight.get(task_id)
                 if entry is not None:
-                    log.warning("task %s is no longer ours (timed out, canceled or re-leased); abandoning it", task_id)
+                    log.warning(
+                        "task %s is no longer ours (timed out, canceled or re-leased); abandoning it",
+                        task_id,
+                        extra=_ids(entry[0]),
+                    )
                     entry[1].cancel()
 
     def _beat_due(self, task: Task, now: float) -> bool:
