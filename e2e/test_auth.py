@@ -398,3 +398,25 @@ def test_a_burst_from_one_identity_gets_429_while_other_identities_and_workers_a
     finally:
         limited.child.stop()
         asyncio.run(databases.drop(database))
+
+
+def test_deciding_a_task_of_another_namespace_tells_nothing_about_it(secured: Secured) -> None:
+    """Whether a task id exists in b, and whether it is a HUMAN task, is told
+    (404, 409) only to a caller who may read b's runs; a caller with no right
+    in b gets 403 either way (it used to get 404 and 409, found by the
+    tenancy fuzz pass)."""
+    s, a, b = secured, secured.a, secured.b
+    run_b = start_run(s, b, "not a HUMAN task")
+    url = f"{s.url}/v1/ns/{b}/executions/{run_b}"
+    run = eventually(
+        lambda: (v := call("GET", url, None, s.token(b, "starter"))[1])["tasks"] and v, what="b's task to be scheduled"
+    )
+    simple, missing = run["tasks"][0]["taskId"], str(uuid.uuid4())
+    for task_id, told in ((simple, 409), (missing, 404)):
+        for decision in ("complete", "reject"):
+            decide = f"{s.url}/v1/ns/{b}/tasks/{task_id}/{decision}"
+            status, body = call("POST", decide, {"output": {}, "reason": "x"}, s.token(a, "starter"))
+            assert status == 403, body
+            assert body["message"] == f"system:serviceaccount:{a}:starter may not get workflowruns in namespace {b}"
+            status, body = call("POST", decide, {"output": {}, "reason": "x"}, s.token(b, "starter"))
+            assert status == told, body
