@@ -364,10 +364,15 @@ def test_a_burst_from_one_identity_gets_429_while_other_identities_and_workers_a
     """An operator of its own with a small identity bucket (it refills one
     token a minute, so no timing decides the count): the 21st request of one
     ServiceAccount is refused with Retry-After; another identity, and the
-    same namespace's worker protocol, are still served."""
+    same namespace's worker protocol, are still served. Failed
+    authentications have a small bucket per address too."""
     s, a, b = secured, secured.a, secured.b
     database = asyncio.run(databases.create("e2e_rate"))
-    limits = {"identity": {"perSecond": 1 / 60, "burst": 20}, "namespace": {"perSecond": 1000, "burst": 1000}}
+    limits = {
+        "identity": {"perSecond": 1 / 60, "burst": 20},
+        "namespace": {"perSecond": 1000, "burst": 1000},
+        "failedAuthentication": {"perSecond": 1 / 60, "burst": 3},
+    }
     limited = start_operator(
         "operator-rate",
         database,
@@ -395,6 +400,11 @@ def test_a_burst_from_one_identity_gets_429_while_other_identities_and_workers_a
             s.token(a, "worker"),
         )
         assert status == 200, body
+        # Made-up tokens: three 401s, then 429 without asking the API server; a reviewed token still works.
+        made_up = [call("GET", missing, None, {"Authorization": f"Bearer made-up-{i}"}) for i in range(4)]
+        assert [status for status, _ in made_up] == [401] * 3 + [429], made_up
+        assert made_up[-1][1]["bucket"] == "failedAuthentication" and made_up[-1][1]["retryAfterSeconds"] >= 1
+        assert call("GET", missing.replace(f"/ns/{a}/", f"/ns/{b}/"), None, s.token(b, "starter"))[0] == 404
     finally:
         limited.child.stop()
         asyncio.run(databases.drop(database))
