@@ -157,10 +157,8 @@ def snapshot(s: Secured, runs: list[str]) -> dict[str, Any]:
     )
     rows = {}
     for table in tables:
-        if table["by_namespace"]:
-            where, key = "namespace = $1", s.b
-        else:
-            where, key = "execution_id::text = ANY($1::text[])", runs  # type: ignore[assignment]
+        key: object = s.b if table["by_namespace"] else runs
+        where = "namespace = $1" if table["by_namespace"] else "execution_id::text = ANY($1::text[])"
         found = fetch(s.database, f"SELECT to_jsonb(t)::text AS row FROM {table['table_name']} t WHERE {where}", key)
         rows[str(table["table_name"])] = sorted(str(r["row"]) for r in found)
     listed = json.loads(s.kube.run("get", "sluiceway", "-n", s.b, "-o", "json").stdout)["items"]
