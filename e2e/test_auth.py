@@ -7,183 +7,41 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
-import os
 import secrets
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from sluiceway.devenv.processes import Child
 from tests.support.api import call
 from tests.support.database import Databases
-from tests.support.kube import Cluster, Kube
+from tests.support.kube import Cluster
 from tests.support.operators import start_operator
+from tests.support.secured import (
+    API,
+    STARTER_RULES,
+    TASK_TYPE,
+    WORKER_RULES,
+    WORKFLOW,
+    Secured,
+    lease,
+    poll,
+    role,
+    secured_operator,
+    start_run,
+)
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
-API = "sluiceway.dev/v1alpha1"
-TASK_TYPE = "auth_echo"
-WORKFLOW = "auth_flow"
-
-
-@dataclass
-class Secured:
-    kube: Kube
-    url: str
-    a: str
-    b: str
-    keys: str
-    child: Child
-    tokens: dict[tuple[str, str], str] = field(default_factory=dict)
-
-    def token(self, namespace: str, account: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.tokens[(namespace, account)]}"}
-
-
-def role(name: str, rules: list[dict[str, Any]], account: str) -> str:
-    return "\n---\n".join(
-        json.dumps(doc)
-        for doc in [
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": name}, "rules": rules},
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": {"name": name},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-                "subjects": [{"kind": "ServiceAccount", "name": account}],
-            },
-        ]
-    )
-
-
-WORKER_RULES = [
-    {
-        "apiGroups": ["sluiceway.dev"],
-        "resources": ["taskdefinitions"],
-        "resourceNames": [TASK_TYPE],
-        "verbs": ["poll", "update"],
-    }
-]
-STARTER_RULES = [{"apiGroups": ["sluiceway.dev"], "resources": ["workflowruns"], "verbs": ["create", "get"]}]
-
 
 @pytest.fixture(scope="module")
 def secured(cluster: Cluster, databases: Databases, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    kube = cluster.kube
-    suffix = uuid.uuid4().hex[:6]
-    a, b, keys = f"a-{suffix}", f"b-{suffix}", f"keys-{suffix}"
-    for namespace in (a, b, keys):
-        kube.run("create", "namespace", namespace)
-    tokens = {}
-    for namespace in (a, b):
-        for account, rules in (("worker", WORKER_RULES), ("starter", STARTER_RULES)):
-            kube.run("create", "serviceaccount", account, "-n", namespace)
-            kube.apply(role(f"sluiceway-{account}", rules, account), namespace)
-            tokens[(namespace, account)] = kube.run("create", "token", account, "-n", namespace).stdout.strip()
-    database = asyncio.run(databases.create("e2e_auth"))
-    operator = start_operator(
-        "operator-auth",
-        database,
-        tmp_path_factory.mktemp("operator-auth"),
-        kubeconfig=kube.kubeconfig,  # the operator's own credentials: admin
-        log_level="DEBUG",
-        settings={
-            "SLUICEWAY_AUTH": "kubernetes",
-            "SLUICEWAY_API_KEYS_NAMESPACE": keys,
-            # Only these namespaces, and a leader-election Lease of its own, so an
-            # operator of another test in this session does not stand in its way.
-            "SLUICEWAY_NAMESPACES": f"{a},{b}",
-            "SLUICEWAY_LEADER_ELECTION_NAMESPACE": keys,
-            # The egress policy's cluster ranges (the default denials cover loopback and the API server).
-            "SLUICEWAY_POD_CIDRS": "10.244.0.0/16",
-        },
-    )
-    child = operator.child
-    try:
-        secured = Secured(kube, operator.api_url, a, b, keys, child, tokens)
-        for namespace in (a, b):
-            kube.apply(
-                {
-                    "apiVersion": API,
-                    "kind": "TaskDefinition",
-                    "metadata": {"name": "auth-echo"},
-                    "spec": {"name": TASK_TYPE, "responseTimeoutSeconds": 60},
-                },
-                namespace,
-            )
-            kube.apply(
-                {
-                    "apiVersion": API,
-                    "kind": "Workflow",
-                    "metadata": {"name": "auth-flow"},
-                    "spec": {
-                        "name": WORKFLOW,
-                        "tasks": [
-                            {
-                                "name": TASK_TYPE,
-                                "taskReferenceName": "echo",
-                                "type": "SIMPLE",
-                                "inputParameters": {"text": "${workflow.input.text}"},
-                            }
-                        ],
-                        "outputParameters": {"echoed": "${echo.output.echoed}"},
-                    },
-                },
-                namespace,
-            )
-        for namespace in (a, b):
-            eventually(
-                lambda ns=namespace: (
-                    (o := kube.get("workflow", "auth-flow", ns)) and o.get("status", {}).get("version")
-                ),
-                timeout=60,
-                what=f"the Workflow in {namespace}",
-            )
+    accounts = {"worker": WORKER_RULES, "starter": STARTER_RULES}
+    with secured_operator(cluster.kube, databases, tmp_path_factory.mktemp("operator-auth"), accounts) as secured:
         yield secured
-    finally:
-        if os.environ.get("SLUICEWAY_E2E_SHOW_LOGS"):
-            print(child.tail(200))
-        for namespace in (a, b):  # while the operator still runs to clear its finalizers
-            kube.run("delete", "sluiceway", "--all", "-n", namespace, "--wait=true", "--timeout=60s", check=False)
-        child.stop()
-        for namespace in (a, b, keys):
-            kube.run("delete", "namespace", namespace, "--wait=false", check=False)
-        asyncio.run(databases.drop(database))
-
-
-def start_run(s: Secured, namespace: str, text: str) -> str:
-    status, body = call(
-        "POST",
-        f"{s.url}/v1/ns/{namespace}/executions",
-        {"name": WORKFLOW, "input": {"text": text}},
-        s.token(namespace, "starter"),
-    )
-    assert status == 201, body
-    run_id: str = body["id"]
-    return run_id
-
-
-def poll(s: Secured, namespace: str, headers: dict[str, str] | None, timeout: float = 0) -> tuple[int, Any]:
-    return call(
-        "POST",
-        f"{s.url}/v1/ns/{namespace}/tasks/poll",
-        {"taskTypes": [TASK_TYPE], "workerId": "e2e-auth", "pollTimeoutSeconds": timeout},
-        headers,
-    )
-
-
-def lease(s: Secured, namespace: str, headers: dict[str, str]) -> dict[str, Any]:
-    def probe() -> dict[str, Any] | None:
-        status, body = poll(s, namespace, headers, timeout=5)
-        assert status == 200, body
-        return body["tasks"][0] if body["tasks"] else None
-
-    return eventually(probe, timeout=30, what=f"a task to lease in {namespace}")
 
 
 def result(task: dict[str, Any], **output: Any) -> dict[str, Any]:
@@ -506,10 +364,15 @@ def test_a_burst_from_one_identity_gets_429_while_other_identities_and_workers_a
     """An operator of its own with a small identity bucket (it refills one
     token a minute, so no timing decides the count): the 21st request of one
     ServiceAccount is refused with Retry-After; another identity, and the
-    same namespace's worker protocol, are still served."""
+    same namespace's worker protocol, are still served. Failed
+    authentications have a small bucket per address too."""
     s, a, b = secured, secured.a, secured.b
     database = asyncio.run(databases.create("e2e_rate"))
-    limits = {"identity": {"perSecond": 1 / 60, "burst": 20}, "namespace": {"perSecond": 1000, "burst": 1000}}
+    limits = {
+        "identity": {"perSecond": 1 / 60, "burst": 20},
+        "namespace": {"perSecond": 1000, "burst": 1000},
+        "failedAuthentication": {"perSecond": 1 / 60, "burst": 3},
+    }
     limited = start_operator(
         "operator-rate",
         database,
@@ -537,6 +400,33 @@ def test_a_burst_from_one_identity_gets_429_while_other_identities_and_workers_a
             s.token(a, "worker"),
         )
         assert status == 200, body
+        # Made-up tokens: three 401s, then 429 without asking the API server; a reviewed token still works.
+        made_up = [call("GET", missing, None, {"Authorization": f"Bearer made-up-{i}"}) for i in range(4)]
+        assert [status for status, _ in made_up] == [401] * 3 + [429], made_up
+        assert made_up[-1][1]["bucket"] == "failedAuthentication" and made_up[-1][1]["retryAfterSeconds"] >= 1
+        assert call("GET", missing.replace(f"/ns/{a}/", f"/ns/{b}/"), None, s.token(b, "starter"))[0] == 404
     finally:
         limited.child.stop()
         asyncio.run(databases.drop(database))
+
+
+def test_deciding_a_task_of_another_namespace_tells_nothing_about_it(secured: Secured) -> None:
+    """Whether a task id exists in b, and whether it is a HUMAN task, is told
+    (404, 409) only to a caller who may read b's runs; a caller with no right
+    in b gets 403 either way (it used to get 404 and 409, found by the
+    tenancy fuzz pass)."""
+    s, a, b = secured, secured.a, secured.b
+    run_b = start_run(s, b, "not a HUMAN task")
+    url = f"{s.url}/v1/ns/{b}/executions/{run_b}"
+    run = eventually(
+        lambda: (v := call("GET", url, None, s.token(b, "starter"))[1])["tasks"] and v, what="b's task to be scheduled"
+    )
+    simple, missing = run["tasks"][0]["taskId"], str(uuid.uuid4())
+    for task_id, told in ((simple, 409), (missing, 404)):
+        for decision in ("complete", "reject"):
+            decide = f"{s.url}/v1/ns/{b}/tasks/{task_id}/{decision}"
+            status, body = call("POST", decide, {"output": {}, "reason": "x"}, s.token(a, "starter"))
+            assert status == 403, body
+            assert body["message"] == f"system:serviceaccount:{a}:starter may not get workflowruns in namespace {b}"
+            status, body = call("POST", decide, {"output": {}, "reason": "x"}, s.token(b, "starter"))
+            assert status == told, body

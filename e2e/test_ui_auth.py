@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, expect, sync_playwright
 
-from e2e.test_auth import Secured, role, secured, start_run  # noqa: F401 - `secured` is the fixture
+from e2e.test_auth import secured  # noqa: F401 - the fixture
 from e2e.test_ui_browser import CHROMIUM, accessible
 from tests.support.api import call
+from tests.support.secured import Secured, role, start_run
 
 pytestmark = pytest.mark.e2e
 

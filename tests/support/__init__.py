@@ -10,6 +10,7 @@ or drives; the conftest files only turn these into fixtures.
 - processes:  `stop_all`, stopping processes in parallel
 - kube:       the real API server with the CRDs, and a kubectl driver
 - api:        a small HTTP client for the e2e tests
+- secured:    an operator in `kubernetes` auth mode with two tenant namespaces and their tokens
 - waiting:    `eventually` (blocking) and `eventually_async`
 - fuzzing:    the schemathesis pass and its hooks
 - grpc_shop:  a real gRPC server with reflection, for the e2e GRPC tasks

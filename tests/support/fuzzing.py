@@ -7,14 +7,21 @@ module (SCHEMATHESIS_HOOKS=tests.support.fuzzing): just before each call, the ho
 below steer some generated requests to data that exists (the seeded
 namespace, workflow and task type), so the fuzzer reaches the paths behind
 "not found" and the stateful phase has runs and leases to follow links from.
-The steering is a pure function of the generated case, so a seed replays."""
+The steering is a pure function of the generated case, so a seed replays.
+
+For the tenancy pass (e2e/test_fuzz_tenancy.py) the steering takes lists:
+namespaces, and the ids and names of another tenant's objects, put in path
+parameters, queries and bodies; and every call is recorded (request and
+answer, one JSON line each) for the test to judge."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import sys
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,15 +58,18 @@ class Outcome:
     output: str
 
 
-async def run(url: str, *args: str, steer: dict[str, str] | None = None) -> Outcome:
+async def run(
+    url: str, *args: str, steer: dict[str, str] | None = None, record: Path | None = None, checks: str = CHECKS
+) -> Outcome:
     """`st run` against the OpenAPI document served at `url`, seeded; the
-    output is returned whole (it names the seed and every failure)."""
+    output is returned whole (it names the seed and every failure). With
+    `record`, every call is appended to that file (see `recorded`)."""
     command = [
         str(Path(sys.executable).parent / "st"),
         "run",
         f"{url}/openapi.json",
         "--checks",
-        CHECKS,
+        checks,
         "--seed",
         str(seed()),
         "--workers",
@@ -78,6 +88,7 @@ async def run(url: str, *args: str, steer: dict[str, str] | None = None) -> Outc
         "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
         "SCHEMATHESIS_HOOKS": "tests.support.fuzzing",
         **{f"SLUICEWAY_FUZZ_{key.upper()}": value for key, value in (steer or {}).items()},
+        **({"SLUICEWAY_FUZZ_RECORD": str(record)} if record else {}),
     }
     process = await asyncio.create_subprocess_exec(
         *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env, cwd=REPO_ROOT
@@ -95,10 +106,59 @@ def _steer(value: Any, pattern: re.Pattern[str], key: str) -> Any:
     return value
 
 
+def _targets(key: str) -> list[str]:
+    return [t for t in os.environ.get(f"SLUICEWAY_FUZZ_{key}", "").split(",") if t]
+
+
+def _pick(value: Any, key: str, case: str) -> Any:
+    """Replace most strings with one of the listed targets, or keep them:
+    which is a pure function of the value and of the whole case as generated
+    (the same few values recur across cases), so a seed replays."""
+    targets = _targets(key)
+    if not targets or not isinstance(value, str):
+        return value
+    index = zlib.crc32(f"{case}\0{value}".encode()) % (len(targets) + 1)
+    return targets[index] if index < len(targets) else value
+
+
+# Where the other tenant's objects go: path parameters, query parameters and body fields, by name.
+_PATH_TARGETS = {"namespace": "NAMESPACES", "execution_id": "RUN_IDS", "task_id": "TASK_IDS", "name": "NAMES"}
+_FIELD_TARGETS = {
+    "executionId": "RUN_IDS",
+    "parent": "RUN_IDS",
+    "workflowRun": "RUN_IDS",
+    "restartedFrom": "RUN_IDS",
+    "taskId": "TASK_IDS",
+}
+
+
+def _steer_fields(value: Any, case: str) -> None:
+    """Put the listed ids into every field of `value` (a body, at any depth) named in _FIELD_TARGETS."""
+    if isinstance(value, dict):
+        for field, item in value.items():
+            if field in _FIELD_TARGETS:
+                value[field] = _pick(item, _FIELD_TARGETS[field], case)
+            else:
+                _steer_fields(item, case)
+    elif isinstance(value, list):
+        for item in value:
+            _steer_fields(item, case)
+
+
+def _steer_tenants(case: schemathesis.Case) -> None:
+    generated = repr((case.operation.label, case.path_parameters, case.query, case.body))
+    for params, targets in ((case.path_parameters, _PATH_TARGETS), (case.query, _FIELD_TARGETS)):
+        for field, key in targets.items():
+            if params and field in params:
+                params[field] = _pick(params[field], key, generated)
+    _steer_fields(case.body, generated)
+
+
 @schemathesis.hook
 def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwargs: dict[str, Any]) -> None:
+    _steer_tenants(case)  # only when the lists are given
     params = case.path_parameters
-    if params and "namespace" in params:
+    if params and "namespace" in params and not _targets("NAMESPACES"):
         params["namespace"] = _steer(params["namespace"], _NAMESPACE, "NAMESPACE")
     body = case.body
     if not isinstance(body, dict):
@@ -115,3 +175,41 @@ def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwar
         body["name"] = _steer(body.get("name"), _NAME, "WORKFLOW")
     elif path.endswith("/result") and params and isinstance(body.get("taskId"), str):
         params["task_id"] = body["taskId"]  # one task in path and body, so the store is reached
+
+
+@dataclass(frozen=True)
+class Call:
+    """One recorded call: what was sent, and the answer."""
+
+    operation: str
+    method: str
+    url: str
+    request: str
+    status: int
+    answer: str
+
+
+@schemathesis.hook
+def after_call(context: schemathesis.HookContext, case: schemathesis.Case, response: Any) -> None:
+    path = os.environ.get("SLUICEWAY_FUZZ_RECORD")
+    if not path:
+        return
+    sent = response.request.body
+    request = sent.decode(errors="replace") if isinstance(sent, bytes) else str(sent or "")
+    call = {
+        "operation": f"{case.method.upper()} {case.operation.path}",
+        "method": case.method.upper(),
+        "url": str(response.request.url),
+        "request": request,
+        "status": response.status_code,
+        "answer": response.content.decode(errors="replace"),
+    }
+    with open(path, "a", encoding="utf-8") as file:
+        file.write(json.dumps(call) + "\n")
+
+
+def recorded(path: Path) -> list[Call]:
+    """The calls a pass recorded with `run(..., record=path)`."""
+    if not path.exists():
+        return []
+    return [Call(**json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line]

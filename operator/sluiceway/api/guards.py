@@ -28,7 +28,8 @@ start."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
@@ -39,10 +40,13 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sluiceway.api.access import Names, Rule
-from sluiceway.api.authenticator import Authenticator, unauthenticated
+from sluiceway.api.authenticator import Authenticator, NotReviewed, unauthenticated
 from sluiceway.api.errors import ApiError
 from sluiceway.api.identities import Identity
+from sluiceway.api.ratelimits import refused
 from sluiceway.api.services import Services, services_of
+from sluiceway.controls.ratelimits import Refusal, TokenBuckets, Traffic
+from sluiceway.observability import metrics
 
 log = logging.getLogger(__name__)
 
@@ -175,18 +179,37 @@ def _public(path: str) -> bool:
 class AuthMiddleware:
     """Sets `request.state.identity` for `/v1/...` requests; 401 without one.
     Health, metrics and the OpenAPI document stay open, and so are the routes
-    guarded by SIGNED (webhook intake), which verify each call themselves."""
+    guarded by SIGNED (webhook intake), which verify each call themselves.
 
-    def __init__(self, app: ASGIApp, services: Services, signed: tuple[APIRoute, ...] = ()) -> None:
+    Each 401 takes a token from the client address's bucket of failed
+    authentications; while it is empty, that address is answered 429 with
+    Retry-After for anything but a token reviewed lately or an API key, so
+    a flood of made-up tokens stops costing a TokenReview each, and a
+    refused request takes no token."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        services: Services,
+        signed: tuple[APIRoute, ...] = (),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.app = app
         self.services = services
         self.signed = signed
+        self.clock = clock
+        self.failures = TokenBuckets(services.rate_limits.failed_authentication)
 
     def _self_verified(self, scope: Scope) -> bool:
         return any(
             scope.get("method") in (route.methods or ()) and route.path_regex.match(scope["path"])
             for route in self.signed
         )
+
+    @staticmethod
+    def _limited(address: str, wait: float) -> JSONResponse:
+        metrics.API_RATE_LIMITED.labels(Traffic.API.value, "failedAuthentication").inc()
+        return refused(Refusal("failedAuthentication", address, wait))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -198,10 +221,22 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        client = scope.get("client")
+        address = f"address:{client[0]}" if client else "address:unknown"
+        wait = self.failures.wait(address, self.clock())
         try:
-            identity = await _authenticator(self.services).identify(headers)
+            identity = await _authenticator(self.services).identify(headers, review=wait <= 0)
+        except NotReviewed:  # only while the address may fail no more
+            await self._limited(address, wait)(scope, receive, send)
+            return
         except ApiError as error:
-            extra = {"www-authenticate": "Bearer"} if error.status == 401 else None
+            extra = None
+            if error.status == 401:
+                if wait > 0:
+                    await self._limited(address, wait)(scope, receive, send)
+                    return
+                self.failures.take(address, self.clock())
+                extra = {"www-authenticate": "Bearer"}
             await JSONResponse(error.body, status_code=error.status, headers=extra)(scope, receive, send)
             return
         scope.setdefault("state", {})["identity"] = identity

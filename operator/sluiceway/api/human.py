@@ -15,7 +15,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
-from sluiceway.api.access import Names
+from sluiceway.api.access import Names, Rule
 from sluiceway.api.audit import announce, audited
 from sluiceway.api.errors import INVALID, ApiError, refusal
 from sluiceway.api.guards import Authorize, identity_of, requires
@@ -35,6 +35,9 @@ router = APIRouter(prefix="/v1/ns/{namespace}/tasks", tags=["human tasks"], resp
 
 # Deciding needs `update` on the runs of the task's workflow (its name, from the stored task).
 MAY_DECIDE = Annotated[Authorize, requires("update", "workflowruns", Names.REQUEST)]
+# What one must hold to be told that a task does not exist or is not a HUMAN task:
+# the right to read the namespace's runs, which would show it anyway.
+MAY_READ_RUNS = Rule("get", "workflowruns")
 _ANONYMOUS = "anonymous (authentication is off)"
 
 
@@ -61,9 +64,15 @@ def _view(task: human.WaitingTask) -> WaitingTaskView:
     )
 
 
-async def _waiting_human(svc: Services, namespace: str, task_id: uuid.UUID) -> human.WaitingTask:
+async def _waiting_human(request: Request, svc: Services, namespace: str, task_id: uuid.UUID) -> human.WaitingTask:
+    """The HUMAN task, or 404 or 409 saying why not, but only to a caller who
+    may read the namespace's runs: to anyone else (403) those answers would
+    tell which task ids exist in a namespace they hold no right in, and of
+    what kind."""
     async with svc.pool.acquire() as conn:
         task = await human.find(conn, namespace, task_id)
+    if task is None or task.type != TaskType.HUMAN.value:
+        await Authorize(MAY_READ_RUNS, request)()
     if task is None:
         raise ApiError(404, "NOT_FOUND", f"no task {task_id} in namespace {namespace}")
     if task.type != TaskType.HUMAN.value:
@@ -84,7 +93,7 @@ async def _settle(
     decision: tuple[str, dict[str, object], str],
 ) -> WaitingTaskView:
     """Record (status, output, reason) on a waiting HUMAN task, as the caller."""
-    task = await _waiting_human(svc, namespace, task_id)
+    task = await _waiting_human(request, svc, namespace, task_id)
     await authorize([task.workflow_name])
     status, output, reason = decision
     await check_payload(svc, namespace, "output", output)
@@ -104,7 +113,10 @@ async def _settle(
 
 
 _DECISION_RESPONSES: dict[int | str, dict[str, object]] = {
-    403: refusal("The caller may not `update` workflowruns named by the task's workflow"),
+    403: refusal(
+        "The caller may not `update` workflowruns named by the task's workflow (or, for a task that is not "
+        "a HUMAN task of this namespace, may not `get` its workflowruns)"
+    ),
     404: refusal("No such task in this namespace"),
     409: refusal("Not a HUMAN task, or it no longer waits (decided, timed out, canceled)"),
     413: refusal("The output is larger than the namespace's payload limit: {field, size, limit}"),

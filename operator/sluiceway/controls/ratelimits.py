@@ -33,18 +33,23 @@ class Bucket(Spec):
 
 
 class RateLimits(Spec):
-    """SLUICEWAY_API_RATE_LIMITS (JSON): the four bucket kinds."""
+    """SLUICEWAY_API_RATE_LIMITS (JSON): the four bucket kinds of admitted
+    traffic, and the bucket of failed authentications per client address."""
 
     identity: Bucket = Bucket(per_second=100, burst=200)
     namespace: Bucket = Bucket(per_second=500, burst=1000)
     worker_identity: Bucket = Bucket(per_second=1000, burst=2000)
     worker_namespace: Bucket = Bucket(per_second=5000, burst=10_000)
+    # Each 401 takes a token: a flood of made-up tokens costs a TokenReview each until it is empty.
+    failed_authentication: Bucket = Bucket(per_second=1, burst=20)
 
     @classmethod
     def off(cls) -> RateLimits:
         """No limit: local development without authentication, and tests."""
         none = Bucket(per_second=0, burst=1)
-        return cls(identity=none, namespace=none, worker_identity=none, worker_namespace=none)
+        return cls(
+            identity=none, namespace=none, worker_identity=none, worker_namespace=none, failed_authentication=none
+        )
 
     @classmethod
     def parse(cls, raw: str | None) -> RateLimits:

@@ -17,6 +17,7 @@ from sluiceway.api.app import create_app
 from sluiceway.api.authenticator import MISSING, REJECTED_TOKEN_TTL, Authenticator, TtlCache
 from sluiceway.api.errors import ApiError
 from sluiceway.api.services import Services
+from sluiceway.controls.ratelimits import Bucket, RateLimits
 from sluiceway.kubeapi.auth import KeySecret, ReviewedToken
 
 A_KEY = "k3y-for-namespace-a-0123456789"
@@ -494,7 +495,12 @@ async def test_the_refresher_relists_until_stopped() -> None:
 
 
 async def call(
-    app: Any, method: str, path: str, headers: dict[str, str] | None = None, body: bytes = b""
+    app: Any,
+    method: str,
+    path: str,
+    headers: dict[str, str] | None = None,
+    body: bytes = b"",
+    client: str = "127.0.0.1",
 ) -> tuple[int, dict[str, Any] | str]:
     scope = {
         "type": "http",
@@ -509,7 +515,7 @@ async def call(
         "headers": [
             (k.lower().encode(), v.encode()) for k, v in {"content-type": "application/json", **(headers or {})}.items()
         ],
-        "client": ("127.0.0.1", 1),
+        "client": (client, 1),
         "server": ("127.0.0.1", 80),
     }
     sent: list[dict[str, Any]] = []
@@ -592,3 +598,34 @@ async def test_a_route_without_a_rule_refuses_everyone_when_authentication_is_on
 
     status, body = await call(app, "GET", "/v1/ns/a/unguarded", {"authorization": "Bearer token-a"})
     assert status == 403 and isinstance(body, dict) and body["message"] == "no authorization rule covers this route"
+
+
+async def test_failed_authentications_from_one_address_are_limited_without_a_token_review() -> None:
+    """Three 401s empty the address's bucket (it refills a token a minute, so
+    no timing decides the count): the fourth made-up token is 429 with
+    Retry-After and costs no TokenReview. A token reviewed before and an
+    API key still work from there; another address is still answered 401."""
+    fake = FakeKube()
+    services = Services(
+        pool=None,  # type: ignore[arg-type]
+        authenticate=True,
+        authenticator=authenticator(fake, Clock()),
+        rate_limits=RateLimits.off().model_copy(update={"failed_authentication": Bucket(per_second=1 / 60, burst=3)}),
+    )
+    app = create_app(services)
+    known = {"authorization": "Bearer token-a"}
+    assert (await call(app, "GET", "/v1/ns/b/queues", known))[0] == 403  # reviewed: now in the cache
+    for attempt in range(3):
+        status, _ = await call(app, "GET", "/v1/ns/a/queues", {"authorization": f"Bearer made-up-{attempt}"})
+        assert status == 401
+    assert (await call(app, "GET", "/v1/ns/a/queues"))[0] == 429  # no credentials at all: a failure too
+    reviews = fake.token_reviews
+    status, body = await call(app, "GET", "/v1/ns/a/queues", {"authorization": "Bearer made-up-3"})
+    assert status == 429 and isinstance(body, dict), body
+    assert body["error"] == "RATE_LIMITED" and body["bucket"] == "failedAuthentication", body
+    assert body["retryAfterSeconds"] >= 1 and "address:127.0.0.1" in body["message"], body
+    assert "made-up" not in json.dumps(body)
+    assert fake.token_reviews == reviews, "a limited address made a TokenReview"
+    assert (await call(app, "GET", "/v1/ns/b/queues", known))[0] == 403  # past authentication
+    assert (await call(app, "GET", "/v1/ns/b/queues", {"x-api-key": A_KEY}))[0] == 403
+    assert (await call(app, "GET", "/v1/ns/a/queues", client="10.0.0.9"))[0] == 401

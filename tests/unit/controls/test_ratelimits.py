@@ -75,5 +75,7 @@ def test_workers_are_not_starved_by_api_calls() -> None:
 def test_the_setting_is_json_and_names_itself_when_wrong() -> None:
     parsed = RateLimits.parse('{"identity": {"perSecond": 5, "burst": 10}}')
     assert parsed.identity == Bucket(per_second=5, burst=10) and parsed.namespace == RateLimits().namespace
+    failures = RateLimits.parse('{"failedAuthentication": {"perSecond": 2, "burst": 5}}').failed_authentication
+    assert failures == Bucket(per_second=2, burst=5) and RateLimits().failed_authentication.burst == 20
     with pytest.raises(ValueError, match="SLUICEWAY_API_RATE_LIMITS"):
         RateLimits.parse('{"identity": {"perSecond": -1, "burst": 10}}')
