@@ -193,6 +193,8 @@ async def start(
     announce(caller, event)
     if not isinstance(outcome, executions.Started):
         raise start_error(outcome)
+    if outcome.created:
+        svc.wake_decider()
     return _started(outcome)
 
 

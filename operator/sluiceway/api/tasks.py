@@ -336,6 +336,8 @@ async def _apply(
                 await attributes.write(conn, run, namespace, created_at, found)
         leased, later = await _lease_next(conn, svc, namespace, wanted) if wanted is not None else ([], {})
     metrics.COMPLETE_LATENCY.observe(time.perf_counter() - started)
+    if any(outcome.applied for outcome in outcomes.values()):
+        svc.wake_decider()
     if wanted is not None and later:
         async with svc.pool.acquire() as conn:
             policies = await svc.policies.of(conn, namespace, list(later))
