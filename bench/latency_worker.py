@@ -13,7 +13,8 @@ from sluiceway.worker import Task, Worker
 
 TRACE_DIR = os.environ.get("BENCH_TRACE_DIR")
 # Long polls of 5 s: a stop waits for the poll in flight, within the 10 s the bench grants.
-worker = Worker(poll_timeout=5, result_batch=1)
+CLASSIC = os.environ.get("BENCH_CLASSIC") == "1"  # the SDK before results leased the next tasks
+worker = Worker(poll_timeout=5, result_batch=1, lease_with_results=not CLASSIC, reports_in_flight=1 if CLASSIC else 4)
 trace: list[tuple[str, float, float]] = []
 
 
