@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from sluiceway.store import definitions
 from sluiceway.worker import Task, Worker
 from tests.support.plane import Plane, Running, finished, post
 from tests.support.store import NS, define_task, define_workflow
@@ -113,3 +114,65 @@ async def test_sdk_workers_leasing_with_their_results_keep_their_concurrency_and
     assert worst["a"] <= 3 and worst["b"] <= 3, worst
     assert worst["all"] <= 4, worst
     assert workers[0].completed + workers[1].completed == 60
+
+
+async def test_results_leasing_several_gated_types_at_once_never_deadlock_or_overshoot(plane: Plane) -> None:
+    """Eight reporters, each batch freeing slots of three gated types (two share
+    semaphores declared in opposite orders), counts in a different order each
+    time, beside plain polls of the same queues: every request answers (a
+    deadlock would be a 5xx), and no gate is ever exceeded."""
+    async with plane.pool.acquire() as conn:
+        for name in ("x", "y"):
+            await definitions.upsert_semaphore(conn, NS, name, name, 1, 2)
+    await define_task(plane.pool, "erp_a", semaphores=["x", "y"])
+    await define_task(plane.pool, "erp_b", semaphores=["y", "x"])
+    await define_task(plane.pool, "capped", concurrentExecLimit=3)
+    types = ["erp_a", "erp_b", "capped"]
+    for name in types:
+        await define_workflow(plane.pool, f"wf_{name}", [{"name": name, "taskReferenceName": "t"}])
+        for _ in range(40):
+            await post(plane, f"/v1/ns/{NS}/executions", {"name": f"wf_{name}"})
+    reported: list[str] = []
+
+    async def reporter(n: int) -> None:
+        held: list[dict[str, Any]] = []
+        rounds = 0
+        while len(reported) < 120 and rounds < 400:
+            rounds += 1
+            order = types[n % 3 :] + types[: n % 3]
+            if not held:
+                for name in order if n % 2 else order[:1]:  # plain polls, beside the leases riding on results
+                    held += await lease(plane, name, 1)
+                if not held:
+                    await asyncio.sleep(0.01)
+                    continue
+            status, body = await post(
+                plane,
+                f"/v1/ns/{NS}/tasks/results",
+                {"results": [done(t) for t in held], "next": {"workerId": f"r{n}", "counts": dict.fromkeys(order, 2)}},
+            )
+            assert status == 200, body
+            reported.extend(t["taskId"] for t in held)
+            held = body["tasks"]
+
+    await asyncio.wait_for(asyncio.gather(*(reporter(n) for n in range(8))), 120)
+    assert len(set(reported)) == 120
+    async with plane.pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT name, extract(epoch FROM leased_at) AS s, extract(epoch FROM ended_at) AS e FROM tasks"
+            " WHERE name = ANY($1::text[])",
+            types,
+        )
+    worst_erp = _max_overlap([(r["s"], r["e"]) for r in rows if r["name"] != "capped"])
+    worst_capped = _max_overlap([(r["s"], r["e"]) for r in rows if r["name"] == "capped"])
+    print(f"worst concurrent: erp (2 permits) {worst_erp}, capped (cap 3) {worst_capped}")
+    assert worst_erp <= 2 and worst_capped <= 3
+
+
+def _max_overlap(intervals: list[tuple[Any, Any]]) -> int:
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    worst = current = 0
+    for _, step in events:
+        current += step
+        worst = max(worst, current)
+    return worst

@@ -151,33 +151,25 @@ def _count(namespace: str, leased: list[leasing.Lease], holds: list[GateHold]) -
         metrics.GATE_HOLDS.labels(hold.control.split(":", 1)[0]).inc()
 
 
-async def _lease_next(
-    conn: Any, svc: Services, namespace: str, wanted: NextLease
-) -> tuple[list[leasing.Lease], dict[str, int]]:
-    """The `next` of a result batch, in its transaction, never waiting: every
-    ungated type, and one gated type. A gated lease holds its queue's and
-    semaphores' locks to the end of the transaction, so a second one here
-    could take them in another order than a concurrent request: the other
-    gated types are returned, to be leased each in a transaction of its own."""
+async def _lease_next(conn: Any, svc: Services, namespace: str, wanted: NextLease) -> list[leasing.Lease]:
+    """The `next` of a result batch, in its transaction, never waiting. With
+    several gated types, their locks are all taken first, in the order every
+    lease takes them (leasing.lock_gates): each gated lease holds its locks to
+    the end of the transaction, and no two transactions may wait in a cycle."""
     started = time.perf_counter()
     policies = await svc.policies.of(conn, namespace, list(wanted.counts))
+    gated = [policies[t].gates for t in wanted.counts if policies[t].gates.any()]
+    if len(gated) > 1:
+        await leasing.lock_gates(conn, namespace, [t for t in wanted.counts if policies[t].gates.any()], gated)
     leased: list[leasing.Lease] = []
     holds: list[GateHold] = []
-    later: dict[str, int] = {}
-    gated_here = False
     for task_type, count in wanted.counts.items():
-        gates = policies[task_type].gates
-        if gates.any():
-            if gated_here:
-                later[task_type] = count
-                continue
-            gated_here = True
-        outcome = await leasing.lease(conn, namespace, task_type, wanted.worker_id, count, gates)
+        outcome = await leasing.lease(conn, namespace, task_type, wanted.worker_id, count, policies[task_type].gates)
         leased.extend(outcome.leases)
         holds.extend(outcome.holds)
     metrics.LEASE_LATENCY.observe(time.perf_counter() - started)
     _count(namespace, leased, holds)
-    return leased, later
+    return leased
 
 
 @router.post(
@@ -334,17 +326,10 @@ async def _apply(
         for task_id, (run, created_at, found) in (upserts or {}).items():
             if outcomes[task_id].applied:  # with the result that carried them, fenced by the same epoch
                 await attributes.write(conn, run, namespace, created_at, found)
-        leased, later = await _lease_next(conn, svc, namespace, wanted) if wanted is not None else ([], {})
+        leased = await _lease_next(conn, svc, namespace, wanted) if wanted is not None else []
     metrics.COMPLETE_LATENCY.observe(time.perf_counter() - started)
     if any(outcome.applied for outcome in outcomes.values()):
         svc.wake_decider()
-    if wanted is not None and later:
-        async with svc.pool.acquire() as conn:
-            policies = await svc.policies.of(conn, namespace, list(later))
-        requests = [PollRequest(task_types=[t], worker_id=wanted.worker_id, count=n) for t, n in later.items()]
-        # At once, each on its own connection: one queue's locks per transaction, and no queue waits for another.
-        for more, _ in await asyncio.gather(*(_lease_once(svc, namespace, r, policies) for r in requests)):
-            leased.extend(more)
     for result in batch:
         outcome = outcomes[result.task_id]
         label = result.status.value if outcome.applied else f"refused_{_STATUS[outcome.verdict]}"
