@@ -24,7 +24,7 @@ from pathlib import Path
 
 import aiohttp
 import asyncpg
-import profiling
+import hotpath_profile as profiling
 import throughput
 from figures import record
 

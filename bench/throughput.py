@@ -16,7 +16,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import asyncpg
-import profiling
+import hotpath_profile as profiling
 from figures import record
 
 from sluiceway.devenv.postgres import LocalPostgres

@@ -44,13 +44,6 @@ class Services:
         if self.notifications is not None and self.policies not in self.notifications.caches:
             self.notifications.caches.append(self.policies)
 
-    def wake_decider(self) -> None:
-        """This process just committed work for the decider: wake its own at
-        once, rather than when its NOTIFY comes back (the other replicas'
-        deciders still wake on that)."""
-        if self.notifications is not None:
-            self.notifications.decide.set()
-
     def should_record_poll(self, namespace: str, task_types: list[str], worker_id: str) -> list[str]:
         now = time.monotonic()
         due = []

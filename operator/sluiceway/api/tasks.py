@@ -329,7 +329,8 @@ async def _apply(
         leased = await _lease_next(conn, svc, namespace, wanted) if wanted is not None else []
     metrics.COMPLETE_LATENCY.observe(time.perf_counter() - started)
     if any(outcome.applied for outcome in outcomes.values()):
-        svc.wake_decider()
+        if svc.notifications is not None:
+            svc.notifications.wake_decider()
     for result in batch:
         outcome = outcomes[result.task_id]
         label = result.status.value if outcome.applied else f"refused_{_STATUS[outcome.verdict]}"

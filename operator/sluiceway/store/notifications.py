@@ -87,6 +87,12 @@ class Notifications:
     def _on_decide(self, *_: object) -> None:
         self.decide.set()
 
+    def wake_decider(self) -> None:
+        """This process just committed work for the decider: wake its own at
+        once, rather than when its NOTIFY comes back (the other replicas'
+        deciders still wake on that)."""
+        self.decide.set()
+
     def wake_queues(self, queues: set[tuple[str, str]]) -> None:
         """Wake local waiters of these (namespace, task type) queues: this
         process committed work to them (the NOTIFY wakes the other replicas)."""
