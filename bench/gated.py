@@ -29,13 +29,16 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import hotpath_profile as profiling  # noqa: E402
 import throughput  # noqa: E402
+from figures import record  # noqa: E402
 
 from sluiceway.devenv.postgres import LocalPostgres  # noqa: E402
 from sluiceway.devenv.processes import Child, free_port, wait_until  # noqa: E402
@@ -141,7 +144,14 @@ async def prepare(server_dsn: str, plan: Plan) -> str:
 
 
 async def drain(
-    dsn: str, plan: Plan, workers: int, concurrency: int, batch: int, timeout: float, trace_dir: Path
+    dsn: str,
+    plan: Plan,
+    workers: int,
+    concurrency: int,
+    batch: int,
+    timeout: float,
+    trace_dir: Path,
+    profile: Path | None = None,
 ) -> tuple[float, dict[str, float], dict[str, float]]:
     """One operator and `workers` worker processes until no gated task is left;
     returns (wall seconds, CPU seconds per component)."""
@@ -173,6 +183,12 @@ async def drain(
         # Rates come from the tasks' own timestamps; this watcher only says when to stop, so it polls
         # gently (throughput.py's 20 ms watcher would cost the database a tenth of a core here).
         watcher = asyncio.create_task(watch(dsn, total, timeout))
+        stop_sampling = asyncio.Event()
+        if profile is not None:
+            await profiling.reset_statements(dsn)
+            sampler = asyncio.create_task(profiling.sample_waits(dsn, stop_sampling))
+        spying = profiling.py_spy(operator.process.pid, profile / "operator.txt") if profile else nullcontext()
+        spying.__enter__()
         before = (throughput.cpu_seconds([operator.process.pid]), throughput.cpu_seconds(throughput.postgres_pids()))
         for n in range(workers):
             children.append(
@@ -195,7 +211,15 @@ async def drain(
                     env=env,
                 )
             )
-        wall, _ = await watcher
+        try:
+            wall, _ = await watcher
+        finally:
+            spying.__exit__(None, None, None)
+            stop_sampling.set()
+        if profile is not None:
+            profiling.show("operator (py-spy)", profiling.top_frames(profile / "operator.txt"))
+            profiling.show("database backends (pg_stat_activity samples)", profiling.top_waits(await sampler))
+            profiling.show("database (pg_stat_statements)", await profiling.top_statements(dsn))
         server_side = scrape(port)
         cpu = {
             "operator": throughput.cpu_seconds([operator.process.pid]) - before[0],
@@ -463,7 +487,16 @@ async def main() -> None:
     parser.add_argument("--batch", type=int, default=100, help="result batch (and the ungated lease batch)")
     parser.add_argument("--ungated-tasks", type=int, default=20000, help="0 skips the ungated run")
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument(
+        "--classic", action="store_true", help="workers as the SDK was before issue 15 (BENCH_CLASSIC=1)"
+    )
+    parser.add_argument("--quick", action="store_true", help="about 2 minutes: 6 s per stream, no ungated run")
+    parser.add_argument("--profile", type=Path, help="py-spy on the operator, pg_stat_statements; into this directory")
     args = parser.parse_args()
+    if args.quick:
+        args.seconds, args.ungated_tasks = 6, 0
+    if args.classic:
+        os.environ["BENCH_CLASSIC"] = "1"
 
     plan = Plan(
         args.capped_types,
@@ -477,7 +510,10 @@ async def main() -> None:
     )
     plan.size()
     total = sum(plan.runs.values())
-    with LocalPostgres(durable=True, settings={"max_connections": "300"}) as server:
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    settings = {"max_connections": "300", **profiling.pg_settings(args.profile is not None)}
+    with LocalPostgres(durable=True, settings=settings) as server:
         print(f"PostgreSQL (embedded, fsync on), {os.cpu_count()} cores shared by everything")
         ungated = None
         if args.ungated_tasks:
@@ -494,7 +530,7 @@ async def main() -> None:
         print(f"  queued in {time.monotonic() - started:.1f} s", flush=True)
         trace_dir = Path(tempfile.mkdtemp(prefix="bench-gated-trace-"))
         wall, cpu, server_side = await drain(
-            dsn, plan, args.workers, args.concurrency, args.batch, args.timeout, trace_dir
+            dsn, plan, args.workers, args.concurrency, args.batch, args.timeout, trace_dir, args.profile
         )
         print(
             "  CPU seconds per 1000 gated tasks: "
@@ -507,6 +543,11 @@ async def main() -> None:
     print()
     if table(families, ungated, wall, total):
         print("\n  VIOLATIONS! A gate was exceeded; see 'worst observed'.")
+    print(f"  (load {os.getloadavg()[0]:.2f} at the end; S={plan.sleep:g} s, S2={plan.semaphore_sleep:g} s)")
+    sdk = "classic SDK" if args.classic else "sluiceway"
+    for family in families:
+        record("6 gates", f"{sdk} {family.name} share of theoretical", family.achieved / family.theoretical, "x")
+    record("6 gates", f"{sdk} violations", sum(f.violations for f in families), "count", higher_is_better=False)
 
 
 if __name__ == "__main__":

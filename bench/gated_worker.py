@@ -3,7 +3,8 @@ task type, with enough concurrency that the gates, not the worker, bind.
 
 Environment (set by gated.py): BENCH_CAPPED_TYPES (how many capped_N types),
 BENCH_CAPPED_SLEEP and BENCH_SEMAPHORE_SLEEP (seconds each handler sleeps),
-BENCH_CONCURRENCY (slots per type), BENCH_BATCH (results per report).
+BENCH_CONCURRENCY (slots per type), BENCH_BATCH (results per report),
+BENCH_CLASSIC=1 (no leases with results, one report in flight: the SDK before issue 15).
 With BENCH_TRACE_DIR set, each handler's start and end (epoch seconds, the
 host clock PostgreSQL also reads) are written there at exit, so gated.py can
 split a lease's lifetime into delivery, handler and reporting."""
@@ -25,7 +26,14 @@ CONCURRENCY = int(os.environ.get("BENCH_CONCURRENCY", "32"))
 
 TRACE_DIR = os.environ.get("BENCH_TRACE_DIR")
 
-worker = Worker(poll_timeout=5, result_batch=int(os.environ.get("BENCH_BATCH", "100")))
+# BENCH_CLASSIC=1: the SDK as it was before results leased the next tasks (one report in flight).
+CLASSIC = os.environ.get("BENCH_CLASSIC") == "1"
+worker = Worker(
+    poll_timeout=5,
+    result_batch=int(os.environ.get("BENCH_BATCH", "100")),
+    lease_with_results=not CLASSIC,
+    reports_in_flight=1 if CLASSIC else 4,
+)
 trace: list[tuple[str, float, float]] = []
 
 

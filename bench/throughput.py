@@ -12,9 +12,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import asyncpg
+import hotpath_profile as profiling
+from figures import record
 
 from sluiceway.devenv.postgres import LocalPostgres
 from sluiceway.devenv.processes import Child, free_port, wait_until
@@ -110,7 +113,15 @@ async def ceiling(server_dsn: str, jobs: int, batch: int, clients: int, seconds:
 # -- 2. Sluiceway --------------------------------------------------------------------
 
 
-async def sluiceway(server_dsn: str, tasks: int, workers: int, batch: int, timeout: float) -> tuple[float, float]:
+async def sluiceway(
+    server_dsn: str,
+    tasks: int,
+    workers: int,
+    batch: int,
+    timeout: float,
+    profile: Path | None = None,
+    classic: bool = False,
+) -> tuple[float, float]:
     dsn = await create_database(server_dsn, "sluiceway")
     pool = await open_pool(dsn, max_size=8)
     async with pool.acquire() as conn:
@@ -145,6 +156,7 @@ async def sluiceway(server_dsn: str, tasks: int, workers: int, batch: int, timeo
         "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
         "SLUICEWAY_LOG_LEVEL": "WARNING",
         "BENCH_BATCH": str(batch),
+        "BENCH_CLASSIC": "1" if classic else "0",
     }
     operator = Child("operator", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env)
     children = [operator]
@@ -166,6 +178,12 @@ async def sluiceway(server_dsn: str, tasks: int, workers: int, batch: int, timeo
                 timeout,
             )
         )
+        stop_sampling = asyncio.Event()
+        if profile is not None:
+            await profiling.reset_statements(dsn)
+            sampler = asyncio.create_task(profiling.sample_waits(dsn, stop_sampling))
+        spying = profiling.py_spy(operator.process.pid, profile / "operator.txt") if profile else nullcontext()
+        spying.__enter__()
         cpu_before = (cpu_seconds([operator.process.pid]), cpu_seconds(postgres_pids()))
         for n in range(workers):
             children.append(
@@ -188,7 +206,11 @@ async def sluiceway(server_dsn: str, tasks: int, workers: int, batch: int, timeo
                     env=env,
                 )
             )
-        drained, started = await watcher
+        try:
+            drained, started = await watcher
+        finally:
+            spying.__exit__(None, None, None)
+            stop_sampling.set()
         runs_done = await watch_drain(dsn, "SELECT count(*) FROM executions WHERE status = 'RUNNING'", tasks, timeout)
         runs_seconds = drained + max(0.0, runs_done[1] + runs_done[0] - (started + drained))
         cpu = (
@@ -201,6 +223,10 @@ async def sluiceway(server_dsn: str, tasks: int, workers: int, batch: int, timeo
             f"{cpu[1] / tasks * 1000:.2f}, postgres {cpu[2] / tasks * 1000:.2f} "
             f"(wall {runs_seconds / tasks * 1000:.2f} s per 1000 runs)"
         )
+        if profile is not None:
+            profiling.show("operator (py-spy)", profiling.top_frames(profile / "operator.txt"))
+            profiling.show("database backends (pg_stat_activity samples)", profiling.top_waits(await sampler))
+            profiling.show("database (pg_stat_statements)", await profiling.top_statements(dsn))
     finally:
         for child in children:
             child.stop()
@@ -243,67 +269,106 @@ def median(values: list[float]) -> float:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
+def best(rates: dict[int, list[float]]) -> tuple[int, float]:
+    """The batch whose median rate is highest, and that median."""
+    return max(((batch, median(values)) for batch, values in rates.items()), key=lambda item: item[1])
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", type=int, default=20000)
     parser.add_argument("--workers", type=int, default=2, help="worker processes, for Sluiceway and pgqueuer alike")
     parser.add_argument(
-        "--batch",
-        type=int,
-        default=100,
-        help="Sluiceway lease/result batch per worker, also pgqueuer's 'as tuned' batch",
+        "--batches",
+        default="10,50,100,250,500",
+        help="batch sizes swept for both: Sluiceway's lease/result batch per worker, pgqueuer's batch_size",
     )
-    parser.add_argument("--pgq-batch", type=int, default=10, help="pgqueuer's batch in its published benchmark")
     parser.add_argument("--clients", type=int, default=8, help="pgbench clients for the ceiling")
     parser.add_argument("--seconds", type=int, default=10, help="pgbench duration")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per system, interleaved; medians are reported")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per system and batch, interleaved; medians")
     parser.add_argument("--synchronous-commit", default="on", choices=["on", "off"])
     parser.add_argument("--skip-pgqueuer", action="store_true")
+    parser.add_argument(
+        "--classic", action="store_true", help="also drain with the SDK as it was before issue 15 (BENCH_CLASSIC=1)"
+    )
+    parser.add_argument("--quick", action="store_true", help="about 2 minutes: fewer tasks, batches and rounds")
+    parser.add_argument(
+        "--profile", type=Path, help="py-spy on the operator and pg_stat_statements, into this directory"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.tasks, args.repeat, args.seconds, args.batches = 5000, 1, 3, "50,250"
+    batches = [int(b) for b in args.batches.split(",")]
 
-    settings = {"synchronous_commit": args.synchronous_commit, "max_connections": "300"}
+    settings = {
+        "synchronous_commit": args.synchronous_commit,
+        "max_connections": "300",
+        **profiling.pg_settings(args.profile is not None),
+    }
     with LocalPostgres(durable=True, settings=settings) as server:
         print(
             f"PostgreSQL (embedded, fsync on, synchronous_commit={args.synchronous_commit}), "
-            f"{os.cpu_count()} cores shared by everything; medians of {args.repeat} interleaved runs"
+            f"{os.cpu_count()} cores shared by everything (load {os.getloadavg()[0]:.2f}); "
+            f"medians of {args.repeat} interleaved runs per batch"
         )
-        results: dict[str, list[float]] = {
-            "single": [],
-            "batched": [],
-            "ours": [],
-            "runs": [],
-            "pgq": [],
-            "pgq_tuned": [],
-        }
+        ceilings: dict[int, list[float]] = {1: [], 10: []}
+        ours: dict[int, list[float]] = {b: [] for b in batches}
+        runs: dict[int, list[float]] = {b: [] for b in batches}
+        peers: dict[int, list[float]] = {b: [] for b in batches}
+        classic: dict[int, list[float]] = {b: [] for b in batches}
         for round_ in range(args.repeat):
             print(f"round {round_ + 1}/{args.repeat}", flush=True)
-            results["single"].append(await ceiling(server.dsn, args.tasks * 20, 1, args.clients, args.seconds))
-            results["batched"].append(await ceiling(server.dsn, args.tasks * 20, 10, args.clients, args.seconds))
-            ours, runs = await sluiceway(server.dsn, args.tasks, args.workers, args.batch, timeout=600)
-            results["ours"].append(ours)
-            results["runs"].append(runs)
-            if not args.skip_pgqueuer:
-                results["pgq"].append(await pgqueuer(server.dsn, args.tasks, args.workers, args.pgq_batch, 600))
-                results["pgq_tuned"].append(await pgqueuer(server.dsn, args.tasks, args.workers, args.batch, 600))
-        single, batched, ours = median(results["single"]), median(results["batched"]), median(results["ours"])
+            for per_txn in ceilings:
+                ceilings[per_txn].append(
+                    await ceiling(server.dsn, args.tasks * 20, per_txn, args.clients, args.seconds)
+                )
+            for batch in batches:
+                profile = args.profile / f"batch-{batch}" if args.profile and round_ == 0 else None
+                if profile is not None:
+                    profile.mkdir(parents=True, exist_ok=True)
+                rate, completed = await sluiceway(server.dsn, args.tasks, args.workers, batch, 600, profile)
+                ours[batch].append(rate)
+                runs[batch].append(completed)
+                print(f"  sluiceway batch {batch}: {rate:.0f} tasks/s", flush=True)
+                if args.classic:
+                    classic[batch].append(
+                        (await sluiceway(server.dsn, args.tasks, args.workers, batch, 600, None, True))[0]
+                    )
+                    print(f"  sluiceway, classic SDK, batch {batch}: {classic[batch][-1]:.0f} tasks/s", flush=True)
+                if not args.skip_pgqueuer:
+                    peers[batch].append(await pgqueuer(server.dsn, args.tasks, args.workers, batch, 600))
+                    print(f"  pgqueuer  batch {batch}: {peers[batch][-1]:.0f} jobs/s", flush=True)
+        single, batched = median(ceilings[1]), median(ceilings[10])
         print()
         print(f"  ceiling, claim+complete, 1 job/txn  : {single:8.0f} jobs/s")
         print(f"  ceiling, claim+complete, 10 jobs/txn: {batched:8.0f} jobs/s")
-        print(
-            f"  sluiceway, {args.tasks} tasks, {args.workers} workers x batch {args.batch}: {ours:8.0f} tasks/s "
-            f"(runs COMPLETED at {median(results['runs']):.0f}/s)  all: "
-            + ", ".join(f"{v:.0f}" for v in results["ours"])
-        )
-        print(f"    ratio to the 1-job ceiling : {ours / single:5.2f}x (goal >= 0.6x)")
-        print(f"    ratio to the 10-job ceiling: {ours / batched:5.2f}x")
+        print(f"  {args.tasks} tasks, {args.workers} workers; per second by batch (medians):")
+        for batch in batches:
+            line = f"    batch {batch:4d}: sluiceway {median(ours[batch]):8.0f} ({median(runs[batch]):6.0f} runs/s)"
+            if classic[batch]:
+                line += f"   classic SDK {median(classic[batch]):8.0f}"
+            if peers[batch]:
+                line += f"   pgqueuer {median(peers[batch]):8.0f}"
+            print(line)
+        best_batch, best_ours = best(ours)
+        print(f"  sluiceway at its best (batch {best_batch}): {best_ours:8.0f} tasks/s")
+        print(f"    ratio to the 1-job ceiling : {best_ours / single:5.2f}x")
+        print(f"    ratio to the 10-job ceiling: {best_ours / batched:5.2f}x")
+        record("1 drain", "ceiling 1 job/txn", single, "jobs/s")
+        record("1 drain", "ceiling 10 jobs/txn", batched, "jobs/s")
+        record("1 drain", "sluiceway best", best_ours, "tasks/s")
+        record("1 drain", "sluiceway best batch", best_batch, "batch")
+        if args.classic:
+            classic_batch, best_classic = best(classic)
+            print(f"  classic SDK at its best (batch {classic_batch}): {best_classic:8.0f} tasks/s")
+            record("1 drain", "classic SDK best", best_classic, "tasks/s")
         if not args.skip_pgqueuer:
-            for key, batch, label in (("pgq", args.pgq_batch, "as published"), ("pgq_tuned", args.batch, "as tuned")):
-                peer = median(results[key])
-                print(
-                    f"  pgqueuer 1.6 {label}, {args.workers} workers x batch {batch}: {peer:8.0f} jobs/s  all: "
-                    + ", ".join(f"{v:.0f}" for v in results[key])
-                )
-                print(f"    sluiceway / pgqueuer {label}: {ours / peer:5.2f}x (goal > 1x)")
+            peer_batch, best_peer = best(peers)
+            ratio = best_ours / best_peer
+            print(f"  pgqueuer 1.6 at its best (batch {peer_batch}): {best_peer:8.0f} jobs/s")
+            print(f"    sluiceway / pgqueuer, each at its best: {ratio:5.2f}x (goal >= 1.05x)")
+            record("1 drain", "pgqueuer best", best_peer, "jobs/s")
+            record("1 drain", "sluiceway / pgqueuer best", ratio, "x")
 
 
 if __name__ == "__main__":

@@ -193,6 +193,8 @@ async def start(
     announce(caller, event)
     if not isinstance(outcome, executions.Started):
         raise start_error(outcome)
+    if outcome.created and svc.notifications is not None:
+        svc.notifications.wake_decider()  # this process's decider at once; the NOTIFY wakes the others
     return _started(outcome)
 
 

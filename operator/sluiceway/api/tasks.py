@@ -35,6 +35,7 @@ from sluiceway.model.execution import (
     ItemOutcome,
     LogLine,
     LogPage,
+    NextLease,
     PollRequest,
     PollResponse,
     ResultBatch,
@@ -141,6 +142,34 @@ async def _lease_once(
     for hold in holds:
         metrics.GATE_HOLDS.labels(hold.control.split(":", 1)[0]).inc()
     return leased, holds
+
+
+def _count(namespace: str, leased: list[leasing.Lease], holds: list[GateHold]) -> None:
+    for lease in leased:
+        metrics.TASKS_LEASED.labels(namespace, lease.task_type).inc()
+    for hold in holds:
+        metrics.GATE_HOLDS.labels(hold.control.split(":", 1)[0]).inc()
+
+
+async def _lease_next(conn: Any, svc: Services, namespace: str, wanted: NextLease) -> list[leasing.Lease]:
+    """The `next` of a result batch, in its transaction, never waiting. With
+    several gated types, their locks are all taken first, in the order every
+    lease takes them (leasing.lock_gates): each gated lease holds its locks to
+    the end of the transaction, and no two transactions may wait in a cycle."""
+    started = time.perf_counter()
+    policies = await svc.policies.of(conn, namespace, list(wanted.counts))
+    gated = [policies[t].gates for t in wanted.counts if policies[t].gates.any()]
+    if len(gated) > 1:
+        await leasing.lock_gates(conn, namespace, [t for t in wanted.counts if policies[t].gates.any()], gated)
+    leased: list[leasing.Lease] = []
+    holds: list[GateHold] = []
+    for task_type, count in wanted.counts.items():
+        outcome = await leasing.lease(conn, namespace, task_type, wanted.worker_id, count, policies[task_type].gates)
+        leased.extend(outcome.leases)
+        holds.extend(outcome.holds)
+    metrics.LEASE_LATENCY.observe(time.perf_counter() - started)
+    _count(namespace, leased, holds)
+    return leased
 
 
 @router.post(
@@ -280,16 +309,28 @@ async def _bounded(
 
 
 async def _apply(
-    svc: Services, namespace: str, batch: list[TaskResult], upserts: Upserts | None = None
-) -> dict[str, results.Outcome]:
+    svc: Services,
+    namespace: str,
+    batch: list[TaskResult],
+    upserts: Upserts | None = None,
+    wanted: NextLease | None = None,
+) -> tuple[dict[str, results.Outcome], list[leasing.Lease]]:
+    """Apply the results and lease what `wanted` asks for, in one transaction:
+    one commit, and the slots the results free are taken again (by the worker
+    that freed them) before anyone is woken for them."""
     started = time.perf_counter()
+    refilled = list(wanted.counts) if wanted is not None else []
     async with svc.pool.acquire() as conn, conn.transaction():
         attempts = await diagnostics.attempts(conn, namespace, [r.task_id for r in batch]) if tracing.enabled() else {}
-        outcomes = await results.apply_results(conn, namespace, batch)
+        outcomes = await results.apply_results(conn, namespace, batch, refilled) if batch else {}
         for task_id, (run, created_at, found) in (upserts or {}).items():
             if outcomes[task_id].applied:  # with the result that carried them, fenced by the same epoch
                 await attributes.write(conn, run, namespace, created_at, found)
+        leased = await _lease_next(conn, svc, namespace, wanted) if wanted is not None else []
     metrics.COMPLETE_LATENCY.observe(time.perf_counter() - started)
+    if any(outcome.applied for outcome in outcomes.values()):
+        if svc.notifications is not None:
+            svc.notifications.wake_decider()
     for result in batch:
         outcome = outcomes[result.task_id]
         label = result.status.value if outcome.applied else f"refused_{_STATUS[outcome.verdict]}"
@@ -305,7 +346,7 @@ async def _apply(
                 result.status.value,
                 attempt.leased_at,
             )
-    return outcomes
+    return outcomes, leased
 
 
 @router.post(
@@ -323,7 +364,11 @@ async def _apply(
     summary="Report results of several tasks in one request",
 )
 async def report_results(
-    namespace: NAMESPACE, batch: ResultBatch, authorize: MAY_REPORT, svc: Services = Depends(services)
+    namespace: NAMESPACE,
+    batch: ResultBatch,
+    authorize: MAY_REPORT,
+    may_poll: MAY_POLL,
+    svc: Services = Depends(services),
 ) -> Response:
     """Each result is validated and applied on its own: one bad item never
     costs the others. 200 when every result was applied; 207 otherwise, with
@@ -331,15 +376,25 @@ async def report_results(
     409 stale epoch or no longer leased, 422 the item is invalid (the message
     and `fields` name the field; nothing changed for it), 413 its output is
     over the namespace's payload limit: the task failed terminally with that
-    reason. Only an invalid envelope refuses the whole request."""
+    reason. Only an invalid envelope refuses the whole request.
+
+    With `next`, the same request then leases up to `next.counts` tasks per
+    type (within their gates, never waiting) into `tasks`: a worker hands a
+    freed slot's result in and gets the slot's next task back in one round
+    trip, and a gated slot goes back to a worker at the instant it is freed."""
+    if batch.next is not None:
+        await may_poll(batch.next.counts)
     checked = checked_items(TaskResult, list(batch.results))
     await _authorize_tasks(authorize, svc, namespace, [r.task_id for r in checked if isinstance(r, TaskResult)])
     checked, upserts = await _checked_attributes(svc, namespace, checked)
     valid, over = await _bounded(svc, namespace, [item for item in checked if isinstance(item, TaskResult)], upserts)
     await _store_logs(svc, namespace, valid)
-    outcomes = await _apply(svc, namespace, valid, upserts) if valid else {}
+    outcomes, leased = await _apply(svc, namespace, valid, upserts, batch.next) if valid or batch.next else ({}, [])
     items = [_outcome(raw, item, outcomes, over) for raw, item in zip(batch.results, checked, strict=True)]
-    return _json({"results": items}, 200 if all(i["code"] == 200 for i in items) else 207)
+    body: dict[str, object] = {"results": items}
+    if batch.next is not None:
+        body["tasks"] = [_leased(lease) for lease in leased]
+    return _json(body, 200 if all(i["code"] == 200 for i in items) else 207)
 
 
 def _outcome(
@@ -386,7 +441,7 @@ async def report_result(
         raise ApiError(422, "INVALID_REQUEST", checked.error or "", fields=[f.to_wire() for f in checked.fields or []])
     [bounded], over = await _bounded(svc, namespace, [result], upserts)
     await _store_logs(svc, namespace, [bounded])
-    outcome = (await _apply(svc, namespace, [bounded], upserts))[result.task_id]
+    outcome = (await _apply(svc, namespace, [bounded], upserts))[0][result.task_id]
     if not outcome.applied:
         raise ApiError(_STATUS[outcome.verdict], _ERROR[outcome.verdict], outcome.error or "")
     if result.task_id in over:

@@ -304,6 +304,7 @@ class ItemOutcome(Spec):
 
 class ResultBatchResponse(Spec):
     results: list[ItemOutcome] = Field(description="One outcome per result, in the order sent.")
+    tasks: list[LeasedTask] | None = Field(None, description="What `next` leased (absent when not asked).")
 
 
 class HeartbeatBatchResponse(Spec):
@@ -321,11 +322,28 @@ class HeartbeatBatchResponse(Spec):
 # ones: the envelope (an object with a list of at most MAX_BATCH items) is
 # checked with the request, each item by `checked_items`. The schema still
 # documents the items' shape; `SkipValidation` only defers their check.
+class NextLease(Spec):
+    """Lease more tasks in the same round trip as the results: the slots those
+    results free go straight back to the worker that freed them."""
+
+    worker_id: str = Field(min_length=1, max_length=256, description="Stable identity of the worker.")
+    counts: dict[EngineName, Annotated[int, Field(ge=1, le=MAX_BATCH)]] = Field(
+        min_length=1,
+        max_length=64,
+        description="Most tasks to lease per task type, within each type's gates; never waits for one.",
+    )
+
+
 class ResultBatch(Spec):
     results: list[SkipValidation[TaskResult]] = Field(
         min_length=1,
         max_length=MAX_BATCH,
         description="Each result is validated on its own: an invalid one gets a 422 outcome, the others apply.",
+    )
+    next: NextLease | None = Field(
+        None,
+        description="Lease up to these counts once the results are applied; the leases come back in `tasks`. "
+        "Requires `poll` on those task types.",
     )
     deferred = frozenset({"results"})
 

@@ -277,7 +277,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             timeout_graceful_shutdown=3,
         )
     )
-    config = DeciderConfig(policies=policies, retention_seconds=settings.retention)
+    config = DeciderConfig(policies=policies, retention_seconds=settings.retention, on_ready=notifications.wake_queues)
     egress = await egress_of(settings, kube, pool, services.tenants)
     # HTTP, HTTP_POLL and WEBHOOK share the breakers by host; gRPC's are by service name.
     by_host = Breakers(settings.circuit_breaker)

@@ -94,6 +94,10 @@ class DeciderConfig:
     policies: Policies = field(default_factory=Policies)  # the process's one, with the operator defaults
     on_decision: Callable[[RunSnapshot, Decision], None] | None = None  # metrics and tracing hooks
     on_quarantine: Callable[[Quarantined], None] | None = None
+    # Told, once the batch committed, which queues (namespace, task type) got
+    # work: this process's long polls wake at once, without waiting for the
+    # NOTIFY (which still goes out, for the other replicas) to come back.
+    on_ready: Callable[[set[tuple[str, str]]], None] | None = None
 
 
 # Lock due runs and read their events in one round trip.
@@ -205,10 +209,13 @@ class _Outcome:
     decided: int = 0
     quarantined: list[Quarantined] = field(default_factory=list)
     ended: list[tuple[str, FinishRun]] = field(default_factory=list)
+    ready: set[tuple[str, str]] = field(default_factory=set)
 
 
 def _report(outcome: _Outcome, config: DeciderConfig) -> None:
     """Logs and hooks, once the transaction that did it has committed."""
+    if outcome.ready and config.on_ready is not None:
+        config.on_ready(outcome.ready)
     for run_id, finish in outcome.ended:
         if finish.status is not RunStatus.COMPLETED:
             failed = f" (task {finish.failed_task_id})" if finish.failed_task_id else ""
@@ -742,6 +749,7 @@ class _Applier:
             [f"{namespace}/{name}" for namespace, name in sorted(self.ready)],
             [d[2] for d in self.decided],
         )
+        outcome.ready = self.ready
         return outcome
 
 

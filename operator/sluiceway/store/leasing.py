@@ -115,6 +115,30 @@ async def lease(
     return LeaseOutcome(leases, closed(gates, state))
 
 
+# The locks of several gated queues leased in one transaction (the leases
+# that ride on a result batch), all taken first, in the one order every lease
+# takes them: queues before semaphores, each by name (sluiceway_lease_within_gates
+# takes its queue's, then its semaphores' by name). Held to the end of the
+# transaction, so two such transactions, or one and a single queue's lease,
+# never wait for each other in a cycle. The subquery sorts before the locks are taken.
+_LOCK_GATES = """
+SELECT count(pg_advisory_xact_lock(hashtextextended(key, 0))) FROM (
+    SELECT key FROM (
+        SELECT 0 AS kind, name, 'queue:' || $1 || '/' || name AS key FROM unnest($2::text[]) AS name
+        UNION
+        SELECT 1, name, 'semaphore:' || $1 || '/' || name FROM unnest($3::text[]) AS name
+    ) keys ORDER BY kind, name OFFSET 0
+) ordered
+"""
+
+
+async def lock_gates(conn: asyncpg.Connection, namespace: str, task_types: list[str], gates: list[Gates]) -> None:
+    """Take the locks the gated leases of these types will take, at once and in
+    order, before leasing several gated types in one transaction."""
+    semaphores = sorted({s for g in gates for s in g.semaphores})
+    await conn.fetchval(_LOCK_GATES, namespace, task_types, semaphores)
+
+
 async def lease_ungated(
     conn: asyncpg.Connection, namespace: str, task_type: str, worker_id: str, count: int
 ) -> list[Lease]:

@@ -87,6 +87,18 @@ class Notifications:
     def _on_decide(self, *_: object) -> None:
         self.decide.set()
 
+    def wake_decider(self) -> None:
+        """This process just committed work for the decider: wake its own at
+        once, rather than when its NOTIFY comes back (the other replicas'
+        deciders still wake on that)."""
+        self.decide.set()
+
+    def wake_queues(self, queues: set[tuple[str, str]]) -> None:
+        """Wake local waiters of these (namespace, task type) queues: this
+        process committed work to them (the NOTIFY wakes the other replicas)."""
+        for namespace, name in queues:
+            self.wake(namespace, [name])
+
     def _on_definitions(self, _conn: object, _pid: int, _channel: str, namespace: str) -> None:
         for cache in self.caches:
             cache.invalidate(namespace)

@@ -14,6 +14,7 @@ DeadlineExceeded instead."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import Enum
 
@@ -44,7 +45,7 @@ WITH done AS (
     INSERT INTO decide_queue (execution_id, event) SELECT DISTINCT execution_id, 'task_updated' FROM done
 ), woken AS (
     SELECT pg_notify('{executions.DECIDE_CHANNEL}', '')
-), freed AS ({executions.released("done")}
+), freed AS ({executions.released("done", "$10::text[]")}
 )
 SELECT done.id, (SELECT count(*) FROM woken) + (SELECT count(*) FROM freed) AS woken FROM done
 """
@@ -116,9 +117,12 @@ class Outcome:
 _APPLIED = Outcome(Verdict.APPLIED)
 
 
-async def apply_results(conn: asyncpg.Connection, namespace: str, results: list[TaskResult]) -> dict[str, Outcome]:
+async def apply_results(
+    conn: asyncpg.Connection, namespace: str, results: list[TaskResult], refilled: Collection[str] = ()
+) -> dict[str, Outcome]:
     """Apply a batch of results; one outcome per task id. Each transition is
-    atomic on its own, so no transaction spans the batch."""
+    atomic on its own, so no transaction spans the batch. `refilled`: task
+    types whose freed slots the caller leases again itself (nobody is woken for them)."""
     outcomes: dict[str, Outcome] = {}
     for result in results:
         if not _is_uuid(result.task_id):
@@ -145,6 +149,7 @@ async def apply_results(conn: asyncpg.Connection, namespace: str, results: list[
             [r.retry_after_seconds if r.status is ResultStatus.FAILED else None for r in finishing],
             [r.retry_after_source.value if r.retry_after_seconds is not None else None for r in finishing],
             [r.retry_kind.value if r.retry_kind and r.status is ResultStatus.FAILED else None for r in finishing],
+            list(refilled),
         )
         outcomes.update({str(row["id"]): _APPLIED for row in rows})
     if progress:

@@ -116,6 +116,16 @@ class WorkerClient:
         outcomes: list[dict[str, Any]] = body.get("results", [])
         return outcomes
 
+    async def results_and_lease(
+        self, results: list[dict[str, Any]], worker_id: str, counts: dict[str, int]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Results, then up to `counts` new leases per task type, in one round trip
+        (a server that does not know `next` leases nothing)."""
+        _, body = await self._post(
+            "results", {"results": results, "next": {"workerId": worker_id, "counts": counts}}, timeout=60
+        )
+        return body.get("results", []), body.get("tasks") or []
+
     async def heartbeats(
         self, beats: list[tuple[str, int]], logs: dict[str, list[dict[str, Any]]] | None = None
     ) -> HeartbeatAnswer:

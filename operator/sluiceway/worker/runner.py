@@ -129,7 +129,14 @@ class _Registration:
     concurrency: int
     classifier: Classifier | None
     in_flight: int = 0
+    # Slots of finished handlers whose results are on their way: the results'
+    # request leases their next tasks (`next`), so the poll does not ask for them too.
+    reserved: int = 0
     freed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def free(self) -> int:
+        return self.concurrency - self.in_flight - self.reserved
 
 
 TRUNCATED = " [truncated]"
@@ -144,6 +151,7 @@ class _Report:
     task: Task
     body: dict[str, Any]
     fallback: bool = False  # already the bare FAILED that replaces a refused result
+    slot: _Registration | None = None  # the slot it holds until its request leased the next task
 
     def deadline(self) -> float:
         """When the lease is surely gone (monotonic): the server renews it for
@@ -255,6 +263,8 @@ class Worker:
         result_batch: int = 100,
         capture_logs: bool = True,
         log_flush_seconds: float = 1.0,
+        lease_with_results: bool = True,
+        reports_in_flight: int = 4,
     ) -> None:
         self.url = url
         self.namespace = namespace
@@ -271,6 +281,8 @@ class Worker:
         self.completed = 0  # results accepted by the server, for tests and benchmarks
         self.capture_logs = capture_logs
         self.log_flush_seconds = log_flush_seconds
+        self.lease_with_results = lease_with_results
+        self.reports_in_flight = max(1, reports_in_flight)
 
     # -- registration ----------------------------------------------------------
 
@@ -339,7 +351,7 @@ class Worker:
     async def _poll(self, client: WorkerClient, reg: _Registration, stop: asyncio.Event) -> None:
         backoff = 0.5
         while not stop.is_set():
-            free = reg.concurrency - reg.in_flight
+            free = reg.free
             if free <= 0:
                 reg.freed.clear()
                 await _first(reg.freed.wait(), stop.wait())
@@ -352,26 +364,35 @@ class Worker:
                 await _first(asyncio.sleep(backoff), stop.wait())
                 backoff = min(backoff * 2, 30.0)
                 continue
-            for body in leased:
-                task = Task.from_wire(body)
-                if stop.is_set():  # leased during shutdown: hand it straight back
-                    self._enqueue(_result(task, "IN_PROGRESS", callbackAfterSeconds=0))
-                    continue
-                reg.in_flight += 1
-                runner = asyncio.create_task(self._execute(reg, task))
-                self.in_flight[task.task_id] = (task, runner)
+            self._start(leased, stop)
+
+    def _start(self, leased: list[dict[str, Any]], stop: asyncio.Event) -> None:
+        for body in leased:
+            task = Task.from_wire(body)
+            reg = self.registrations.get(task.task_type)
+            if stop.is_set() or reg is None:  # leased during shutdown: hand it straight back
+                self._enqueue(_result(task, "IN_PROGRESS", callbackAfterSeconds=0))
+                continue
+            reg.in_flight += 1
+            runner = asyncio.create_task(self._execute(reg, task))
+            self.in_flight[task.task_id] = (task, runner)
 
     async def _execute(self, reg: _Registration, task: Task) -> None:
         tasklogs.current.set(task.logs)  # this asyncio task's context (and the thread a sync handler gets)
         worker_logs.current.set(_ids(task))
+        result = None
         try:
             result = await self._outcome(reg, task)
         except asyncio.CancelledError:
-            result = None  # abandoned: the lease is gone or we are shutting down
+            pass  # abandoned: the lease is gone or we are shutting down
         finally:
             reg.in_flight -= 1
-            reg.freed.set()
             self.in_flight.pop(task.task_id, None)
+            if result is not None and self.lease_with_results:
+                reg.reserved += 1  # the result's request leases this slot's next task
+                result.slot = reg
+            else:
+                reg.freed.set()
         if result is not None:
             self._enqueue(result)
 
@@ -440,13 +461,17 @@ class Worker:
         self._results.put_nowait(report)
 
     async def _flush_results(self, client: WorkerClient, stop: asyncio.Event) -> None:
-        """Send results in batches until the None sentinel, after everything before it."""
+        """Send results in batches until the None sentinel, after everything
+        before it. A few requests go at once: a result that finishes while one
+        is on its way does not wait for that round trip to end."""
         assert self._results is not None
+        sending: set[asyncio.Task[None]] = set()
+        room = asyncio.Semaphore(self.reports_in_flight)
         closing = False
         while not closing:
             first = await self._results.get()
             if first is None:
-                return
+                break
             batch = [first]
             await asyncio.sleep(0.002)  # linger briefly: results of one poll batch finish together
             while len(batch) < self.result_batch and not self._results.empty():
@@ -455,14 +480,64 @@ class Worker:
                     closing = True
                     break
                 batch.append(item)
-            await self._send(client, batch)
+            await room.acquire()
+            sender = asyncio.create_task(self._send_batch(client, batch, stop, room))
+            sending.add(sender)
+            sender.add_done_callback(sending.discard)
+        if sending:
+            await asyncio.gather(*sending)
 
-    async def _send(self, client: WorkerClient, batch: list[_Report]) -> None:
-        """Deliver every result of the batch, or learn that its lease is gone."""
+    async def _send_batch(
+        self, client: WorkerClient, batch: list[_Report], stop: asyncio.Event, room: asyncio.Semaphore
+    ) -> None:
+        try:
+            await self._send(client, batch, self._next_counts(batch, stop), stop)
+        finally:
+            self._unreserve(batch)
+            room.release()
+
+    def _next_counts(self, batch: list[_Report], stop: asyncio.Event) -> dict[str, int]:
+        """Per task type, the slots this batch's results free: leased again with them."""
+        counts: dict[str, int] = {}
+        if stop.is_set():
+            return counts
+        for report in batch:
+            if report.slot is not None:
+                counts[report.slot.task_type] = counts.get(report.slot.task_type, 0) + 1
+        return counts
+
+    def _unreserve(self, batch: list[_Report]) -> None:
+        """The slots the batch held go back to the polls (those `next` refilled are in flight again)."""
+        for report in batch:
+            if report.slot is not None:
+                report.slot.reserved -= 1
+                report.slot.freed.set()
+                report.slot = None
+
+    async def _send(
+        self,
+        client: WorkerClient,
+        batch: list[_Report],
+        next_counts: dict[str, int] | None = None,
+        stop: asyncio.Event | None = None,
+    ) -> None:
+        """Deliver every result of the batch, or learn that its lease is gone.
+        The first request also leases `next_counts` (the slots the results
+        free), and those tasks start at once."""
         pending, failures = batch, 0
         while pending := self._still_leased(pending):
             try:
-                outcomes = await client.results([r.body for r in pending])
+                if next_counts and stop is not None:
+                    asking, next_counts = next_counts, None  # asked once: a retry only delivers
+                    try:
+                        outcomes, leased = await client.results_and_lease(
+                            [r.body for r in pending], self.worker_id, asking
+                        )
+                    finally:
+                        self._unreserve(batch)
+                    self._start(leased, stop)
+                else:
+                    outcomes = await client.results([r.body for r in pending])
             except WorkerApiError as error:
                 if error.retryable():
                     failures = await self._pause(failures, pending, error)
