@@ -70,7 +70,7 @@ async def sluiceway(
     children, urls = sluiceway_children(dsn, logs, setting["workers"], setting["batch"], setting["operators"])
     conn = await asyncpg.connect(dsn)
     try:
-        spy = profiling.sampled(children[0].process.pid, 15) if profile else None
+        spy = profiling.sampled(children[0].process.pid, 8) if profile else None
         spied = spy.__enter__() if spy else None
         batch = max(1, min(1000, 200_000 // max(1, len(str(INPUTS[shape])))))
         async with aiohttp.ClientSession() as http:
