@@ -36,6 +36,14 @@ from sluiceway.store import workflows  # noqa: E402
 from sluiceway.store.database import open_pool  # noqa: E402
 
 GOAL = "2 continuous"
+# What any queue on PostgreSQL is run with (pgqueuer and procrastinate advise it too):
+# autovacuum that keeps up with tables whose rows churn, so the planner has statistics
+# for a table that grew from empty a second ago and dead rows are reclaimed.
+QUEUE_SETTINGS = {
+    "autovacuum_naptime": "1s",
+    "autovacuum_vacuum_scale_factor": "0.05",
+    "autovacuum_analyze_scale_factor": "0.05",
+}
 PEERS = HERE / "peer_apps.py"
 
 
@@ -387,7 +395,7 @@ async def main(args: argparse.Namespace) -> None:
     pgq_batches = [10, 100] if not args.quick else [100]
     proc_concurrency = [10, 50] if not args.quick else [50]
     dbos_concurrency = [10, 100] if not args.quick else [100]
-    settings = {"max_connections": "300", **(profiling.STATEMENT_SETTINGS if args.profile else {})}
+    settings = {"max_connections": "300", **QUEUE_SETTINGS, **(profiling.STATEMENT_SETTINGS if args.profile else {})}
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
     with LocalPostgres(durable=True, settings=settings) as server:
         print(

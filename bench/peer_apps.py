@@ -119,7 +119,8 @@ def dbos_produce(dsn: str, threads: int) -> None:
 def dbos_flows(dsn: str, shape: str, runs: int, concurrency: int) -> None:
     """Run RUNS workflows of SHAPE (`chain10`: ten steps one after the other;
     `fanout100`: a hundred child workflows started, then all joined) with at most
-    CONCURRENCY at once, and print `runs seconds` when the last has completed."""
+    CONCURRENCY at once, and print `runs seconds` when the last has completed.
+    `fanout100-direct` starts the children without a queue."""
     from concurrent.futures import ThreadPoolExecutor
 
     dbos = _dbos(dsn, "bench")
@@ -140,13 +141,18 @@ def dbos_flows(dsn: str, shape: str, runs: int, concurrency: int) -> None:
         return step(n)
 
     @dbos.workflow()
-    def fanout100() -> int:
+    def fanout100() -> int:  # the documented fan-out: children on a queue, then their results
         handles = [queue.enqueue(branch, n) for n in range(100)]
+        return sum(h.get_result() for h in handles)
+
+    @dbos.workflow()
+    def fanout100_direct() -> int:  # children started at once, no queue
+        handles = [dbos.start_workflow(branch, n) for n in range(100)]
         return sum(h.get_result() for h in handles)
 
     dbos.launch()
     queue = dbos.register_queue("branches", polling_interval_sec=0.01)
-    flow = {"chain10": chain10, "fanout100": fanout100}[shape]
+    flow = {"chain10": chain10, "fanout100": fanout100, "fanout100-direct": fanout100_direct}[shape]
     started = time.monotonic()
     with ThreadPoolExecutor(concurrency) as pool:
         list(pool.map(lambda _: dbos.start_workflow(flow).get_result(), range(runs)))
