@@ -266,7 +266,7 @@ async def latency(server_dsn: str, setting: dict[str, int], rate: float, seconds
     children, urls = sluiceway_children(dsn, logs, setting["workers"], setting["batch"], setting["operators"])
     # Small batches, so that a start waits for no batch to fill: 10 runs per request, paced.
     batch = max(1, min(10, int(rate / 50)))
-    clients = 4
+    clients = 16  # enough requests in flight that a slow answer never holds the pace back
     try:
         children.append(producer(urls, batch, clients, rate, logs))
         await asyncio.sleep(2 + seconds)
