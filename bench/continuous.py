@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE))
 
 import profiling  # noqa: E402
 from figures import record  # noqa: E402
-from throughput import NS, cpu_seconds, create_database, postgres_pids  # noqa: E402
+from throughput import NS, cpu_seconds, create_database  # noqa: E402
 
 from sluiceway.devenv.postgres import LocalPostgres  # noqa: E402
 from sluiceway.devenv.processes import Child, free_port, wait_until  # noqa: E402
@@ -82,7 +82,7 @@ async def measure(
             if not child.alive():
                 raise RuntimeError(f"{child.name} died:\n{child.tail()}")
         groups = cpu_groups(children)
-        cpu_before = {name: cpu_seconds(pids) for name, pids in groups.items()}
+        cpu_before = {name: cpu_seconds(pids) for name, pids in groups.items()} | {"postgres": cluster_cpu()}
         async with lock:
             done_before, backlog_before = int(await conn.fetchval(done_sql)), int(await conn.fetchval(backlog_sql))
         started = time.monotonic()
@@ -90,8 +90,8 @@ async def measure(
         async with lock:
             done_after, backlog_after = int(await conn.fetchval(done_sql)), int(await conn.fetchval(backlog_sql))
         elapsed = time.monotonic() - started
-        # (max: a PostgreSQL backend that exits takes its CPU seconds with it)
         cpu = {name: max(0.0, cpu_seconds(pids) - cpu_before[name]) for name, pids in groups.items()}
+        cpu["postgres"] = cluster_cpu() - cpu_before["postgres"]
     finally:
         flow.cancel()
         for child in producers:
@@ -138,12 +138,34 @@ def resume(child: Child) -> None:
 
 
 def cpu_groups(children: list[Child]) -> dict[str, list[int]]:
-    """Processes by role (the name before its number), and PostgreSQL's."""
+    """Processes by role (the name before its number)."""
     groups: dict[str, list[int]] = {}
     for child in children:
         groups.setdefault(child.name.rstrip("0123456789").rstrip("-"), []).append(child.process.pid)
-    groups["postgres"] = postgres_pids()
     return groups
+
+
+POSTMASTER: list[int] = []  # the benchmark's own PostgreSQL (other clusters may run on the machine)
+
+
+def cluster_cpu() -> float:
+    """CPU seconds of our PostgreSQL so far: the postmaster with the backends it
+    reaped (cutime, cstime) and those still alive (whose parent it is)."""
+    if not POSTMASTER:
+        return 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, parent = int(stat.parent.name), int(fields[1])
+        if pid == POSTMASTER[0]:
+            total += sum(int(f) for f in fields[11:15]) / tick
+        elif parent == POSTMASTER[0]:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 def stop_all(children: list[Child]) -> None:
@@ -398,6 +420,7 @@ async def main(args: argparse.Namespace) -> None:
     settings = {"max_connections": "300", **QUEUE_SETTINGS, **(profiling.STATEMENT_SETTINGS if args.profile else {})}
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
     with LocalPostgres(durable=True, settings=settings) as server:
+        POSTMASTER[:] = [server.child.process.pid]
         print(
             f"PostgreSQL embedded (fsync on), {os.cpu_count()} cores shared; warm-up {warmup:.0f} s, "
             f"then {seconds:.0f} s measured per setting",
