@@ -19,6 +19,7 @@ from pathlib import Path
 
 import asyncpg
 
+PACKAGES = {"api", "store", "engine", "controls", "model", "runtime", "worker", "observability", "systemtasks"}
 STATEMENT_SETTINGS = {"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all"}
 
 
@@ -81,7 +82,7 @@ def print_spy(path: Path, top: int = 15, title: str = "py-spy") -> None:
     print(f"  {title}: {total} samples; top by own time, then by inclusive time")
     for frame, n in own.most_common(top):
         print(f"    own {n / total:6.1%}  {frame}")
-    ours = [(f, n) for f, n in inclusive.most_common() if "sluiceway" in f]
+    ours = [(f, n) for f, n in inclusive.most_common() if f.split("(")[-1].split("/")[0] in PACKAGES]
     for frame, n in ours[:top]:
         print(f"    incl {n / total:5.1%}  {frame}")
 
