@@ -70,7 +70,7 @@ async def sluiceway(
     children, urls = sluiceway_children(dsn, logs, setting["workers"], setting["batch"], setting["operators"])
     conn = await asyncpg.connect(dsn)
     try:
-        spy = profiling.sampled(children[0].process.pid, 25) if profile else None
+        spy = profiling.sampled(children[0].process.pid, 10) if profile else None
         spied = spy.__enter__() if spy else None
         batch = max(1, min(1000, 200_000 // max(1, len(str(INPUTS[shape])))))
         async with aiohttp.ClientSession() as http:
@@ -120,7 +120,7 @@ def temporal_status() -> str:
     """Why Temporal is or is not measured: its development server must be built from its Go module."""
     binary = Path.home() / ".cache" / "sluiceway" / "temporal" / "bin" / "temporal"
     if binary.exists() or shutil.which("temporal"):
-        return "built"
+        return "its development server is built, but the runner for it (temporalio 1.35) is not written yet"
     return (
         "not measured: the Temporal CLI (its development server) does not build from the Go module proxy "
         "(bench/README.md says why)"
