@@ -251,6 +251,13 @@ async def sluiceway_database(server_dsn: str) -> str:
     return dsn
 
 
+def sluiceway_label(setting: dict[str, int]) -> str:
+    return (
+        f"sluiceway {setting['operators']} op, {setting['workers']} w x {setting['batch']}, "
+        f"starts of {setting['start_batch']}"
+    )
+
+
 SLUICEWAY_DONE = "SELECT count(*) FROM executions WHERE status = 'COMPLETED'"
 SLUICEWAY_BACKLOG = "SELECT count(*) FROM executions WHERE status = 'RUNNING'"
 
@@ -266,10 +273,7 @@ async def sluiceway(
     try:
         for n in range(producers):
             children.append(producer(urls, setting["start_batch"], setting["clients"], 0, logs, n))
-        label = (
-            f"sluiceway {setting['operators']} op, {setting['workers']} w x {setting['batch']}, "
-            f"starts of {setting['start_batch']}"
-        )
+        label = sluiceway_label(setting)
         if not profile:
             return await measure(dsn, label, SLUICEWAY_DONE, SLUICEWAY_BACKLOG, children, warmup, seconds)
         with profiling.sampled(children[0].process.pid, warmup + seconds) as spy:
@@ -323,7 +327,8 @@ def peer(role: str, dsn: str, *args: object, logs: Path, name: str) -> Child:
     return Child(name, [sys.executable, str(PEERS), role, dsn, *map(str, args)], logs)
 
 
-async def pgqueuer(server_dsn: str, batch: int, warmup: float, seconds: float, producers: int) -> Window:
+async def pgqueuer(server_dsn: str, setting: tuple[int, int], warmup: float, seconds: float, producers: int) -> Window:
+    consumers, batch = setting
     from pgqueuer.db import AsyncpgDriver
     from pgqueuer.queries import Queries
 
@@ -332,12 +337,12 @@ async def pgqueuer(server_dsn: str, batch: int, warmup: float, seconds: float, p
     await Queries(AsyncpgDriver(conn)).install()
     await conn.close()
     logs = Path(tempfile.mkdtemp(prefix="bench-pgq-"))
-    children = [peer("pgq-consume", dsn, batch, logs=logs, name=f"pgq-{n}") for n in range(2)]
+    children = [peer("pgq-consume", dsn, batch, logs=logs, name=f"pgq-{n}") for n in range(consumers)]
     children += [peer("pgq-produce", dsn, 100, logs=logs, name=f"pgq-produce-{n}") for n in range(producers)]
     try:
         return await measure(
             dsn,
-            f"pgqueuer 1.6, 2 consumers x batch {batch}",
+            f"pgqueuer 1.6, {consumers} consumers x batch {batch}",
             "SELECT (SELECT last_value FROM pgqueuer_id_seq) - (SELECT count(*) FROM pgqueuer)",
             "SELECT count(*) FROM pgqueuer",
             children,
@@ -348,16 +353,19 @@ async def pgqueuer(server_dsn: str, batch: int, warmup: float, seconds: float, p
         stop_all(children)
 
 
-async def procrastinate(server_dsn: str, concurrency: int, warmup: float, seconds: float, producers: int) -> Window:
+async def procrastinate(
+    server_dsn: str, setting: tuple[int, int], warmup: float, seconds: float, producers: int
+) -> Window:
+    consumers, concurrency = setting
     dsn = await create_database(server_dsn, "continuous_procrastinate")
     subprocess.run([sys.executable, str(PEERS), "proc-install", dsn], check=True)
     logs = Path(tempfile.mkdtemp(prefix="bench-proc-"))
-    children = [peer("proc-worker", dsn, concurrency, logs=logs, name=f"proc-{n}") for n in range(2)]
+    children = [peer("proc-worker", dsn, concurrency, logs=logs, name=f"proc-{n}") for n in range(consumers)]
     children += [peer("proc-produce", dsn, 100, logs=logs, name=f"proc-produce-{n}") for n in range(producers)]
     try:
         return await measure(
             dsn,
-            f"procrastinate 3.10, 2 workers x concurrency {concurrency}",
+            f"procrastinate 3.10, {consumers} workers x concurrency {concurrency}",
             "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'",
             "SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')",
             children,
@@ -368,17 +376,18 @@ async def procrastinate(server_dsn: str, concurrency: int, warmup: float, second
         stop_all(children)
 
 
-async def dbos(server_dsn: str, concurrency: int, warmup: float, seconds: float, producers: int) -> Window:
+async def dbos(server_dsn: str, setting: tuple[int, int], warmup: float, seconds: float, producers: int) -> Window:
+    consumers, concurrency = setting
     dsn = await create_database(server_dsn, "continuous_dbos")
     logs = Path(tempfile.mkdtemp(prefix="bench-dbos-"))
-    children = [peer("dbos-worker", dsn, concurrency, 0.05, logs=logs, name=f"dbos-{n}") for n in range(2)]
+    children = [peer("dbos-worker", dsn, concurrency, 0.05, logs=logs, name=f"dbos-{n}") for n in range(consumers)]
     await wait_for_table(dsn, "dbos.workflow_status", children)
     # DBOS enqueues one workflow per call: two producer processes of 16 threads keep its queue fed.
     children += [peer("dbos-produce", dsn, 16, logs=logs, name=f"dbos-produce-{n}") for n in range(2 * producers)]
     try:
         return await measure(
             dsn,
-            f"DBOS 3.4 queue, 2 executors x concurrency {concurrency}",
+            f"DBOS 3.4 queue, {consumers} executors x concurrency {concurrency}",
             "SELECT count(*) FROM dbos.workflow_status WHERE status = 'SUCCESS'",
             "SELECT count(*) FROM dbos.workflow_status WHERE status IN ('ENQUEUED', 'PENDING')",
             children,
@@ -408,15 +417,18 @@ def best(windows: list[Window]) -> Window:
 
 async def main(args: argparse.Namespace) -> None:
     warmup, seconds = (3.0, 12.0) if args.quick else (10.0, args.seconds)
+    # Worker processes are a knob of every system: each is swept with 2 and 4.
     sluiceway_settings = [
         {"operators": 1, "workers": 2, "batch": 100, "start_batch": 100, "clients": 4},
         {"operators": 2, "workers": 2, "batch": 100, "start_batch": 100, "clients": 4},
+        {"operators": 2, "workers": 4, "batch": 100, "start_batch": 100, "clients": 4},
     ]
-    if args.quick:
-        sluiceway_settings = sluiceway_settings[:1]
-    pgq_batches = [10, 100] if not args.quick else [100]
-    proc_concurrency = [10, 50] if not args.quick else [50]
-    dbos_concurrency = [10, 100] if not args.quick else [100]
+    pgq_settings = [(2, 10), (2, 100), (4, 100)]  # (consumers, batch)
+    proc_settings = [(2, 10), (2, 50), (4, 10)]  # (workers, concurrency)
+    dbos_settings = [(2, 10), (2, 100), (4, 100)]  # (executors, worker concurrency)
+    if args.quick:  # the best of each full sweep on this machine
+        sluiceway_settings, pgq_settings = sluiceway_settings[2:], [(4, 100)]
+        proc_settings, dbos_settings = [(4, 10)], [(4, 100)]
     settings = {"max_connections": "300", **QUEUE_SETTINGS, **(profiling.STATEMENT_SETTINGS if args.profile else {})}
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
     with LocalPostgres(durable=True, settings=settings) as server:
@@ -429,12 +441,12 @@ async def main(args: argparse.Namespace) -> None:
         ours = best([await sluiceway(server.dsn, s, warmup, seconds, 1, args.profile) for s in sluiceway_settings])
         peers: dict[str, Window] = {}
         if not args.skip_peers:
-            peers["pgqueuer"] = best([await pgqueuer(server.dsn, b, warmup, seconds, 1) for b in pgq_batches])
+            peers["pgqueuer"] = best([await pgqueuer(server.dsn, s, warmup, seconds, 1) for s in pgq_settings])
             peers["procrastinate"] = best(
-                [await procrastinate(server.dsn, c, warmup, seconds, 1) for c in proc_concurrency]
+                [await procrastinate(server.dsn, s, warmup, seconds, 1) for s in proc_settings]
             )
-            peers["DBOS queue"] = best([await dbos(server.dsn, c, warmup, seconds, 1) for c in dbos_concurrency])
-        setting = next(s for s in sluiceway_settings if ours.label.startswith(f"sluiceway {s['operators']} op"))
+            peers["DBOS queue"] = best([await dbos(server.dsn, s, warmup, seconds, 1) for s in dbos_settings])
+        setting = next(s for s in sluiceway_settings if ours.label == sluiceway_label(s))
         lat = await latency(server.dsn, setting, ours.rate / 2, 10 if args.quick else 30)
     print()
     print(f"  sluiceway, starts through POST /executions/starts: {ours.rate:8.0f} runs/s sustained ({ours.label})")
