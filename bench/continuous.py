@@ -426,9 +426,9 @@ async def main(args: argparse.Namespace) -> None:
     pgq_settings = [(2, 10), (2, 100), (4, 100)]  # (consumers, batch)
     proc_settings = [(2, 10), (2, 50), (4, 10)]  # (workers, concurrency)
     dbos_settings = [(2, 10), (2, 100), (4, 100)]  # (executors, worker concurrency)
-    if args.quick:  # the best of each full sweep on this machine
-        sluiceway_settings, pgq_settings = sluiceway_settings[2:], [(4, 100)]
-        proc_settings, dbos_settings = [(4, 10)], [(4, 100)]
+    if args.quick:  # two worker processes each, at each one's best knob of the full sweeps here
+        sluiceway_settings, pgq_settings = sluiceway_settings[:1], [(2, 100)]
+        proc_settings, dbos_settings = [(2, 50)], [(2, 100)]
     settings = {"max_connections": "300", **QUEUE_SETTINGS, **(profiling.STATEMENT_SETTINGS if args.profile else {})}
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
     with LocalPostgres(durable=True, settings=settings) as server:
