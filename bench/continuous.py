@@ -78,6 +78,12 @@ async def measure(
     flow = asyncio.create_task(hold_backlog(conn, backlog_sql, producers))
     try:
         await asyncio.sleep(warmup)
+        settle = time.monotonic() + 10  # and until the backlog is up: a window that starts empty measures the fill
+        while time.monotonic() < settle:
+            async with lock:
+                if int(await conn.fetchval(backlog_sql)) >= LOW:
+                    break
+            await asyncio.sleep(0.1)
         for child in children:
             if not child.alive():
                 raise RuntimeError(f"{child.name} died:\n{child.tail()}")
