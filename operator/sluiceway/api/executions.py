@@ -11,9 +11,10 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Depends, Header, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
 
-from sluiceway.api.audit import Announcement, announce, audited
+from sluiceway.api.audit import Announcement, actor_of, announce, audited
 from sluiceway.api.errors import INVALID, ApiError, refusal
 from sluiceway.api.guards import requires
 from sluiceway.api.paging import (
@@ -28,11 +29,13 @@ from sluiceway.api.paging import (
     several,
 )
 from sluiceway.api.params import EXECUTION_ID, NAMESPACE
-from sluiceway.api.payloads import check_payload
+from sluiceway.api.payloads import check_payload, json_size, limit_of, too_large
 from sluiceway.api.services import Services, services
 from sluiceway.controls import attributes as attribute_rules
+from sluiceway.controls.payloads import PayloadLimit, oversized
 from sluiceway.model.common import ENGINE_NAME_PATTERN, INT32_MAX, unstorable
 from sluiceway.model.execution import (
+    MAX_BATCH,
     MAX_MESSAGE_BYTES,
     MAX_QUEUED_MESSAGES,
     REQUEST_ID_PATTERN,
@@ -48,10 +51,13 @@ from sluiceway.model.execution import (
     RunPage,
     RunStatus,
     RunSummary,
+    StartBatch,
+    StartBatchResponse,
     StartRequest,
     StartResponse,
     TaskView,
     TerminateRequest,
+    invalid_item,
 )
 from sluiceway.observability import metrics
 from sluiceway.store import admission, attributes, audit, executions, listing, logs, messages, operations
@@ -196,6 +202,95 @@ async def start(
     if outcome.created and svc.notifications is not None:
         svc.notifications.wake_decider()  # this process's decider at once; the NOTIFY wakes the others
     return _started(outcome)
+
+
+@router.post(
+    "/starts",
+    response_model=StartBatchResponse,
+    response_model_by_alias=True,
+    responses={
+        207: {"model": StartBatchResponse, "description": "Some starts were refused: see each item's code"},
+        413: refusal("The body is larger than SLUICEWAY_MAX_REQUEST_BYTES"),
+        422: refusal(f"The envelope is invalid (not an object, no `starts` list, more than {MAX_BATCH} items)"),
+    },
+    summary="Start several runs in one request",
+    operation_id="start_runs",
+    dependencies=[requires("create", "workflowruns")],
+)
+async def start_many(
+    namespace: NAMESPACE, batch: StartBatch, caller: Request, svc: Services = Depends(services)
+) -> Response:
+    """Each start is validated and judged on its own: one bad item never costs
+    the others. 200 when every item started a run (or, for a retried
+    requestId, found it); 207 otherwise. One outcome per item, in the order
+    sent, with the code and body the single start would have answered: 201
+    started, 200 found by its requestId, 404, 409, 413, 422 naming the field,
+    429. All the starts go in one transaction; plain ones with one
+    multi-row insert."""
+    limit = await limit_of(svc, namespace)
+    answers: list[dict[str, Any] | None] = []
+    items: list[executions.StartItem] = []
+    for raw in batch.starts:
+        answer, item = _checked_start(raw, limit)
+        answers.append(answer)
+        if item is not None:
+            items.append(item)
+    async with svc.pool.acquire() as conn, conn.transaction():
+        outcomes = await executions.start_runs(conn, namespace, items, idempotency_window=svc.idempotency_window)
+        created = [
+            (uuid.UUID(o.id), {"workflow": i.name})
+            for i, o in zip(items, outcomes, strict=True)
+            if isinstance(o, executions.Started) and o.created
+        ]
+        await audit.record_starts(conn, namespace, created, actor_of(caller))
+    judged = iter(outcomes)
+    body = [answer if answer is not None else _start_answer(next(judged)) for answer in answers]
+    return Response(
+        orjson.dumps({"starts": body}),
+        status_code=200 if all(a["code"] in (200, 201) for a in body) else 207,
+        media_type="application/json",
+    )
+
+
+def _checked_start(raw: Any, limit: PayloadLimit) -> tuple[dict[str, Any] | None, executions.StartItem | None]:
+    """The item to start, or the answer that refuses it (422 naming the field, 413 over the limit)."""
+    try:
+        request = StartRequest.model_validate(raw)
+    except ValidationError as error:
+        refused = invalid_item(None, error)
+        return {
+            "code": 422,
+            "error": "INVALID_REQUEST",
+            "message": refused.error,
+            "fields": [f.to_wire() for f in refused.fields or []],
+        }, None
+    found = oversized("input", json_size(request.input), limit)
+    if found is not None:
+        return {"code": 413, **too_large(found).body}, None
+    item = executions.StartItem(
+        name=request.name,
+        version=request.version,
+        input=request.input,
+        correlation_id=request.correlation_id,
+        request_id=request.request_id,
+        search_attributes=request.search_attributes,
+        sla_seconds=request.sla_seconds,
+        task_overrides=request.task_overrides,
+    )
+    return None, item
+
+
+def _start_answer(outcome: executions.StartOutcome) -> dict[str, Any]:
+    if isinstance(outcome, executions.Started):
+        return {
+            "code": 201 if outcome.created else 200,
+            "id": outcome.id,
+            "status": outcome.status.value,
+            "awaitingAdmission": outcome.awaiting_admission,
+            "created": outcome.created,
+        }
+    refused = start_error(outcome)
+    return {"code": refused.status, **refused.body}
 
 
 async def _audit_start(

@@ -187,11 +187,10 @@ class _Walker:
         self.origin: dict[str, str] = {}  # a generated reference -> the declared one its overrides are keyed by
         # DO_WHILE loops: their reference -> the references of their tasks, and
         # the iteration being walked (its references are aliased by their names).
-        self.loops: dict[str, frozenset[str]] = {
-            t.task_reference_name: frozenset(c.task_reference_name for c in iter_tasks(list(t.loop_over or [])))
-            for t in iter_tasks(workflow.tasks)
-            if t.type is TaskType.DO_WHILE
-        }
+        self.loops: dict[str, frozenset[str]] = workflow.loop_members
+        # One policy per (task type, workflow task, overrides key) for the pass: a
+        # 100-branch fan-out schedules 100 tasks of one type under one workflow task.
+        self.policies: dict[tuple[str, int, str | None], TaskPolicy] = {}
         self.stamp: tuple[str, int] | None = None
         self.scope: dict[str, str] = {}
 
@@ -371,14 +370,21 @@ class _Walker:
         return self.snap.superseded.get(ref, 0) + 1
 
     def _policy(self, task: WorkflowTask | None, name: str) -> TaskPolicy:
+        origin = None if task is None else self.origin.get(task.task_reference_name, task.task_reference_name)
+        key = (name, id(task), origin)
+        found = self.policies.get(key)
+        if found is None:
+            found = self.policies[key] = self._resolved_policy(task, name, origin)
+        return found
+
+    def _resolved_policy(self, task: WorkflowTask | None, name: str, origin: str | None) -> TaskPolicy:
         policy = self.snap.policies.get(name)
         if policy is None:
             self.needs.add(name)  # decided again once the store has it: never the defaults by mistake
         policy = (policy or resolve(None, self.snap.defaults)).for_task(task)
         if task is None:
             return policy
-        ref = task.task_reference_name
-        override = self.snap.task_overrides.get(self.origin.get(ref, ref))
+        override = self.snap.task_overrides.get(origin or "")
         if override is None:
             return policy
         return policy.overridden(override.retry_count, override.start_to_close_timeout)
@@ -838,7 +844,7 @@ class _Walker:
             raise ValueError(f"{where} must resolve to a list of task specs, got {_kind(raw)}")
         if len(raw) > MAX_DYNAMIC_BRANCHES:
             raise ValueError(f"{where} has {len(raw)} branches, more than {MAX_DYNAMIC_BRANCHES}")
-        taken = {t.task_reference_name for t in iter_tasks(self.snap.workflow.tasks)}
+        taken = {t.task_reference_name for t in self.snap.workflow.all_tasks}
         branches: list[list[WorkflowTask]] = []
         for i, entry in enumerate(raw):
             specs = entry if isinstance(entry, list) else [entry]

@@ -128,6 +128,42 @@ class StartResponse(Spec):
     restarted_from: str | None = None
 
 
+class StartBatch(Spec):
+    """Many starts in one request, each validated and judged on its own."""
+
+    starts: list[SkipValidation[StartRequest]] = Field(
+        min_length=1,
+        max_length=MAX_BATCH,
+        description="Each start is validated on its own: an invalid one gets a 422 outcome, the others start.",
+    )
+    deferred = frozenset({"starts"})
+
+
+class StartItemOutcome(Spec):
+    """One start of a batch: `code` as the single start would have answered."""
+
+    code: int = Field(
+        description="201 started; 200 a retried start (same requestId) found its run; 404 no such workflow; "
+        "409 LIMIT_EXCEEDED or IDEMPOTENCY_KEY_REUSED; 413 the input is over the payload limit; 422 the item is "
+        "invalid (`fields` names each field); 429 a namespace quota. Anything but 200 and 201 started nothing."
+    )
+    id: str | None = None
+    status: RunStatus | None = None
+    awaiting_admission: bool | None = None
+    created: bool | None = None
+    error: str | None = Field(
+        None,
+        description="The refusal's code; the item carries the single start's whole error body (a quota's `quota`, "
+        "`limit`, `current`, `retryAfterSeconds`, ...).",
+    )
+    message: str | None = None
+    fields: list[FieldError] | None = None
+
+
+class StartBatchResponse(Spec):
+    starts: list[StartItemOutcome] = Field(description="One outcome per start, in the order sent.")
+
+
 class PauseRequest(Spec):
     reason: str = Field("", max_length=1024, description="Why; shown by `why` and in the run.")
 

@@ -8,6 +8,7 @@ friends written here are dropped, as the reference says.
 
 from __future__ import annotations
 
+import functools
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -464,6 +465,23 @@ class WorkflowSpec(Spec):
 
     def attribute(self, name: str) -> SearchAttribute | None:
         return next((a for a in self.search_attributes if a.name == name), None)
+
+    # A spec is immutable and parsed once per version (store.workflows caches
+    # it), while the decider walks it on every pass of every run: what the walk
+    # derives from the graph alone is kept on the spec.
+    @functools.cached_property
+    def all_tasks(self) -> tuple[WorkflowTask, ...]:
+        """iter_tasks(self.tasks), computed once."""
+        return tuple(iter_tasks(self.tasks))
+
+    @functools.cached_property
+    def loop_members(self) -> dict[str, frozenset[str]]:
+        """Each DO_WHILE's reference -> the references of every task inside it."""
+        return {
+            t.task_reference_name: frozenset(c.task_reference_name for c in iter_tasks(list(t.loop_over or [])))
+            for t in self.all_tasks
+            if t.type is TaskType.DO_WHILE
+        }
 
 
 def iter_tasks(tasks: list[WorkflowTask]) -> list[WorkflowTask]:

@@ -60,3 +60,20 @@ async def read(
     conn: asyncpg.Connection, namespace: str, execution_id: uuid.UUID, after: int = 0, limit: int = 1000
 ) -> list[Entry]:
     return [Entry(**dict(r)) for r in await conn.fetch(_READ, execution_id, namespace, after, limit)]
+
+
+_RECORD_STARTS = """
+INSERT INTO run_audit (namespace, execution_id, actor, via, operation, detail)
+SELECT $1, r.id, $2, $3, 'start', r.detail FROM unnest($4::uuid[], $5::jsonb[]) AS r(id, detail)
+"""
+
+
+async def record_starts(
+    conn: asyncpg.Connection, namespace: str, started: list[tuple[uuid.UUID, dict[str, Any]]], actor: Actor
+) -> None:
+    """Record many runs this transaction started through the API, in one statement
+    (they have no WorkflowRun, so there is nothing to announce)."""
+    if started:
+        await conn.execute(
+            _RECORD_STARTS, namespace, actor.name, actor.via, [s[0] for s in started], [s[1] for s in started]
+        )

@@ -54,7 +54,7 @@ from sluiceway.engine.decider import Event, consequences, decide
 from sluiceway.engine.snapshot import RunLinks, RunSnapshot, TaskRow
 from sluiceway.model.execution import DelaySource, RunStatus, TaskOverride, TaskStatus
 from sluiceway.model.taskdefinition import RetryKind
-from sluiceway.model.workflow import Executor, TaskType, WorkflowSpec, iter_tasks
+from sluiceway.model.workflow import Executor, TaskType, WorkflowSpec
 from sluiceway.observability.logs import about
 from sluiceway.store import admission, executions, messages, workflows
 from sluiceway.store.database import Pool
@@ -431,6 +431,11 @@ async def _policies(
         return f"a task definition of namespace {namespace} cannot be read: {_describe(error)}"
 
 
+def _literal(value: object) -> str:
+    """A parameter that is a plain string, not an expression ("" otherwise)."""
+    return value if isinstance(value, str) and "${" not in value else ""
+
+
 async def _snapshots(
     conn: asyncpg.Connection,
     live: list[tuple[asyncpg.Record, WorkflowSpec]],
@@ -444,12 +449,14 @@ async def _snapshots(
     failing_by_ns: dict[str, set[str]] = defaultdict(set)
     for run, spec in live:
         names = names_by_run[run["id"]]
-        for task in iter_tasks(spec.tasks):
+        for task in spec.all_tasks:
             names.add(task.name)
             if task.type is TaskType.FORK_JOIN_DYNAMIC:
                 fork = rows_by_run[run["id"]].get(task.task_reference_name)
                 if fork is not None:
                     names.add(str(fork.output.get("forkTaskName", "")))
+                elif literal := _literal(task.input_parameters.get("forkTaskName")):
+                    names.add(literal)  # forked in this very pass: knowing its type saves deciding the run twice
         for row in rows_by_run[run["id"]].values():
             if row.status.is_failure():
                 failing_by_ns[run["namespace"]].add(row.name)

@@ -8,7 +8,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
@@ -16,7 +16,7 @@ import asyncpg
 from sluiceway.controls import attributes as attribute_rules
 from sluiceway.controls.pausing import effective_sla_seconds
 from sluiceway.model.execution import RunStatus, TaskOverride
-from sluiceway.model.workflow import iter_tasks
+from sluiceway.model.workflow import WorkflowSpec, iter_tasks
 from sluiceway.store import admission, attributes, workflows
 
 DECIDE_CHANNEL = "sluiceway_decide"
@@ -234,14 +234,9 @@ async def start_run(
     if found is None:
         return WorkflowNotFound(name, version)
     overrides = dict(task_overrides or {})
-    if overrides and found.spec is not None:
-        known = {t.task_reference_name for t in iter_tasks(found.spec.tasks)}
-        unknown = sorted(set(overrides) - known)
-        if unknown:
-            return InvalidOverrides(
-                f"taskOverrides.{unknown[0]}",
-                f"workflow {name} version {found.version} has no task {unknown[0]!r}",
-            )
+    wrong = _unknown_override(found, overrides)
+    if wrong is not None:
+        return wrong
     execution_id = _uuid(run_id) if run_id else uuid.uuid4()
     existing = await conn.fetchrow(_EXISTING, execution_id)
     if existing is not None:
@@ -283,14 +278,8 @@ async def start_run(
             if prior is not None:
                 return prior
     admitted = await admission.admit(conn, namespace, name, spec, input) if spec else admission.Admission(None, False)
-    timeout = spec.timeout_seconds if spec is not None else 0
-    sla = effective_sla_seconds(spec.sla_seconds if spec is not None else 0, sla_seconds, timeout)
-    retention = spec.retention if spec is not None else None
-    keep, keep_failed = (
-        (retention_seconds, retention_seconds)
-        if retention_seconds is not None
-        else (retention.seconds if retention else None, retention.failed_seconds if retention else None)
-    )
+    sla = _sla_seconds(spec, sla_seconds)
+    keep, keep_failed = _kept_seconds(spec, retention_seconds)
     parent_run, parent_task = parent if parent else (None, None)
     created_at = await conn.fetchval(
         _INSERT_RUN,
@@ -314,7 +303,7 @@ async def start_run(
         chain.chain_id if chain else None,
         chain.previous_run_id if chain else None,
         chain.deadline_at if chain else None,
-        {ref: o.model_dump(mode="json", by_alias=True, exclude_none=True) for ref, o in overrides.items()},
+        _stored_overrides(overrides),
     )
     if created_at is None:  # raced with an identical start
         row = await conn.fetchrow(_EXISTING, execution_id)
@@ -324,6 +313,184 @@ async def start_run(
     await attributes.write(conn, execution_id, namespace, created_at, checked.attributes.values())
     await enqueue_decide(conn, execution_id, "started")
     return Started(str(execution_id), RunStatus.RUNNING, admitted.awaiting)
+
+
+def _unknown_override(
+    found: workflows.WorkflowVersion, overrides: Mapping[str, TaskOverride]
+) -> InvalidOverrides | None:
+    if not overrides or found.spec is None:
+        return None
+    known = {t.task_reference_name for t in iter_tasks(found.spec.tasks)}
+    unknown = sorted(set(overrides) - known)
+    if not unknown:
+        return None
+    return InvalidOverrides(
+        f"taskOverrides.{unknown[0]}", f"workflow {found.name} version {found.version} has no task {unknown[0]!r}"
+    )
+
+
+def _sla_seconds(spec: WorkflowSpec | None, asked: int | None) -> int:
+    timeout = spec.timeout_seconds if spec is not None else 0
+    return effective_sla_seconds(spec.sla_seconds if spec is not None else 0, asked, timeout)
+
+
+def _kept_seconds(spec: WorkflowSpec | None, asked: int | None) -> tuple[int | None, int | None]:
+    """How long the run is kept once it ends, and once it fails: a WorkflowRun's
+    ttlSecondsAfterFinished over the workflow's retention."""
+    if asked is not None:
+        return asked, asked
+    retention = spec.retention if spec is not None else None
+    return (retention.seconds, retention.failed_seconds) if retention else (None, None)
+
+
+def _stored_overrides(overrides: Mapping[str, TaskOverride]) -> dict[str, Any]:
+    return {ref: o.model_dump(mode="json", by_alias=True, exclude_none=True) for ref, o in overrides.items()}
+
+
+@dataclass(frozen=True)
+class StartItem:
+    """One start of a batch: what `POST .../executions` takes."""
+
+    name: str
+    version: int | None = None
+    input: dict[str, Any] = field(default_factory=dict)
+    correlation_id: str | None = None
+    request_id: str | None = None
+    search_attributes: Mapping[str, Any] = field(default_factory=dict)
+    sla_seconds: int | None = None
+    task_overrides: Mapping[str, TaskOverride] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Plain:
+    """A start that passes no gate and claims no key: inserted with the others in one statement."""
+
+    at: int
+    id: uuid.UUID
+    version: int
+    item: StartItem
+    sla: int
+    kept: tuple[int | None, int | None]
+    attributes: list[attribute_rules.Attribute]
+
+
+# One statement for every plain start of a batch. Its rows carry exactly what
+# _INSERT_RUN would give a start without a key, a gate, a parent or a chain.
+_INSERT_RUNS = """
+INSERT INTO executions (id, namespace, workflow_name, workflow_version, status, input, correlation_id, sla_at,
+                        sla_seconds, retain_seconds, retain_failed_seconds, chain_id, task_overrides)
+SELECT r.id, $1, r.name, r.version, 'RUNNING', r.input, r.correlation_id,
+       CASE WHEN r.sla > 0 THEN now() + make_interval(secs => r.sla) END, r.sla, r.keep, r.keep_failed, r.id,
+       r.overrides
+  FROM unnest($2::uuid[], $3::text[], $4::int[], $5::jsonb[], $6::text[], $7::int[], $8::int[], $9::int[],
+              $10::jsonb[]) AS r(id, name, version, input, correlation_id, sla, keep, keep_failed, overrides)
+RETURNING id, created_at
+"""
+# Quotas on runs gate every start of the namespace: with one, each start counts under its lock.
+_RUN_QUOTAS = """
+SELECT EXISTS (SELECT 1 FROM quotas WHERE namespace = $1
+                 AND (max_concurrent_executions IS NOT NULL OR max_executions_per_minute IS NOT NULL))
+"""
+
+
+def _plain(spec: WorkflowSpec | None, item: StartItem) -> bool:
+    """A start that needs none of start_run's locks: no key to claim, no gate to count."""
+    return (
+        spec is not None
+        and item.request_id is None
+        and not spec.max_concurrent_executions
+        and spec.rate_limit_config is None
+    )
+
+
+async def start_runs(
+    conn: asyncpg.Connection,
+    namespace: str,
+    items: list[StartItem],
+    *,
+    idempotency_window: float = IDEMPOTENCY_WINDOW_SECONDS,
+) -> list[StartOutcome]:
+    """Start many runs in the caller's transaction, each judged on its own: one
+    outcome per item, in order, exactly what `start_run` would have answered.
+
+    Plain starts (no requestId, a workflow without maxConcurrentExecutions or
+    rateLimitConfig, a namespace without a run quota) are inserted with one
+    multi-row statement per table and wake the decider once; the others go
+    through `start_run`, one by one, under its locks."""
+    outcomes: list[StartOutcome | None] = [None] * len(items)
+    gated_namespace = bool(await conn.fetchval(_RUN_QUOTAS, namespace))
+    versions: dict[tuple[str, int | None], workflows.WorkflowVersion | None] = {}
+    plain: list[_Plain] = []
+    for at, item in enumerate(items):
+        key = (item.name, item.version)
+        if key not in versions:
+            versions[key] = await workflows.find_version(conn, namespace, item.name, item.version)
+        found = versions[key]
+        if found is None:
+            outcomes[at] = WorkflowNotFound(item.name, item.version)
+        elif gated_namespace or not _plain(found.spec, item):
+            outcomes[at] = await start_run(
+                conn,
+                namespace,
+                item.name,
+                item.version,
+                item.input,
+                correlation_id=item.correlation_id,
+                request_id=item.request_id,
+                search_attributes=item.search_attributes,
+                sla_seconds=item.sla_seconds,
+                idempotency_window=idempotency_window,
+                task_overrides=item.task_overrides,
+            )
+        else:
+            outcomes[at] = _unknown_override(found, item.task_overrides) or _checked_plain(at, found, item, plain)
+    await _insert_plain(conn, namespace, plain)
+    for started in plain:
+        outcomes[started.at] = Started(str(started.id), RunStatus.RUNNING)
+    assert all(outcome is not None for outcome in outcomes)
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+def _checked_plain(
+    at: int, found: workflows.WorkflowVersion, item: StartItem, plain: list[_Plain]
+) -> InvalidStart | None:
+    """Its search attributes checked; queued in `plain` when they fit (its outcome comes with the insert)."""
+    spec = found.spec
+    assert spec is not None
+    checked = attribute_rules.at_start(
+        spec.search_attributes, item.search_attributes, run_input=item.input, correlation_id=item.correlation_id
+    )
+    if checked.problems:
+        return InvalidStart(checked.problems)
+    kept = _kept_seconds(spec, None)
+    sla = _sla_seconds(spec, item.sla_seconds)
+    plain.append(_Plain(at, uuid.uuid4(), found.version, item, sla, kept, list(checked.attributes.values())))
+    return None
+
+
+async def _insert_plain(conn: asyncpg.Connection, namespace: str, plain: list[_Plain]) -> None:
+    if not plain:
+        return
+    created = {
+        row["id"]: row["created_at"]
+        for row in await conn.fetch(
+            _INSERT_RUNS,
+            namespace,
+            [p.id for p in plain],
+            [p.item.name for p in plain],
+            [p.version for p in plain],
+            [p.item.input for p in plain],
+            [p.item.correlation_id for p in plain],
+            [p.sla for p in plain],
+            [p.kept[0] for p in plain],
+            [p.kept[1] for p in plain],
+            [_stored_overrides(p.item.task_overrides) for p in plain],
+        )
+    }
+    for p in plain:
+        if p.attributes:
+            await attributes.write(conn, p.id, namespace, created[p.id], p.attributes)
+    await enqueue_decides(conn, [p.id for p in plain], "started")
 
 
 @dataclass(frozen=True)

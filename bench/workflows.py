@@ -1,0 +1,169 @@
+"""Workflows of more than one task (issue 15, goal 3): 10-step sequential chains and
+100-branch fan-out/join runs completed per second, Sluiceway against DBOS workflows
+(and Temporal, when its development server could be built here), on one PostgreSQL.
+
+Sluiceway: N runs started through POST .../executions/starts, their tasks done by
+SDK worker processes; the rate is N / (last run's end - first run's start), read
+from the database. DBOS: N workflows started in one process with its documented
+API (steps for the chain, child workflows on a queue for the fan-out), at the best
+concurrency of a short sweep, timed the same way (first start to last result).
+See bench/README.md."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import asyncpg
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import profiling  # noqa: E402
+from continuous import PEERS, QUEUE_SETTINGS, sluiceway_children, stop_all  # noqa: E402
+from figures import record  # noqa: E402
+from throughput import NS, create_database  # noqa: E402
+
+from sluiceway.devenv.postgres import LocalPostgres  # noqa: E402
+from sluiceway.store import workflows  # noqa: E402
+from sluiceway.store.database import open_pool  # noqa: E402
+
+GOAL = "3 workflows"
+BRANCHES = 100
+STEPS = 10
+SHAPES = {
+    "chain10": {"tasks": [{"name": "noop", "taskReferenceName": f"step_{n}"} for n in range(STEPS)]},
+    "fanout100": {
+        "tasks": [
+            {
+                "name": "fan_out",
+                "taskReferenceName": "fan_out",
+                "type": "FORK_JOIN_DYNAMIC",
+                "inputParameters": {"forkTaskName": "noop", "forkTaskInputs": "${workflow.input.items}"},
+            },
+            {"name": "join", "taskReferenceName": "join", "type": "JOIN"},
+        ]
+    },
+}
+INPUTS = {"chain10": {}, "fanout100": {"items": [{"n": n} for n in range(BRANCHES)]}}
+
+
+async def sluiceway(
+    server_dsn: str, shape: str, runs: int, setting: dict[str, int], timeout: float, profile: bool
+) -> float:
+    dsn = await create_database(server_dsn, f"workflows_{shape}")
+    pool = await open_pool(dsn, max_size=2)
+    async with pool.acquire() as conn:
+        await workflows.upsert_workflow(conn, NS, shape, shape, 1, SHAPES[shape])
+    await pool.close()
+    if profile:
+        await profiling.reset_statements(dsn)
+    logs = Path(tempfile.mkdtemp(prefix=f"bench-{shape}-"))
+    children, urls = sluiceway_children(dsn, logs, setting["workers"], setting["batch"], setting["operators"])
+    conn = await asyncpg.connect(dsn)
+    try:
+        spy = profiling.sampled(children[0].process.pid, 10) if profile else None
+        spied = spy.__enter__() if spy else None
+        batch = max(1, min(1000, 200_000 // max(1, len(str(INPUTS[shape])))))
+        async with aiohttp.ClientSession() as http:
+            for first in range(0, runs, batch):
+                body = {"starts": [{"name": shape, "input": INPUTS[shape]}] * min(batch, runs - first)}
+                async with http.post(f"{urls[0]}/v1/ns/{NS}/executions/starts", json=body) as response:
+                    assert response.status == 200, await response.text()
+        deadline = time.monotonic() + timeout
+        while await conn.fetchval("SELECT count(*) FROM executions WHERE status = 'RUNNING'"):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{shape}: not done in {timeout} s")
+            await asyncio.sleep(0.1)
+        done, seconds, failed = await conn.fetchrow(
+            "SELECT count(*) FILTER (WHERE status = 'COMPLETED'), extract(epoch FROM max(ended_at) - min(created_at)),"
+            " count(*) FILTER (WHERE status <> 'COMPLETED') FROM executions"
+        )
+        if spy is not None and spied is not None:
+            spy.__exit__(None, None, None)
+            profiling.print_spy(spied, title=f"py-spy on operator-0, {shape}")
+            await profiling.print_statements(dsn)
+    finally:
+        await conn.close()
+        stop_all(children)
+    assert done == runs and not failed, f"{shape}: {done} of {runs} completed, {failed} did not"
+    rate = runs / float(seconds)
+    print(f"    sluiceway {shape:16} {runs:6} runs in {float(seconds):6.2f} s: {rate:8.1f} runs/s", flush=True)
+    return rate
+
+
+def dbos(server_dsn_database: str, shape: str, runs: int, concurrency: int) -> float:
+    argv = [sys.executable, str(PEERS), "dbos-flows", server_dsn_database, shape, str(runs), str(concurrency)]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    if result.returncode != 0 or not lines:
+        raise RuntimeError(f"DBOS {shape} failed: {result.stderr[-2000:]}")
+    done, seconds = lines[-1].split()
+    rate = int(done) / float(seconds)
+    print(
+        f"    DBOS 3.4  {shape:16} {runs:6} runs in {float(seconds):6.2f} s: {rate:8.1f} runs/s "
+        f"(concurrency {concurrency})",
+        flush=True,
+    )
+    return rate
+
+
+def temporal_status() -> str:
+    """Why Temporal is or is not measured: its development server must be built from its Go module."""
+    binary = Path.home() / ".cache" / "sluiceway" / "temporal" / "bin" / "temporal"
+    if binary.exists() or shutil.which("temporal"):
+        return "its development server is built, but the runner for it (temporalio 1.35) is not written yet"
+    return (
+        "not measured: the Temporal CLI (its development server) does not build from the Go module proxy "
+        "(bench/README.md says why)"
+    )
+
+
+async def main(args: argparse.Namespace) -> None:
+    runs = {"chain10": 300, "fanout100": 30} if args.quick else {"chain10": 2000, "fanout100": 200}
+    dbos_runs = {"chain10": 300, "fanout100": 30} if args.quick else {"chain10": 1000, "fanout100": 40}
+    # DBOS's knobs: workflows in flight, and (fan-out) children on a queue or started directly.
+    sweeps = {
+        "chain10": [("chain10", 32)] if args.quick else [("chain10", 8), ("chain10", 32), ("chain10", 64)],
+        "fanout100": [("fanout100-direct", 8)]
+        if args.quick
+        else [("fanout100", 8), ("fanout100-direct", 8), ("fanout100-direct", 32)],
+    }
+    setting = {"operators": 1, "workers": 2, "batch": 100}
+    settings = {"max_connections": "300", **QUEUE_SETTINGS, **(profiling.STATEMENT_SETTINGS if args.profile else {})}
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
+    with LocalPostgres(durable=True, settings=settings) as server:
+        print(f"PostgreSQL embedded (fsync on), {os.cpu_count()} cores shared", flush=True)
+        for shape in args.shapes:
+            ours = await sluiceway(server.dsn, shape, runs[shape], setting, 900, args.profile)
+            record(GOAL, f"sluiceway {shape} runs/s", ours, "runs/s")
+            if args.skip_peers:
+                continue
+            peer = 0.0
+            for variant, c in sweeps[shape]:
+                dsn = await create_database(server.dsn, f"dbos_{variant}_{c}".replace("-", "_"))
+                peer = max(peer, dbos(dsn, variant, dbos_runs[shape], c))
+            ratio = ours / peer
+            met = "met" if ratio >= 2 else "NOT met"
+            print(f"  {shape}: sluiceway {ours:.1f} runs/s, DBOS {peer:.1f} runs/s: {ratio:.2f}x (goal >= 2x: {met})")
+            record(GOAL, f"DBOS {shape} runs/s", peer, "runs/s")
+            record(GOAL, f"sluiceway / DBOS {shape}", ratio, "x")
+    print(f"  Temporal: {temporal_status()}")
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer runs, one DBOS setting (about 2 minutes)")
+    parser.add_argument("--skip-peers", action="store_true")
+    parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=list(SHAPES))
+    parser.add_argument("--profile", action="store_true", help="py-spy on the operator, pg_stat_statements")
+    asyncio.run(main(parser.parse_args()))
