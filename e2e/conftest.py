@@ -74,7 +74,7 @@ def namespace(kube: Kube, operator: OperatorProcess) -> Iterator[str]:
     kube.run("create", "namespace", name)
     yield name
     # Let the operator clear its finalizers before the namespace goes.
-    kube.run("delete", "sluiceway", "--all", "-n", name, "--wait=true", "--timeout=60s", check=False)
+    kube.delete_sluiceway_objects(name)
     kube.run("delete", "namespace", name, "--wait=false", check=False)
 
 

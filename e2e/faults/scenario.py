@@ -168,7 +168,7 @@ async def run_scenario(scenario: Scenario, kube: Kube, control_plane: ControlPla
         finally:
             await db.close()
             # While the replicas still run, so they clear their finalizers.
-            kube.run("delete", "sluiceway", "--all", "-n", namespace, "--wait=true", "--timeout=30s", check=False)
+            kube.delete_sluiceway_objects(namespace, seconds=30)
             rig.stop()
             kube.run("delete", "namespace", namespace, "--wait=false", check=False)
     report.timings["total"] = time.monotonic() - began

@@ -464,7 +464,7 @@ def slow_workers(release: PodCluster) -> Iterator[tuple[str, Any]]:
         )
 
     yield namespace, start
-    kube.run("delete", "sluiceway", "--all", "-n", namespace, "--wait=true", "--timeout=60s", check=False)
+    kube.delete_sluiceway_objects(namespace)
     kube.run("delete", "namespace", namespace, "--wait=false", check=False)
 
 

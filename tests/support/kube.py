@@ -29,17 +29,35 @@ class Kube:
     kubectl_path: str
     kubeconfig: Path
 
-    def run(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
             [self.kubectl_path, f"--kubeconfig={self.kubeconfig}", *args],
             input=input,
             text=True,
             capture_output=True,
-            timeout=60,
+            timeout=timeout,
         )
         if check and result.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
         return result
+
+    def delete_sluiceway_objects(self, namespace: str, seconds: int = 120) -> None:
+        """Delete every Sluiceway object in a namespace and wait (at most `seconds`) for the
+        operator to clear their finalizers; what is left then goes with the namespace. kubectl
+        gives up first, so a slow operator on a loaded machine never fails a test's teardown."""
+        self.run(
+            "delete",
+            "sluiceway",
+            "--all",
+            "-n",
+            namespace,
+            "--wait=true",
+            f"--timeout={seconds}s",
+            check=False,
+            timeout=seconds + 30,
+        )
 
     def apply(
         self, manifest: dict[str, Any] | str, namespace: str, *, check: bool = True, server_side: bool = False

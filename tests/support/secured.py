@@ -162,7 +162,7 @@ def secured_operator(
         if os.environ.get("SLUICEWAY_E2E_SHOW_LOGS"):
             print(child.tail(200))
         for namespace in (a, b):  # while the operator still runs to clear its finalizers
-            kube.run("delete", "sluiceway", "--all", "-n", namespace, "--wait=true", "--timeout=60s", check=False)
+            kube.delete_sluiceway_objects(namespace)
         child.stop()
         for namespace in (a, b, keys):
             kube.run("delete", "namespace", namespace, "--wait=false", check=False)
