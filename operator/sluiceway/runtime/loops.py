@@ -23,7 +23,14 @@ from sluiceway.store.database import Pool
 from sluiceway.store.deciding import DeciderConfig, Quarantined, decide_batch
 from sluiceway.store.errors import StoreError
 from sluiceway.store.notifications import Notifications
-from sluiceway.store.sweeping import SweepReport, admit_waiting_runs, housekeeping, seconds_until_due, sweep
+from sluiceway.store.sweeping import (
+    SweepReport,
+    admit_waiting_runs,
+    housekeeping,
+    refresh_statistics,
+    seconds_until_due,
+    sweep,
+)
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +210,9 @@ async def run_sweeper(pool: Pool, stop: asyncio.Event, batch: int = 500) -> None
             due = await seconds_until_due(pool)
         if time.monotonic() - last_admission > 5:
             await admit_waiting_runs(pool)
+            analyzed = await refresh_statistics(pool)
+            if analyzed:
+                log.info("statistics refreshed after a burst of changes: %s", ", ".join(analyzed))
             last_admission = time.monotonic()
         if time.monotonic() - last_housekeeping > 60:
             await housekeeping(pool)
