@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import os
 import statistics
@@ -108,8 +109,23 @@ async def front_rate(conn: asyncpg.Connection, since: Any, window: int) -> float
 
 
 def _py_spy(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy record, as collapsed stacks (`--format raw`): flamegraph.pl or speedscope read them."""
     spy = [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--duration", str(int(seconds))]
-    return subprocess.Popen([*spy, "--rate", "50", "--nonblocking", "--output", str(out)], stdout=subprocess.DEVNULL)
+    spy += ["--rate", "50", "--nonblocking", "--format", "raw", "--output", str(out)]
+    return subprocess.Popen(spy, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def profile_top(path: Path, top: int = 10) -> list[str]:
+    """The frames the operator spent its samples in (self time), from collapsed stacks."""
+    own: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        total += int(count)
+        own[stack.rsplit(";", 1)[-1]] += int(count)
+    return [f"{n / total:6.1%}  {frame}" for frame, n in own.most_common(top)] if total else []
 
 
 async def top_statements(conn: asyncpg.Connection, top: int = 8) -> None:
@@ -246,7 +262,9 @@ async def main() -> None:
             rss, per_second = await sample_drain(api, operator.process.pid, args.drain)
             if spy is not None:
                 spy.wait(60)
-                print(f"  py-spy profile of the operator during the drain: {args.profile}")
+                print(f"  py-spy profile of the operator during the drain ({args.profile}), self time:")
+                for line in profile_top(args.profile):
+                    print(f"    {line}")
             await top_statements(conn)
             plan_late = await lease_plan(conn)
             big = await front_rate(conn, since, args.window)
