@@ -288,8 +288,9 @@ async def main() -> None:
             size = f"{args.big // 1000}k" if args.big < 1_000_000 else f"{args.big // 1_000_000}M"
             record("5 backlog", f"rate {size} / rate {args.small // 1000}k", ratio, "x")
             record("5 backlog", f"rate at the front of {size}", big, "tasks/s")
-            record("5 backlog", f"rate at the front of {args.small // 1000}k", statistics.median(small), "tasks/s")
-            record("5 backlog", "operator RSS growth while draining", growth, "MiB", higher_is_better=False)
+            small_label = f"rate at the front of {args.small // 1000}k, beside {size}"
+            record("5 backlog", small_label, statistics.median(small), "tasks/s")
+            record("5 backlog", f"operator RSS growth draining {size}", growth, "MiB", higher_is_better=False)
         finally:
             for child in reversed(children):
                 child.stop()
