@@ -183,16 +183,17 @@ async def poll(
     holds: list[GateHold]
     while True:
         mark = notifications.mark(namespace, wake_keys) if notifications is not None else None
-        if shared and notifications is not None and notifications.known_empty(namespace, request.task_types):
-            leased, holds, known_empty = [], [], True
+        empty_for = notifications.empty_for(namespace, request.task_types) if shared and notifications else 0.0
+        known_empty = empty_for > 0
+        if known_empty:
+            leased, holds = [], []
             await _record_idle_poll(svc, namespace, request)
         else:
             leased, holds = await _lease_once(svc, namespace, request, policies)
-            known_empty = False
         remaining = deadline - loop.time()
         if leased or remaining <= 0:
             return _json({"tasks": [_leased(lease) for lease in leased]})
-        wait = min(remaining, _RECHECK_SECONDS)
+        wait = min(remaining, _RECHECK_SECONDS, empty_for) if known_empty else min(remaining, _RECHECK_SECONDS)
         reopening = [h.retry_in for h in holds if h.retry_in is not None]
         if reopening:
             wait = min(wait, max(min(reopening), 0.01))
@@ -202,8 +203,8 @@ async def poll(
             if until is not None and until > 0:
                 wait = min(wait, until)
             if shared and notifications is not None and mark is not None and (until is None or until > 0):
-                empty_for = _KNOWN_EMPTY_SECONDS if until is None else min(until, _KNOWN_EMPTY_SECONDS)
-                notifications.note_empty(namespace, wake_keys, mark, empty_for)
+                seconds = _KNOWN_EMPTY_SECONDS if until is None else min(until, _KNOWN_EMPTY_SECONDS)
+                notifications.note_empty(namespace, wake_keys, mark, seconds)
         if notifications is not None:
             await notifications.wait_ready(namespace, wake_keys, wait, mark)
         else:

@@ -136,9 +136,11 @@ class Notifications:
         for name in names:
             self._empty[(namespace, name)] = until
 
-    def known_empty(self, namespace: str, names: list[str]) -> bool:
+    def empty_for(self, namespace: str, names: list[str]) -> float:
+        """Seconds these queues stay known empty (a delayed task's time, or the
+        recheck); zero or less when one of them is not known empty."""
         now = time.monotonic()
-        return all(self._empty.get((namespace, name), 0.0) > now for name in names)
+        return min(self._empty.get((namespace, name), 0.0) for name in names) - now
 
     async def wait_ready(
         self, namespace: str, names: list[str], timeout: float, mark: tuple[int, ...] | None = None

@@ -16,11 +16,11 @@ def test_a_queue_found_empty_is_known_empty_until_a_notification_about_it() -> N
     notes = _notifications()
     mark = notes.mark("ns", ["a", "b"])
     notes.note_empty("ns", ["a", "b"], mark, 60)
-    assert notes.known_empty("ns", ["a"]) and notes.known_empty("ns", ["a", "b"])
-    assert not notes.known_empty("ns", ["a", "c"]), "a queue nobody asked about is not known empty"
-    assert not notes.known_empty("other", ["a"])
+    assert 0 < notes.empty_for("ns", ["a"]) <= 60 and notes.empty_for("ns", ["a", "b"]) > 0
+    assert notes.empty_for("ns", ["a", "c"]) <= 0, "a queue nobody asked about is not known empty"
+    assert notes.empty_for("other", ["a"]) <= 0
     notes.wake("ns", ["a"])
-    assert not notes.known_empty("ns", ["a"]) and notes.known_empty("ns", ["b"])
+    assert notes.empty_for("ns", ["a"]) <= 0 and notes.empty_for("ns", ["b"]) > 0
 
 
 def test_a_notification_while_the_poll_asked_keeps_the_queue_unknown() -> None:
@@ -28,16 +28,18 @@ def test_a_notification_while_the_poll_asked_keeps_the_queue_unknown() -> None:
     mark = notes.mark("ns", ["a"])
     notes.wake("ns", ["a"])  # a task became ready while the lease statement ran
     notes.note_empty("ns", ["a"], mark, 60)
-    assert not notes.known_empty("ns", ["a"])
+    assert notes.empty_for("ns", ["a"]) <= 0
     assert notes.changed_since("ns", ["a"], mark)
 
 
 def test_known_empty_lasts_only_as_long_as_it_was_noted_for() -> None:
     notes = _notifications()
     notes.note_empty("ns", ["a"], notes.mark("ns", ["a"]), 0)
-    assert not notes.known_empty("ns", ["a"])
+    assert notes.empty_for("ns", ["a"]) <= 0
     notes.note_empty("ns", ["a"], notes.mark("ns", ["a"]), -1.0)  # a delayed task is due already
-    assert not notes.known_empty("ns", ["a"])
+    assert notes.empty_for("ns", ["a"]) <= 0
+    notes.note_empty("ns", ["a"], notes.mark("ns", ["a"]), 1.5)  # a delayed task is due in 1.5 s
+    assert 0 < notes.empty_for("ns", ["a"]) <= 1.5, "polls wake when the delayed task is due"
 
 
 async def test_a_waiting_poll_returns_at_once_when_a_notification_came_since_its_mark() -> None:
