@@ -183,17 +183,19 @@ async def poll(
     holds: list[GateHold]
     while True:
         mark = notifications.mark(namespace, wake_keys) if notifications is not None else None
-        empty_for = notifications.empty_for(namespace, request.task_types) if shared and notifications else 0.0
-        known_empty = empty_for > 0
-        if known_empty:
+        empty_for = notifications.empty_for(namespace, request.task_types) if shared and notifications else None
+        known_empty = empty_for is not None
+        if empty_for is not None:
             leased, holds = [], []
             await _record_idle_poll(svc, namespace, request)
         else:
             leased, holds = await _lease_once(svc, namespace, request, policies)
+            if leased and shared and notifications is not None:
+                notifications.forget(namespace, request.task_types)
         remaining = deadline - loop.time()
         if leased or remaining <= 0:
             return _json({"tasks": [_leased(lease) for lease in leased]})
-        wait = min(remaining, _RECHECK_SECONDS, empty_for) if known_empty else min(remaining, _RECHECK_SECONDS)
+        wait = min(remaining, _RECHECK_SECONDS, empty_for if empty_for is not None else _RECHECK_SECONDS)
         reopening = [h.retry_in for h in holds if h.retry_in is not None]
         if reopening:
             wait = min(wait, max(min(reopening), 0.01))

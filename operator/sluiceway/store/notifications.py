@@ -23,6 +23,10 @@ from sluiceway.store.policies import Policies
 
 log = logging.getLogger(__name__)
 
+# How long the other idle polls wait for the one poll asking again about a
+# queue known empty (a notification about the queue ends the wait at once).
+_RECHECKING = 1.0
+
 
 class Notifications:
     def __init__(self, dsn: str) -> None:
@@ -136,11 +140,27 @@ class Notifications:
         for name in names:
             self._empty[(namespace, name)] = until
 
-    def empty_for(self, namespace: str, names: list[str]) -> float:
-        """Seconds these queues stay known empty (a delayed task's time, or the
-        recheck); zero or less when one of them is not known empty."""
+    def empty_for(self, namespace: str, names: list[str]) -> float | None:
+        """Seconds these queues stay known empty (until a delayed task's time, or
+        the recheck); None when this caller should ask the database. When the
+        knowledge runs out, the first caller asks and the others wait
+        `_RECHECKING` for its answer, so idle polls do not all ask at once."""
         now = time.monotonic()
-        return min(self._empty.get((namespace, name), 0.0) for name in names) - now
+        left = float("inf")
+        for name in names:
+            until = self._empty.get((namespace, name))
+            if until is None:
+                return None
+            if until <= now:
+                self._empty[(namespace, name)] = now + _RECHECKING
+                return None
+            left = min(left, until - now)
+        return left
+
+    def forget(self, namespace: str, names: list[str]) -> None:
+        """A poll found work: no poll of this process takes these queues for empty."""
+        for name in names:
+            self._empty.pop((namespace, name), None)
 
     async def wait_ready(
         self, namespace: str, names: list[str], timeout: float, mark: tuple[int, ...] | None = None

@@ -16,11 +16,11 @@ def test_a_queue_found_empty_is_known_empty_until_a_notification_about_it() -> N
     notes = _notifications()
     mark = notes.mark("ns", ["a", "b"])
     notes.note_empty("ns", ["a", "b"], mark, 60)
-    assert 0 < notes.empty_for("ns", ["a"]) <= 60 and notes.empty_for("ns", ["a", "b"]) > 0
-    assert notes.empty_for("ns", ["a", "c"]) <= 0, "a queue nobody asked about is not known empty"
-    assert notes.empty_for("other", ["a"]) <= 0
+    assert 0 < (notes.empty_for("ns", ["a"]) or 0) <= 60 and notes.empty_for("ns", ["a", "b"])
+    assert notes.empty_for("ns", ["a", "c"]) is None, "a queue nobody asked about is not known empty"
+    assert notes.empty_for("other", ["a"]) is None
     notes.wake("ns", ["a"])
-    assert notes.empty_for("ns", ["a"]) <= 0 and notes.empty_for("ns", ["b"]) > 0
+    assert notes.empty_for("ns", ["a"]) is None and notes.empty_for("ns", ["b"])
 
 
 def test_a_notification_while_the_poll_asked_keeps_the_queue_unknown() -> None:
@@ -28,18 +28,27 @@ def test_a_notification_while_the_poll_asked_keeps_the_queue_unknown() -> None:
     mark = notes.mark("ns", ["a"])
     notes.wake("ns", ["a"])  # a task became ready while the lease statement ran
     notes.note_empty("ns", ["a"], mark, 60)
-    assert notes.empty_for("ns", ["a"]) <= 0
+    assert notes.empty_for("ns", ["a"]) is None
     assert notes.changed_since("ns", ["a"], mark)
 
 
 def test_known_empty_lasts_only_as_long_as_it_was_noted_for() -> None:
     notes = _notifications()
     notes.note_empty("ns", ["a"], notes.mark("ns", ["a"]), 0)
-    assert notes.empty_for("ns", ["a"]) <= 0
+    assert notes.empty_for("ns", ["a"]) is None
     notes.note_empty("ns", ["a"], notes.mark("ns", ["a"]), -1.0)  # a delayed task is due already
-    assert notes.empty_for("ns", ["a"]) <= 0
+    assert notes.empty_for("ns", ["a"]) is None
     notes.note_empty("ns", ["a"], notes.mark("ns", ["a"]), 1.5)  # a delayed task is due in 1.5 s
-    assert 0 < notes.empty_for("ns", ["a"]) <= 1.5, "polls wake when the delayed task is due"
+    assert 0 < (notes.empty_for("ns", ["a"]) or 0) <= 1.5, "polls wake when the delayed task is due"
+
+
+def test_when_the_knowledge_runs_out_one_poll_asks_and_the_others_wait_for_it() -> None:
+    notes = _notifications()
+    notes.note_empty("ns", ["a"], notes.mark("ns", ["a"]), 1e-9)  # noted, and run out at once
+    assert notes.empty_for("ns", ["a"]) is None, "the first poll asks the database"
+    assert notes.empty_for("ns", ["a"]), "the next ones wait for its answer"
+    notes.forget("ns", ["a"])  # it found work
+    assert notes.empty_for("ns", ["a"]) is None, "then every poll asks"
 
 
 async def test_a_waiting_poll_returns_at_once_when_a_notification_came_since_its_mark() -> None:
