@@ -300,6 +300,28 @@ async def test_a_long_poll_is_answered_as_soon_as_a_task_is_ready(plane: Plane) 
     assert time.monotonic() - started < 5, "the poll waited for its timeout instead of the task"
 
 
+async def test_idle_polls_sharing_an_empty_queue_each_get_a_task_started_later(plane: Plane) -> None:
+    """Idle polls of one queue take the first poll's "empty" as theirs (they
+    do not each ask the database); a task that becomes ready still reaches one
+    of them at once, and the next task the next one."""
+    await define_workflow(plane.pool, "quietly", [{"name": "quiet", "taskReferenceName": "q"}])
+    body = {"taskTypes": ["quiet"], "pollTimeoutSeconds": 60}
+    polls = [
+        asyncio.create_task(post(plane, f"/v1/ns/{NS}/tasks/poll", {**body, "workerId": f"w{n}"})) for n in range(5)
+    ]
+    await asyncio.sleep(1.0)  # the polls are waiting, the queue known empty
+    assert not any(poll.done() for poll in polls)
+    for started in range(1, 3):
+        await post(plane, f"/v1/ns/{NS}/executions", {"name": "quietly"})
+        done, _ = await asyncio.wait(polls, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        assert len(done) == 1, f"run {started}: no poll was answered within 30 s of its 60-s timeout"
+        status, answer = done.pop().result()
+        assert status == 200 and len(answer["tasks"]) == 1
+        polls = [poll for poll in polls if not poll.done()]
+    for poll in polls:
+        poll.cancel()
+
+
 async def test_unknown_workflow_and_run_are_404(plane: Plane) -> None:
     status, body = await post(plane, f"/v1/ns/{NS}/executions", {"name": "ghost"})
     assert status == 404 and body["error"] == "WORKFLOW_NOT_FOUND"

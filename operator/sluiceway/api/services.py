@@ -35,25 +35,36 @@ class Services:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES  # one JSON value; a Quota may lower it
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES  # one request body
     rate_limits: RateLimits = field(default_factory=RateLimits.off)  # per identity and namespace, in this replica
-    # Poller bookkeeping is written at most once per interval per worker and
-    # queue: "who polled and when" needs seconds, not every poll.
+    # Poller bookkeeping ("who polled and when") needs seconds, not every poll:
+    # the polls seen are written together, one statement per interval for the
+    # whole process, so idle pollers cost one write per interval, not one each.
+    # A worker or queue not written before is written at once.
     poll_record_interval: float = 5.0
-    _last_recorded: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    _polls_seen: dict[tuple[str, str, str], None] = field(default_factory=dict)
+    _polls_written: set[tuple[str, str, str]] = field(default_factory=set)
+    _polls_written_at: float = 0.0
 
     def __post_init__(self) -> None:
         if self.notifications is not None and self.policies not in self.notifications.caches:
             self.notifications.caches.append(self.policies)
 
-    def should_record_poll(self, namespace: str, task_types: list[str], worker_id: str) -> list[str]:
+    def polls_to_record(self, namespace: str, task_types: list[str], worker_id: str) -> list[tuple[str, str, str]]:
+        """Note this poll; when a write is due, every poll noted since the last
+        one as (namespace, task type, worker id), to write now."""
         now = time.monotonic()
-        due = []
+        fresh = False
         for task_type in task_types:
             key = (namespace, task_type, worker_id)
-            if now - self._last_recorded.get(key, 0.0) >= self.poll_record_interval:
-                self._last_recorded[key] = now
-                due.append(task_type)
-        if len(self._last_recorded) > 100_000:  # forget long-gone workers
-            self._last_recorded.clear()
+            self._polls_seen[key] = None
+            fresh = fresh or key not in self._polls_written
+        if not fresh and now - self._polls_written_at < self.poll_record_interval:
+            return []
+        due = list(self._polls_seen)
+        self._polls_seen.clear()
+        self._polls_written_at = now
+        if len(self._polls_written) > 100_000:  # forget long-gone workers
+            self._polls_written.clear()
+        self._polls_written.update(due)
         return due
 
 

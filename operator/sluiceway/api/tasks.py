@@ -56,6 +56,10 @@ DEFAULT_POLL_TIMEOUT = 30.0
 # Even with no notification, a waiting poll re-checks this often, so a lost
 # wake-up costs latency, never a stuck worker.
 _RECHECK_SECONDS = 2.0
+# How long idle polls of this process take one poll's "empty" for an ungated
+# queue without asking the database again (a notification about the queue ends
+# it at once): what a lost wake-up may cost, and what keeps idle pollers cheap.
+_KNOWN_EMPTY_SECONDS = 10.0
 
 # OpenAPI links from a lease to what its worker does next: clients and stateful
 # API fuzzers follow them.
@@ -133,9 +137,9 @@ async def _lease_once(
             )
             leased.extend(outcome.leases)
             holds.extend(outcome.holds)
-        due = svc.should_record_poll(namespace, request.task_types, request.worker_id)
+        due = svc.polls_to_record(namespace, request.task_types, request.worker_id)
         if due:
-            await leasing.record_poll(conn, namespace, due, request.worker_id)
+            await leasing.record_polls(conn, due)
     metrics.LEASE_LATENCY.observe(time.perf_counter() - started)
     for lease in leased:
         metrics.TASKS_LEASED.labels(namespace, lease.task_type).inc()
@@ -201,24 +205,49 @@ async def poll(
     wake_keys = list(request.task_types) + sorted({f"@sem:{s}" for p in policies.values() for s in p.gates.semaphores})
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
+    notifications = svc.notifications
+    # Ungated queues an idle poll of this process found empty are not asked again (see _KNOWN_EMPTY_SECONDS).
+    shared = notifications is not None and not any(p.gates.any() for p in policies.values())
+    leased: list[leasing.Lease]
+    holds: list[GateHold]
     while True:
-        leased, holds = await _lease_once(svc, namespace, request, policies)
+        mark = notifications.mark(namespace, wake_keys) if notifications is not None else None
+        empty_for = notifications.empty_for(namespace, request.task_types) if shared and notifications else None
+        known_empty = empty_for is not None
+        if empty_for is not None:
+            leased, holds = [], []
+            await _record_idle_poll(svc, namespace, request)
+        else:
+            leased, holds = await _lease_once(svc, namespace, request, policies)
+            if leased and shared and notifications is not None:
+                notifications.forget(namespace, request.task_types)
         remaining = deadline - loop.time()
         if leased or remaining <= 0:
             return _json({"tasks": [_leased(lease) for lease in leased]})
-        wait = min(remaining, _RECHECK_SECONDS)
+        wait = min(remaining, _RECHECK_SECONDS, empty_for if empty_for is not None else _RECHECK_SECONDS)
         reopening = [h.retry_in for h in holds if h.retry_in is not None]
         if reopening:
             wait = min(wait, max(min(reopening), 0.01))
-        if not holds:
+        if not holds and not known_empty:
             async with svc.pool.acquire() as conn:
                 until = await leasing.seconds_until_available(conn, namespace, request.task_types)
             if until is not None and until > 0:
                 wait = min(wait, until)
-        if svc.notifications is not None:
-            await svc.notifications.wait_ready(namespace, wake_keys, wait)
+            if shared and notifications is not None and mark is not None and (until is None or until > 0):
+                seconds = _KNOWN_EMPTY_SECONDS if until is None else min(until, _KNOWN_EMPTY_SECONDS)
+                notifications.note_empty(namespace, wake_keys, mark, seconds)
+        if notifications is not None:
+            await notifications.wait_ready(namespace, wake_keys, wait, mark)
         else:
             await asyncio.sleep(min(wait, 0.2))
+
+
+async def _record_idle_poll(svc: Services, namespace: str, request: PollRequest) -> None:
+    """The bookkeeping of a poll that did not need to ask for tasks."""
+    due = svc.polls_to_record(namespace, request.task_types, request.worker_id)
+    if due:
+        async with svc.pool.acquire() as conn:
+            await leasing.record_polls(conn, due)
 
 
 # A result's verdict on the wire: its status code, and the error code of a refusal.

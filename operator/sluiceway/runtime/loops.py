@@ -23,7 +23,14 @@ from sluiceway.store.database import Pool
 from sluiceway.store.deciding import DeciderConfig, Quarantined, decide_batch
 from sluiceway.store.errors import StoreError
 from sluiceway.store.notifications import Notifications
-from sluiceway.store.sweeping import SweepReport, admit_waiting_runs, housekeeping, seconds_until_due, sweep
+from sluiceway.store.sweeping import (
+    SweepReport,
+    admit_waiting_runs,
+    housekeeping,
+    refresh_statistics,
+    seconds_until_due,
+    sweep,
+)
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +39,10 @@ _FAILED_PASS_PAUSE = 5.0
 # Even with nothing armed, the sweeper looks again this often: a timer armed
 # by another replica a moment ago may be due sooner than anything it knew of.
 _SWEEP_RECHECK = 0.5
+# Every decide event is notified, except the one a failed decision defers by
+# 30 s: an idle decider looks again this often for that one (and for a
+# notification lost by the listener's reconnect), not every second.
+_DECIDER_RECHECK = 5.0
 
 
 async def _pause(stop: asyncio.Event, seconds: float) -> None:
@@ -144,7 +155,7 @@ async def run_decider(
             return True
         if notifications is not None:
             try:
-                await asyncio.wait_for(notifications.decide.wait(), 1.0)
+                await asyncio.wait_for(notifications.decide.wait(), _DECIDER_RECHECK)
             except TimeoutError:
                 pass
         else:
@@ -190,16 +201,22 @@ async def run_sweeper(pool: Pool, stop: asyncio.Event, batch: int = 500) -> None
 
     async def step() -> bool:
         nonlocal last_housekeeping, last_admission
-        report = await sweep(pool, batch, report_sweep)
-        if report.fired() >= batch:
-            return True
+        # An idle pass costs one statement: the sweep's transaction only when a timer is due.
+        due = await seconds_until_due(pool)
+        if due is not None and due <= 0:
+            report = await sweep(pool, batch, report_sweep)
+            if report.fired() >= batch:
+                return True
+            due = await seconds_until_due(pool)
         if time.monotonic() - last_admission > 5:
             await admit_waiting_runs(pool)
+            analyzed = await refresh_statistics(pool)
+            if analyzed:
+                log.info("statistics refreshed after a burst of changes: %s", ", ".join(analyzed))
             last_admission = time.monotonic()
         if time.monotonic() - last_housekeeping > 60:
             await housekeeping(pool)
             last_housekeeping = time.monotonic()
-        due = await seconds_until_due(pool)
         wait = _SWEEP_RECHECK if due is None else min(max(due, 0.0), _SWEEP_RECHECK)
         await _pause(stop, wait)
         return False
@@ -241,6 +258,12 @@ async def run_scheduler(
     one of them (SKIP LOCKED), and its fire rows make every fire happen once."""
 
     async def step() -> bool:
+        # An idle pass costs one statement: the firing transaction only when a schedule is due.
+        async with pool.acquire() as conn:
+            due = await schedules.seconds_until_due(conn)
+        if due is None or due > 0:
+            await _pause(stop, _SCHEDULER_RECHECK if due is None else min(due, _SCHEDULER_RECHECK))
+            return False
         async with pool.acquire() as conn, conn.transaction():
             report = await schedules.fire_due(conn, batch)
         count_fires(report)
@@ -256,12 +279,7 @@ async def run_scheduler(
                 )
         if on_report is not None:
             on_report(report)
-        if len(report.fires) >= batch:
-            return True
-        async with pool.acquire() as conn:
-            due = await schedules.seconds_until_due(conn)
-        await _pause(stop, _SCHEDULER_RECHECK if due is None else min(max(due, 0.0), _SCHEDULER_RECHECK))
-        return False
+        return len(report.fires) >= batch
 
     await _guarded("scheduler", stop, step)
 

@@ -194,14 +194,23 @@ async def task_types_of(conn: asyncpg.Connection, namespace: str, task_ids: list
     return {str(r["id"]): r["name"] for r in await conn.fetch(_TASK_TYPES, namespace, ids)}
 
 
-_TOUCH_POLLER = """
-INSERT INTO pollers (namespace, name, worker_id, last_poll) SELECT $1, unnest($2::text[]), $3, now()
+_TOUCH_POLLERS = """
+INSERT INTO pollers (namespace, name, worker_id, last_poll)
+SELECT p.namespace, p.name, p.worker_id, now()
+  FROM unnest($1::text[], $2::text[], $3::text[]) AS p(namespace, name, worker_id)
 ON CONFLICT (namespace, name, worker_id) DO UPDATE SET last_poll = now()
 """
 
 
+async def record_polls(conn: asyncpg.Connection, polls: list[tuple[str, str, str]]) -> None:
+    """Note that these (namespace, task type, worker id) polled now, each once, in one statement."""
+    unique = list(dict.fromkeys(polls))
+    if unique:
+        await conn.execute(_TOUCH_POLLERS, [p[0] for p in unique], [p[1] for p in unique], [p[2] for p in unique])
+
+
 async def record_poll(conn: asyncpg.Connection, namespace: str, task_types: list[str], worker_id: str) -> None:
-    await conn.execute(_TOUCH_POLLER, namespace, task_types, worker_id)
+    await record_polls(conn, [(namespace, task_type, worker_id) for task_type in task_types])
 
 
 _DUE_SYSTEM_QUEUES = """

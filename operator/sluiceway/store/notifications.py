@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -21,6 +22,10 @@ from sluiceway.store.executions import DECIDE_CHANNEL, READY_CHANNEL, SLOT_FREED
 from sluiceway.store.policies import Policies
 
 log = logging.getLogger(__name__)
+
+# How long the other idle polls wait for the one poll asking again about a
+# queue known empty (a notification about the queue ends the wait at once).
+_RECHECKING = 1.0
 
 
 class Notifications:
@@ -33,6 +38,15 @@ class Notifications:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.caches: list[Policies] = []  # dropped for a namespace whose definitions change
+        # Idle polls ask the database once per queue, not once each: a queue a
+        # poll found empty stays known empty (until the monotonic time stored
+        # here) until a notification about it comes. `_changes` counts the
+        # notifications per queue and `_reconnects` the reconnects (after
+        # which anything may have changed), so a poll can tell whether one came
+        # while it was asking.
+        self._empty: dict[tuple[str, str], float] = {}
+        self._changes: dict[tuple[str, str], int] = {}
+        self._reconnects = 0
 
     async def start(self) -> None:
         await self._connect()
@@ -44,6 +58,8 @@ class Notifications:
         await conn.add_listener(DECIDE_CHANNEL, self._on_decide)
         await conn.add_listener(DEFINITIONS_CHANNEL, self._on_definitions)
         self._conn = conn
+        self._reconnects += 1
+        self._empty.clear()
         for cache in self.caches:
             cache.invalidate()
         # Anything may have happened while we were not listening.
@@ -74,6 +90,7 @@ class Notifications:
         key, marker, _ = payload.partition(SLOT_FREED)
         one_slot = bool(marker)
         namespace, _, name = key.partition("/")
+        self._changed((namespace, name))
         waiters = self._ready.get((namespace, name), {})
         if one_slot:
             # Waking every poll for one slot only makes them queue for the same lock.
@@ -111,17 +128,65 @@ class Notifications:
     def wake(self, namespace: str, names: Iterable[str]) -> None:
         """Wake local waiters directly (this process made the change)."""
         for name in names:
+            self._changed((namespace, name))
             for event in self._ready.get((namespace, name), ()):
                 event.set()
 
-    async def wait_ready(self, namespace: str, names: list[str], timeout: float) -> bool:
-        """Wait until one of these queues may have work, or `timeout` passes."""
+    def _changed(self, key: tuple[str, str]) -> None:
+        self._changes[key] = self._changes.get(key, 0) + 1
+        self._empty.pop(key, None)
+
+    def mark(self, namespace: str, names: Iterable[str]) -> tuple[int, ...]:
+        """Where these queues' notifications stand now: taken before asking the database."""
+        return (self._reconnects, *(self._changes.get((namespace, name), 0) for name in names))
+
+    def changed_since(self, namespace: str, names: Iterable[str], mark: tuple[int, ...]) -> bool:
+        return self.mark(namespace, names) != mark
+
+    def note_empty(self, namespace: str, names: list[str], mark: tuple[int, ...], seconds: float) -> None:
+        """A poll that took `mark` before asking found these queues empty: other polls
+        may take that as the answer for `seconds`, unless a notification came since."""
+        if seconds <= 0 or self.changed_since(namespace, names, mark):
+            return
+        until = time.monotonic() + seconds
+        for name in names:
+            self._empty[(namespace, name)] = until
+
+    def empty_for(self, namespace: str, names: list[str]) -> float | None:
+        """Seconds these queues stay known empty (until a delayed task's time, or
+        the recheck); None when this caller should ask the database. When the
+        knowledge runs out, the first caller asks and the others wait
+        `_RECHECKING` for its answer, so idle polls do not all ask at once."""
+        now = time.monotonic()
+        left = float("inf")
+        for name in names:
+            until = self._empty.get((namespace, name))
+            if until is None:
+                return None
+            if until <= now:
+                self._empty[(namespace, name)] = now + _RECHECKING
+                return None
+            left = min(left, until - now)
+        return left
+
+    def forget(self, namespace: str, names: list[str]) -> None:
+        """A poll found work: no poll of this process takes these queues for empty."""
+        for name in names:
+            self._empty.pop((namespace, name), None)
+
+    async def wait_ready(
+        self, namespace: str, names: list[str], timeout: float, mark: tuple[int, ...] | None = None
+    ) -> bool:
+        """Wait until one of these queues may have work, or `timeout` passes; at
+        once when a notification came since `mark` (taken before the poll asked)."""
         if timeout <= 0:
             return False
         event = asyncio.Event()
         keys = [(namespace, name) for name in names]
         for key in keys:
             self._ready[key][event] = None
+        if mark is not None and self.changed_since(namespace, names, mark):
+            event.set()
         try:
             await asyncio.wait_for(event.wait(), timeout)
             return True

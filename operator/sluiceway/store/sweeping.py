@@ -192,3 +192,27 @@ async def admit_waiting_runs(pool: Pool) -> int:
         admitted = await admission.rebalance(conn)
         await executions.enqueue_decides(conn, admitted, "admitted")
     return len(admitted)
+
+
+# The tables whose rows change status with the work. A burst (a million runs
+# started in a minute) makes "few runs are RUNNING" false long before
+# autovacuum's next ANALYZE (up to autovacuum_naptime, a minute by default);
+# until then the planner picks the partial status indexes for the statements
+# that update runs and tasks by id, and each scans every running run or every
+# dead lease entry (bench/backlog.py: 380 ms a result batch instead of 12 ms).
+_HOT_TABLES = ["tasks", "executions", "decide_queue"]
+_STALE_STATISTICS = """
+SELECT relname FROM pg_stat_user_tables
+ WHERE schemaname = current_schema() AND relname = ANY($1::text[])
+   AND n_mod_since_analyze >= $2 AND n_mod_since_analyze >= $3 * n_live_tup
+"""
+
+
+async def refresh_statistics(pool: Pool, min_changes: int = 10_000, share: float = 0.2) -> list[str]:
+    """ANALYZE the hot tables changed by at least `min_changes` rows and `share`
+    of their rows since their statistics were taken; the tables analyzed."""
+    async with pool.acquire() as conn:
+        stale = [r["relname"] for r in await conn.fetch(_STALE_STATISTICS, _HOT_TABLES, min_changes, share)]
+        for table in stale:
+            await conn.execute(f"ANALYZE {table}")  # a name from _HOT_TABLES, never from input
+    return stale

@@ -36,6 +36,11 @@ from sluiceway.store.tenancy import Tenants
 
 log = logging.getLogger(__name__)
 
+_WAKE = (SYSTEM_WAKE[0], [SYSTEM_WAKE[1]])
+# An idle runner asks the database this often (it used to every second): what a
+# lost notification may cost, and what an idle operator pays for system tasks.
+_RECHECK = 5.0
+
 
 class SystemTask(Protocol):
     """One kind of system task: what the operator does for a leased task of its types."""
@@ -83,6 +88,7 @@ class SystemTaskRunner:
             await kind.start()
         try:
             while not stop.is_set():
+                mark = self.notifications.mark(*_WAKE) if self.notifications is not None else None
                 try:
                     leased = await self._lease_batch()
                 except (OSError, StoreError) as error:
@@ -94,19 +100,22 @@ class SystemTaskRunner:
                     self.in_flight.add(task)
                     task.add_done_callback(self.in_flight.discard)
                 if not leased:
-                    await self._idle(stop)
+                    await self._idle(stop, mark)
         finally:
             if self.in_flight:
                 await asyncio.wait(self.in_flight, timeout=10)
             for kind in kinds:
                 await kind.stop()
 
-    async def _idle(self, stop: asyncio.Event) -> None:
+    async def _idle(self, stop: asyncio.Event, mark: tuple[int, ...] | None) -> None:
+        """Wait for a system task: every one scheduled is notified (SYSTEM_WAKE), a
+        delayed one is due at `until`; the recheck only covers a lost notification."""
         async with self.pool.acquire() as conn:
             until = await leasing.seconds_until_system_available(conn)
-        wait = 1.0 if until is None else min(max(until, 0.01), 1.0)
+        recheck = _RECHECK if self.notifications is not None else 1.0
+        wait = recheck if until is None else min(max(until, 0.01), recheck)
         if self.notifications is not None:
-            await self.notifications.wait_ready(SYSTEM_WAKE[0], [SYSTEM_WAKE[1]], wait)
+            await self.notifications.wait_ready(*_WAKE, wait, mark)
         else:
             await asyncio.sleep(wait)
 
