@@ -344,6 +344,12 @@ async def test_loop_failures_count_a_pass_that_raised_and_the_loop_goes_on(
     """The scheduler's report hook raises on its first pass (a bug, not the
     database): one failed pass, counted by loop; the loop goes on."""
     monkeypatch.setattr(loops, "_FAILED_PASS_PAUSE", 0.05)
+    # An idle scheduler makes no pass, so three schedules are due, one per pass (batch=1).
+    await define_report_workflow(pool)
+    fire = (await db_now(pool)).replace(microsecond=0) - datetime.timedelta(seconds=1)
+    for name in ("first", "second", "third"):
+        await add_schedule(pool, name, every="1h", offset=f"{int(fire.timestamp()) % 3600}s")
+        await rewind(pool, name, fire)
     passes: list[schedules.PassReport] = []
 
     def flaky(report: schedules.PassReport) -> None:
@@ -353,7 +359,7 @@ async def test_loop_failures_count_a_pass_that_raised_and_the_loop_goes_on(
 
     before = scrape()
     await running_loop(
-        loops.run_scheduler(pool, asyncio.Event(), on_report=flaky),
+        loops.run_scheduler(pool, asyncio.Event(), on_report=flaky, batch=1),
         lambda: len(passes) >= 3,
         "two more scheduler passes after the failed one",
     )
