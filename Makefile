@@ -81,9 +81,19 @@ crds: venv
 clean:
 	rm -rf $(VENV) .run .mypy_cache .pytest_cache
 
-bench: venv
-	$(PY) -m pip install --quiet -c requirements/constraints.txt pgqueuer==1.6.0
-	$(PY) bench/throughput.py
+# Every goal of docs/performance.md, each script's short form (about 15 minutes on
+# 2 cores); `make bench BENCH=` runs the full forms (hours). The figures land in
+# .run/bench/figures.json and are compared with bench/recorded.json (printed only).
+BENCH ?= --quick
+BENCH_SCRIPTS = throughput latency gated continuous workflows backlog kube_cost idle
+bench: venv controlplane
+	$(PY) -m pip install --quiet -c requirements/constraints.txt -e '.[bench]'
+	rm -f .run/bench/figures.json
+	set -e; for script in $(BENCH_SCRIPTS); do \
+		echo "== bench/$$script.py $(BENCH)"; \
+		SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) bench/$$script.py $(BENCH); \
+	done
+	$(PY) bench/figures.py
 
 # `docker build` where a Docker engine answers, else buildah FROM a Debian base
 # made with mmdebstrap (root); either way an OCI or docker archive to load into

@@ -480,7 +480,7 @@ async def main() -> None:
     parser.add_argument("--rate", type=int, default=200, help="R: rateLimitPerFrequency of `metered`")
     parser.add_argument("--frequency", type=int, default=1, help="rateLimitFrequencySeconds of `metered`")
     parser.add_argument("--permits", type=int, default=4, help="P: permits of pool_x and of pool_y")
-    parser.add_argument("--semaphore-sleep", type=float, default=0.05, help="S2: seconds each erp handler sleeps")
+    parser.add_argument("--semaphore-sleep", type=float, default=0.1, help="S2: seconds each erp handler sleeps")
     parser.add_argument("--seconds", type=float, default=20, help="seconds of work per stream at its theoretical rate")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (gated and ungated)")
     parser.add_argument("--concurrency", type=int, default=32, help="worker slots per task type and process")
