@@ -44,7 +44,7 @@ import throughput  # noqa: E402
 from figures import record  # noqa: E402
 
 from sluiceway.devenv.postgres import LocalPostgres  # noqa: E402
-from sluiceway.devenv.processes import Child, free_port, wait_until  # noqa: E402
+from sluiceway.devenv.processes import Child  # noqa: E402
 from sluiceway.store import workflows  # noqa: E402
 from sluiceway.store.database import open_pool  # noqa: E402
 from sluiceway.store.executions import READY_CHANNEL  # noqa: E402
@@ -208,27 +208,12 @@ async def main() -> None:
             version = int(await c.fetchval("SELECT latest_version FROM workflows WHERE name = 'noop_wf'"))
         await pool.close()
         logs = Path(tempfile.mkdtemp(prefix="bench-backlog-"))
-        port = free_port()
-        api = f"http://127.0.0.1:{port}"
-        env = {
-            **os.environ,
-            "SLUICEWAY_DATABASE_URL": dsn,
-            "SLUICEWAY_KUBERNETES": "false",
-            "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
-            "SLUICEWAY_LOG_LEVEL": "WARNING",
-            "BENCH_BATCH": str(args.batch),
-        }
-        operator = Child("operator", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env)
+        plane = throughput.start_operator(dsn, logs, BENCH_BATCH=str(args.batch))
+        operator, api, env = plane.child, plane.url, plane.env
         children = [operator]
         conn = await asyncpg.connect(dsn)
         await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         try:
-            wait_until(
-                lambda: urllib.request.urlopen(f"{api}/readyz", timeout=2).status == 200,
-                timeout=60,
-                what="the operator",
-                child=operator,
-            )
             worker = [sys.executable, "-m", "sluiceway", "worker", str(HERE / "noop_worker.py"), "--url", api]
             worker += ["--namespace", NS, "--log-level", "WARNING"]
             children += [Child(f"worker-{n}", worker, logs, env=env) for n in range(args.workers)]

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,10 +27,10 @@ sys.path.insert(0, str(HERE))
 
 import profiling  # noqa: E402
 from figures import record  # noqa: E402
-from throughput import NS, cpu_seconds, create_database  # noqa: E402
+from throughput import NS, cpu_seconds, create_database, start_operator  # noqa: E402
 
 from sluiceway.devenv.postgres import LocalPostgres  # noqa: E402
-from sluiceway.devenv.processes import Child, free_port, wait_until  # noqa: E402
+from sluiceway.devenv.processes import Child  # noqa: E402
 from sluiceway.store import workflows  # noqa: E402
 from sluiceway.store.database import open_pool  # noqa: E402
 
@@ -215,24 +214,9 @@ def sluiceway_children(dsn: str, logs: Path, workers: int, batch: int, operators
     children: list[Child] = []
     urls = []
     for n in range(operators):
-        port = free_port()
-        env = {
-            **os.environ,
-            "SLUICEWAY_DATABASE_URL": dsn,
-            "SLUICEWAY_KUBERNETES": "false",
-            "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
-            "SLUICEWAY_LOG_LEVEL": "WARNING",
-        }
-        operator = Child(f"operator-{n}", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env)
-        children.append(operator)
-        url = f"http://127.0.0.1:{port}"
-        wait_until(
-            lambda url=url: urllib.request.urlopen(f"{url}/readyz", timeout=2).status == 200,
-            timeout=60,
-            what="the operator",
-            child=operator,
-        )
-        urls.append(url)
+        plane = start_operator(dsn, logs, name=f"operator-{n}")
+        children.append(plane.child)
+        urls.append(plane.url)
     for n in range(workers):
         argv = [sys.executable, "-m", "sluiceway", "worker", str(HERE / "noop_worker.py"), "--url", urls[n % len(urls)]]
         argv += ["--namespace", NS, "--log-level", "WARNING"]

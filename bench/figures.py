@@ -47,7 +47,9 @@ def compare(new: dict[str, dict[str, Any]], old: dict[str, dict[str, Any]]) -> l
         figure = new[key]
         line = f"{key:70} {figure['value']:12.4g} {figure['unit']}"
         before = old.get(key)
-        if before and before["value"]:
+        if before is not None and before["value"] == 0:
+            line += "   recorded 0" + ("" if figure["value"] == 0 else ", CHANGED")
+        elif before is not None:
             change = (figure["value"] - before["value"]) / abs(before["value"])
             if not figure.get("higher_is_better", True):
                 change = -change

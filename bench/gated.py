@@ -41,7 +41,7 @@ import throughput  # noqa: E402
 from figures import record  # noqa: E402
 
 from sluiceway.devenv.postgres import LocalPostgres  # noqa: E402
-from sluiceway.devenv.processes import Child, free_port, wait_until  # noqa: E402
+from sluiceway.devenv.processes import Child  # noqa: E402
 from sluiceway.store import definitions, workflows  # noqa: E402
 from sluiceway.store.database import open_pool  # noqa: E402
 from sluiceway.store.deciding import DeciderConfig, decide_batch  # noqa: E402
@@ -156,30 +156,20 @@ async def drain(
     """One operator and `workers` worker processes until no gated task is left;
     returns (wall seconds, CPU seconds per component)."""
     logs = Path(tempfile.mkdtemp(prefix="bench-gated-"))
-    port = free_port()
-    env = {
-        **os.environ,
-        "SLUICEWAY_DATABASE_URL": dsn,
-        "SLUICEWAY_KUBERNETES": "false",
-        "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
-        "SLUICEWAY_LOG_LEVEL": "WARNING",
-        "BENCH_BATCH": str(batch),
-        "BENCH_CONCURRENCY": str(concurrency),
-        "BENCH_CAPPED_TYPES": str(plan.capped_types),
-        "BENCH_CAPPED_SLEEP": str(plan.sleep),
-        "BENCH_SEMAPHORE_SLEEP": str(plan.semaphore_sleep),
-        "BENCH_TRACE_DIR": str(trace_dir),
-    }
-    operator = Child("operator", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env)
+    plane = throughput.start_operator(
+        dsn,
+        logs,
+        BENCH_BATCH=str(batch),
+        BENCH_CONCURRENCY=str(concurrency),
+        BENCH_CAPPED_TYPES=str(plan.capped_types),
+        BENCH_CAPPED_SLEEP=str(plan.sleep),
+        BENCH_SEMAPHORE_SLEEP=str(plan.semaphore_sleep),
+        BENCH_TRACE_DIR=str(trace_dir),
+    )
+    operator, env = plane.child, plane.env
     children = [operator]
     total = sum(plan.runs.values())
     try:
-        wait_until(
-            lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200,
-            timeout=60,
-            what="the operator",
-            child=operator,
-        )
         # Rates come from the tasks' own timestamps; this watcher only says when to stop, so it polls
         # gently (throughput.py's 20 ms watcher would cost the database a tenth of a core here).
         watcher = asyncio.create_task(watch(dsn, total, timeout))
@@ -201,7 +191,7 @@ async def drain(
                         "worker",
                         str(HERE / "gated_worker.py"),
                         "--url",
-                        f"http://127.0.0.1:{port}",
+                        plane.url,
                         "--namespace",
                         NS,
                         "--log-level",
@@ -220,7 +210,7 @@ async def drain(
             profiling.show("operator (py-spy)", profiling.top_frames(profile / "operator.txt"))
             profiling.show("database backends (pg_stat_activity samples)", profiling.top_waits(await sampler))
             profiling.show("database (pg_stat_statements)", await profiling.top_statements(dsn))
-        server_side = scrape(port)
+        server_side = scrape(plane.url)
         cpu = {
             "operator": throughput.cpu_seconds([operator.process.pid]) - before[0],
             "workers": throughput.cpu_seconds([c.process.pid for c in children[1:]]),
@@ -255,7 +245,7 @@ async def watch(dsn: str, total: int, timeout: float, every: float = 0.25) -> tu
     raise TimeoutError(f"gated tasks not drained within {timeout} s")
 
 
-def scrape(port: int) -> dict[str, float]:
+def scrape(url: str) -> dict[str, float]:
     """The operator's own counters: lease and result calls and their time, gate holds."""
     wanted = (
         "sluiceway_lease_seconds_count",
@@ -268,7 +258,7 @@ def scrape(port: int) -> dict[str, float]:
     )
     found: dict[str, float] = {}
     try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
     except OSError:
         return found
     for line in text.splitlines():

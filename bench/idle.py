@@ -22,7 +22,6 @@ import os
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import aiohttp
@@ -35,7 +34,6 @@ import throughput  # noqa: E402
 from figures import record  # noqa: E402
 
 from sluiceway.devenv.postgres import LocalPostgres  # noqa: E402
-from sluiceway.devenv.processes import Child, free_port, wait_until  # noqa: E402
 from sluiceway.store import workflows  # noqa: E402
 from sluiceway.store.database import open_pool  # noqa: E402
 
@@ -106,27 +104,13 @@ async def main() -> None:
             )
         await pool.close()
         logs = Path(tempfile.mkdtemp(prefix="bench-idle-"))
-        port = free_port()
-        api = f"http://127.0.0.1:{port}"
-        env = {
-            **os.environ,
-            "SLUICEWAY_DATABASE_URL": dsn,
-            "SLUICEWAY_KUBERNETES": "false",
-            "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
-            "SLUICEWAY_LOG_LEVEL": "WARNING",
-        }
-        operator = Child("operator", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env)
+        plane = throughput.start_operator(dsn, logs)
+        operator, api = plane.child, plane.url
         conn = await asyncpg.connect(dsn)
         stop = asyncio.Event()
         polls: list[asyncio.Task[int]] = []
         try:
             await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-            wait_until(
-                lambda: urllib.request.urlopen(f"{api}/readyz", timeout=2).status == 200,
-                timeout=60,
-                what="the operator",
-                child=operator,
-            )
             print(
                 f"PostgreSQL (embedded), one operator, no work; {args.seconds:.0f}-s windows; "
                 f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"

@@ -19,7 +19,6 @@ import os
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import aiohttp
@@ -29,7 +28,7 @@ import throughput
 from figures import record
 
 from sluiceway.devenv.postgres import LocalPostgres
-from sluiceway.devenv.processes import Child, free_port, wait_until
+from sluiceway.devenv.processes import Child
 from sluiceway.store import workflows
 from sluiceway.store.database import open_pool
 
@@ -83,26 +82,11 @@ async def run_one(http: aiohttp.ClientSession, conn: asyncpg.Connection, base: s
 
 async def measure(dsn: str, starts: int, chains: int, trace_dir: Path, profile: Path | None) -> dict[str, list[float]]:
     logs = Path(tempfile.mkdtemp(prefix="bench-latency-"))
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "SLUICEWAY_DATABASE_URL": dsn,
-        "SLUICEWAY_KUBERNETES": "false",
-        "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
-        "SLUICEWAY_LOG_LEVEL": "WARNING",
-        "BENCH_TRACE_DIR": str(trace_dir),
-    }
-    operator = Child("operator", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env)
+    plane = throughput.start_operator(dsn, logs, BENCH_TRACE_DIR=str(trace_dir))
+    operator, base, env = plane.child, plane.url, plane.env
     children = [operator]
     conn = await asyncpg.connect(dsn)
     try:
-        wait_until(
-            lambda: urllib.request.urlopen(f"{base}/readyz", timeout=2).status == 200,
-            timeout=60,
-            what="the operator",
-            child=operator,
-        )
         worker_argv = [sys.executable, "-m", "sluiceway", "worker", str(HERE / "latency_worker.py")]
         worker_argv += ["--url", base, "--namespace", NS, "--log-level", "WARNING"]
         children.append(Child("worker", worker_argv, logs, env=env))

@@ -39,7 +39,7 @@ import throughput  # noqa: E402
 from sluiceway.api.paging import Order, encode_cursor  # noqa: E402
 from sluiceway.controls.attributes import Op, TypedFilter  # noqa: E402
 from sluiceway.devenv.postgres import LocalPostgres  # noqa: E402
-from sluiceway.devenv.processes import Child, free_port, wait_until  # noqa: E402
+from sluiceway.devenv.processes import Child  # noqa: E402
 from sluiceway.model.attributes import AttributeType  # noqa: E402
 from sluiceway.model.execution import RunStatus  # noqa: E402
 from sluiceway.store import executions, listing, workflows  # noqa: E402
@@ -332,25 +332,11 @@ async def main() -> None:
         print(f"1. storing {args.runs:,} finished runs")
         await fill(dsn, args.runs)
         logs = Path(tempfile.mkdtemp(prefix="bench-runs-"))
-        port = free_port()
-        api = f"http://127.0.0.1:{port}"
-        env = {
-            **os.environ,
-            "SLUICEWAY_DATABASE_URL": dsn,
-            "SLUICEWAY_KUBERNETES": "false",
-            "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
-            "SLUICEWAY_LOG_LEVEL": "WARNING",
-            "SLUICEWAY_PURGE_INTERVAL": "1",
-            "SLUICEWAY_PURGE_SHARE": args.purge_share,
-        }
-        operator = Child("operator", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env)
+        plane = throughput.start_operator(
+            dsn, logs, timeout=120, SLUICEWAY_PURGE_INTERVAL="1", SLUICEWAY_PURGE_SHARE=args.purge_share
+        )
+        operator, api = plane.child, plane.url
         try:
-            wait_until(
-                lambda: urllib.request.urlopen(f"{api}/readyz", timeout=2).status == 200,
-                timeout=120,
-                what="the operator",
-                child=operator,
-            )
             print(f"2. list pages (limit 50), {args.repeat} requests each, through the API")
             await pages(dsn, api, args.repeat, args.runs)
             print(f"3. dispatch with {args.runs:,} finished runs stored")

@@ -12,7 +12,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
@@ -72,6 +74,40 @@ async def watch_drain(dsn: str, remaining_sql: str, total: int, timeout: float) 
     finally:
         await conn.close()
     raise TimeoutError(f"not drained within {timeout} s")
+
+
+@dataclass(frozen=True)
+class Operator:
+    child: Child
+    url: str
+    env: dict[str, str]  # the operator's environment, which its workers share (BENCH_* settings)
+
+
+def start_operator(dsn: str, logs: Path, name: str = "operator", timeout: float = 60, **settings: str) -> Operator:
+    """One operator process without Kubernetes on `dsn`, ready to serve; `settings` are
+    extra environment (SLUICEWAY_* or the bench workers' BENCH_*)."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "SLUICEWAY_DATABASE_URL": dsn,
+        "SLUICEWAY_KUBERNETES": "false",
+        "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
+        "SLUICEWAY_LOG_LEVEL": "WARNING",
+        **settings,
+    }
+    url = f"http://127.0.0.1:{port}"
+    child = Child(name, [sys.executable, "-m", "sluiceway", "operator"], logs, env=env)
+    try:
+        wait_until(
+            lambda: urllib.request.urlopen(f"{url}/readyz", timeout=2).status == 200,
+            timeout=timeout,
+            what=f"the {name}",
+            child=child,
+        )
+    except BaseException:
+        child.stop()
+        raise
+    return Operator(child, url, env)
 
 
 # -- 1. the PostgreSQL ceiling ------------------------------------------------------
@@ -148,27 +184,10 @@ async def sluiceway(
     await pool.close()
 
     logs = Path(tempfile.mkdtemp(prefix="bench-"))
-    port = free_port()
-    env = {
-        **os.environ,
-        "SLUICEWAY_DATABASE_URL": dsn,
-        "SLUICEWAY_KUBERNETES": "false",
-        "SLUICEWAY_API_ADDRESS": f"127.0.0.1:{port}",
-        "SLUICEWAY_LOG_LEVEL": "WARNING",
-        "BENCH_BATCH": str(batch),
-        "BENCH_CLASSIC": "1" if classic else "0",
-    }
-    operator = Child("operator", [sys.executable, "-m", "sluiceway", "operator"], logs, env=env)
+    plane = start_operator(dsn, logs, BENCH_BATCH=str(batch), BENCH_CLASSIC="1" if classic else "0")
+    operator, env = plane.child, plane.env
     children = [operator]
     try:
-        import urllib.request
-
-        wait_until(
-            lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200,
-            timeout=60,
-            what="the operator",
-            child=operator,
-        )
         watcher = asyncio.create_task(
             watch_drain(
                 dsn,
@@ -196,7 +215,7 @@ async def sluiceway(
                         "worker",
                         str(HERE / "noop_worker.py"),
                         "--url",
-                        f"http://127.0.0.1:{port}",
+                        plane.url,
                         "--namespace",
                         NS,
                         "--log-level",
