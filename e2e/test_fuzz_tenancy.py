@@ -159,7 +159,12 @@ def snapshot(s: Secured, runs: list[str]) -> dict[str, Any]:
     for table in tables:
         key: object = s.b if table["by_namespace"] else runs
         where = "namespace = $1" if table["by_namespace"] else "execution_id::text = ANY($1::text[])"
-        found = fetch(s.database, f"SELECT to_jsonb(t)::text AS row FROM {table['table_name']} t WHERE {where}", key)
+        # A poller's last_poll is written whenever the process next flushes the polls it saw
+        # (every few seconds, on anyone's poll), so B's own earlier poll may land during the
+        # pass: compare who polled, which A could only change by polling b itself.
+        unstable = " - 'last_poll'" if table["table_name"] == "pollers" else ""
+        query = f"SELECT (to_jsonb(t){unstable})::text AS row FROM {table['table_name']} t WHERE {where}"
+        found = fetch(s.database, query, key)
         rows[str(table["table_name"])] = sorted(str(r["row"]) for r in found)
     listed = json.loads(s.kube.run("get", "sluiceway", "-n", s.b, "-o", "json").stdout)["items"]
     objects = sorted(
