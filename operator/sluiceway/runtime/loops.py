@@ -45,15 +45,16 @@ _SWEEP_RECHECK = 0.5
 _DECIDER_RECHECK = 5.0
 
 
-async def _pause(stop: asyncio.Event, seconds: float) -> None:
-    """Sleep `seconds`, or less when `stop` is set. asyncio.wait rather than
-    wait_for: Python 3.11's wait_for can raise CancelledError when its timeout
+async def _pause(stop: asyncio.Event, seconds: float, wake: asyncio.Event | None = None) -> None:
+    """Sleep `seconds`, or less when `stop` (or `wake`) is set. asyncio.wait rather
+    than wait_for: Python 3.11's wait_for can raise CancelledError when its timeout
     and its cancellation of the inner wait cross, and that would end the loop."""
-    waiter = asyncio.ensure_future(stop.wait())
+    waiters = {asyncio.ensure_future(event.wait()) for event in (stop, wake) if event is not None}
     try:
-        await asyncio.wait({waiter}, timeout=seconds)
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        waiter.cancel()
+        for waiter in waiters:
+            waiter.cancel()
 
 
 def _cancel_requested() -> bool:
@@ -154,10 +155,7 @@ async def run_decider(
             await _trace_pass(pool, started_ns, runs)
             return True
         if notifications is not None:
-            try:
-                await asyncio.wait_for(notifications.decide.wait(), _DECIDER_RECHECK)
-            except TimeoutError:
-                pass
+            await _pause(stop, _DECIDER_RECHECK, wake=notifications.decide)
         else:
             await _pause(stop, 0.05)
         return False

@@ -114,10 +114,15 @@ class SystemTaskRunner:
             until = await leasing.seconds_until_system_available(conn)
         recheck = _RECHECK if self.notifications is not None else 1.0
         wait = recheck if until is None else min(max(until, 0.01), recheck)
-        if self.notifications is not None:
-            await self.notifications.wait_ready(*_WAKE, wait, mark)
-        else:
-            await asyncio.sleep(wait)
+        ready = self.notifications.wait_ready(*_WAKE, wait, mark) if self.notifications is not None else None
+        # A stop ends the wait at once: a replica handing over leadership must not sit out a recheck.
+        waiting = asyncio.ensure_future(ready if ready is not None else asyncio.sleep(wait))
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()
+            stopping.cancel()
 
     async def _lease_batch(self) -> list[leasing.Lease]:
         free = self.concurrency - len(self.in_flight)
