@@ -480,6 +480,11 @@ async def main() -> None:
     parser.add_argument(
         "--classic", action="store_true", help="workers as the SDK was before issue 15 (BENCH_CLASSIC=1)"
     )
+    parser.add_argument(
+        "--no-handover",
+        action="store_true",
+        help="freed gated slots leased again under the gates' locks (SLUICEWAY_GATE_HANDOVER=0), as before",
+    )
     parser.add_argument("--quick", action="store_true", help="about 2 minutes: 6 s per stream, no ungated run")
     parser.add_argument("--profile", type=Path, help="py-spy on the operator, pg_stat_statements; into this directory")
     args = parser.parse_args()
@@ -487,6 +492,8 @@ async def main() -> None:
         args.seconds, args.ungated_tasks = 6, 0
     if args.classic:
         os.environ["BENCH_CLASSIC"] = "1"
+    if args.no_handover:
+        os.environ["SLUICEWAY_GATE_HANDOVER"] = "0"
 
     plan = Plan(
         args.capped_types,
@@ -534,7 +541,7 @@ async def main() -> None:
     if table(families, ungated, wall, total):
         print("\n  VIOLATIONS! A gate was exceeded; see 'worst observed'.")
     print(f"  (load {os.getloadavg()[0]:.2f} at the end; S={plan.sleep:g} s, S2={plan.semaphore_sleep:g} s)")
-    sdk = "classic SDK" if args.classic else "sluiceway"
+    sdk = "classic SDK" if args.classic else "sluiceway" + (" without handover" if args.no_handover else "")
     for family in families:
         record("6 gates", f"{sdk} {family.name} share of theoretical", family.achieved / family.theoretical, "x")
     record("6 gates", f"{sdk} violations", sum(f.violations for f in families), "count", higher_is_better=False)

@@ -30,6 +30,7 @@ class Services:
     authenticator: Authenticator | None = None  # identities and access decisions when authenticate is on
     idempotency_window: float = IDEMPOTENCY_WINDOW_SECONDS  # how long a requestId names its run
     log_cap_bytes: int = DEFAULT_CAP_BYTES  # what one task may keep of its log
+    gate_handover: bool = True  # freed gated slots pass to their next task without the gate's locks
     secrets: SecretSource | None = None  # the Secrets webhooks verify with; None: no webhook verifies
     tenants: Tenants = field(default_factory=Tenants)  # what each namespace's Quotas allow
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES  # one JSON value; a Quota may lower it

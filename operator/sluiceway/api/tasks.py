@@ -8,6 +8,7 @@ import asyncio
 import datetime
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any
 
@@ -155,19 +156,28 @@ def _count(namespace: str, leased: list[leasing.Lease], holds: list[GateHold]) -
         metrics.GATE_HOLDS.labels(hold.control.split(":", 1)[0]).inc()
 
 
-async def _lease_next(conn: Any, svc: Services, namespace: str, wanted: NextLease) -> list[leasing.Lease]:
-    """The `next` of a result batch, in its transaction, never waiting. With
-    several gated types, their locks are all taken first, in the order every
-    lease takes them (leasing.lock_gates): each gated lease holds its locks to
-    the end of the transaction, and no two transactions may wait in a cycle."""
+async def _lease_next(
+    conn: Any, svc: Services, namespace: str, wanted: NextLease, released: list[str]
+) -> list[leasing.Lease]:
+    """The `next` of a result batch, in its transaction, never waiting. The
+    slots of capped or semaphore-gated types that `released` freed are handed
+    over first, without the gates' locks (leasing.hand_over): most requests
+    then take no lock at all, and none waits for another's commit. For the
+    rest, with several gated types, their locks are all taken first, in the
+    order every lease takes them (leasing.lock_gates): each gated lease holds
+    its locks to the end of the transaction, and no two transactions may wait
+    in a cycle."""
     started = time.perf_counter()
     policies = await svc.policies.of(conn, namespace, list(wanted.counts))
-    gated = [policies[t].gates for t in wanted.counts if policies[t].gates.any()]
+    gates = {t: (n, policies[t].gates) for t, n in wanted.counts.items()}
+    leased = await leasing.hand_over(conn, namespace, wanted.worker_id, gates, released)
+    handed = Counter(lease.task_type for lease in leased)
+    counts = {t: n - handed[t] for t, n in wanted.counts.items() if n > handed[t]}
+    gated = [policies[t].gates for t in counts if policies[t].gates.any()]
     if len(gated) > 1:
-        await leasing.lock_gates(conn, namespace, [t for t in wanted.counts if policies[t].gates.any()], gated)
-    leased: list[leasing.Lease] = []
+        await leasing.lock_gates(conn, namespace, [t for t in counts if policies[t].gates.any()], gated)
     holds: list[GateHold] = []
-    for task_type, count in wanted.counts.items():
+    for task_type, count in counts.items():
         outcome = await leasing.lease(conn, namespace, task_type, wanted.worker_id, count, policies[task_type].gates)
         leased.extend(outcome.leases)
         holds.extend(outcome.holds)
@@ -355,7 +365,8 @@ async def _apply(
         for task_id, (run, created_at, found) in (upserts or {}).items():
             if outcomes[task_id].applied:  # with the result that carried them, fenced by the same epoch
                 await attributes.write(conn, run, namespace, created_at, found)
-        leased = await _lease_next(conn, svc, namespace, wanted) if wanted is not None else []
+        released = _released(batch, outcomes) if svc.gate_handover else []
+        leased = await _lease_next(conn, svc, namespace, wanted, released) if wanted is not None else []
     metrics.COMPLETE_LATENCY.observe(time.perf_counter() - started)
     if any(outcome.applied for outcome in outcomes.values()):
         if svc.notifications is not None:
@@ -376,6 +387,16 @@ async def _apply(
                 attempt.leased_at,
             )
     return outcomes, leased
+
+
+def _released(batch: list[TaskResult], outcomes: dict[str, results.Outcome]) -> list[str]:
+    """The tasks these applied results took out of IN_PROGRESS (all but progress reports)."""
+    return [
+        r.task_id
+        for r in batch
+        if outcomes[r.task_id].applied
+        and not (r.status is ResultStatus.IN_PROGRESS and r.callback_after_seconds is None)
+    ]
 
 
 @router.post(

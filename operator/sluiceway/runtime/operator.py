@@ -259,6 +259,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         authenticator=authenticator,
         idempotency_window=settings.idempotency_window,
         log_cap_bytes=settings.task_log_bytes,
+        gate_handover=settings.gate_handover,
         secrets=secrets,
         max_payload_bytes=settings.max_payload_bytes,
         max_request_bytes=settings.max_request_bytes,

@@ -76,6 +76,9 @@ class Settings(BaseModel):
     retention: int = Field(30 * 86_400, ge=0, le=10 * 31_536_000)
     idempotency_window: int = Field(86_400, ge=1, le=31_536_000)
     task_log_bytes: int = Field(256 * 1024, ge=1024, le=64 * 1024 * 1024)
+    # A result's freed slot of a capped or semaphore-gated type goes to the
+    # type's next task without the gate's locks (off: under them, as before).
+    gate_handover: bool = True
     purge_batch: int = Field(500, ge=1, le=100_000)
     purge_interval: float = Field(10.0, gt=0, le=3600)
     purge_share: float = Field(0.25, gt=0, le=1)  # of the time, at most, while a backlog drains
@@ -186,6 +189,8 @@ class Settings(BaseModel):
                 "no",
                 "off",
             )
+        if env.get("SLUICEWAY_GATE_HANDOVER"):
+            raw["gate_handover"] = env["SLUICEWAY_GATE_HANDOVER"].lower() not in ("0", "false", "no", "off")
         if env.get("SLUICEWAY_KUBERNETES"):
             raw["kubernetes"] = env["SLUICEWAY_KUBERNETES"].lower() not in ("0", "false", "no", "off")
         for variable, key in (

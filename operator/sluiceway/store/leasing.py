@@ -139,6 +139,83 @@ async def lock_gates(conn: asyncpg.Connection, namespace: str, task_types: list[
     await conn.fetchval(_LOCK_GATES, namespace, task_types, semaphores)
 
 
+# Slots handed over: the transaction that released `$4` (tasks it took out of
+# IN_PROGRESS) leases, per type, as many of the type's next tasks as it
+# released of that type, each holding no semaphore the released one did not.
+# Every gated count (the queue's in flight, each semaphore's holders) is then
+# the same before and after the commit, and any other transaction sees either
+# both changes or neither: a lease under the gate's locks counts the same
+# number whichever it sees, so the handover needs no lock and never waits. A
+# rate limit counts grants, not holders: those types never hand over. The
+# counts read here only keep a lowered cap or permits from being topped up
+# again (then the caller's locked lease decides); exactness rests on `freed`
+# alone. All the types in one statement: one round trip, however many.
+_HAND_OVER = """
+WITH wanted AS (
+    SELECT q.name, q.n, q.cap,
+           coalesce((SELECT array_agg(s.name ORDER BY s.name) FROM semaphores s
+                      WHERE s.namespace = $1
+                        AND s.name IN (SELECT g.sem FROM unnest($6::text[], $7::text[]) AS g(name, sem)
+                                        WHERE g.name = q.name)), '{}') AS holds
+      FROM unnest($3::text[], $5::int[], $8::int[]) AS q(name, n, cap)
+), allowed AS (
+    SELECT w.name, w.holds, greatest(least(
+        w.n,
+        (SELECT count(*) FROM tasks t
+          WHERE t.id = ANY($4::uuid[]) AND t.namespace = $1 AND t.name = w.name AND t.executor = 'worker'
+            AND t.status <> 'IN_PROGRESS' AND t.holds @> w.holds),
+        CASE WHEN w.cap > 0 THEN w.cap - (SELECT count(*) FROM tasks
+                                           WHERE executor = 'worker' AND namespace = $1 AND name = w.name
+                                             AND status = 'IN_PROGRESS') END,
+        (SELECT min(s.permits - (SELECT count(*) FROM tasks t
+                                  WHERE t.namespace = $1 AND t.status = 'IN_PROGRESS' AND t.holds @> ARRAY[s.name]))
+           FROM semaphores s WHERE s.namespace = $1 AND s.name = ANY(w.holds))
+    ), 0)::int AS n
+      FROM wanted w
+)
+SELECT l.id, l.epoch, l.name, l.type, l.execution_id, l.ref, l.attempt, l.input, l.response_timeout,
+       l.heartbeat_timeout, l.start_to_close_timeout, l.namespace
+  FROM allowed a, LATERAL sluiceway_lease($1, a.name, 'worker', $2, a.n, a.holds, clock_timestamp()) AS l
+ WHERE a.n > 0
+"""
+
+
+def hands_over(gates: Gates) -> bool:
+    """Whether a freed slot of a type with these gates may pass to its next task without the gate's locks."""
+    return gates.any() and not gates.rate_limit_per_frequency
+
+
+async def hand_over(
+    conn: asyncpg.Connection,
+    namespace: str,
+    worker_id: str,
+    wanted: Mapping[str, tuple[int, Gates]],
+    released: list[str],
+) -> list[Lease]:
+    """Lease, per capped or semaphore-gated worker type in `wanted` (its
+    count and gates), up to that many tasks into the slots `released` (ids of
+    tasks this transaction has just taken out of IN_PROGRESS) freed of that
+    type, without the gates' locks: see _HAND_OVER. Fewer (or none) when
+    fewer were freed, the queue is short, or a cap or permits were lowered
+    below what is in flight; the caller leases the rest under the locks."""
+    types = {name: (count, gates) for name, (count, gates) in wanted.items() if hands_over(gates) and count > 0}
+    if not types or not released:
+        return []
+    pairs = [(name, semaphore) for name, (_, gates) in types.items() for semaphore in gates.semaphores]
+    rows = await conn.fetch(
+        _HAND_OVER,
+        namespace,
+        worker_id,
+        list(types),
+        [uuid.UUID(task_id) for task_id in released],
+        [count for count, _ in types.values()],
+        [name for name, _ in pairs],
+        [semaphore for _, semaphore in pairs],
+        [gates.concurrent_exec_limit for _, gates in types.values()],
+    )
+    return [_lease(r) for r in rows]
+
+
 async def lease_ungated(
     conn: asyncpg.Connection, namespace: str, task_type: str, worker_id: str, count: int
 ) -> list[Lease]:
