@@ -485,6 +485,9 @@ async def main() -> None:
         action="store_true",
         help="freed gated slots leased again under the gates' locks (SLUICEWAY_GATE_HANDOVER=0), as before",
     )
+    parser.add_argument(
+        "--linger", type=float, help="seconds every worker result waits for others (BENCH_LINGER; 0.002 was the SDK's)"
+    )
     parser.add_argument("--quick", action="store_true", help="about 2 minutes: 6 s per stream, no ungated run")
     parser.add_argument("--profile", type=Path, help="py-spy on the operator, pg_stat_statements; into this directory")
     args = parser.parse_args()
@@ -494,6 +497,8 @@ async def main() -> None:
         os.environ["BENCH_CLASSIC"] = "1"
     if args.no_handover:
         os.environ["SLUICEWAY_GATE_HANDOVER"] = "0"
+    if args.linger is not None:
+        os.environ["BENCH_LINGER"] = str(args.linger)
 
     plan = Plan(
         args.capped_types,

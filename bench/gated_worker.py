@@ -33,6 +33,8 @@ worker = Worker(
     result_batch=int(os.environ.get("BENCH_BATCH", "100")),
     lease_with_results=not CLASSIC,
     reports_in_flight=1 if CLASSIC else 4,
+    # BENCH_LINGER: seconds every result waits for others to share its request (the SDK's own choice otherwise).
+    result_linger=float(os.environ["BENCH_LINGER"]) if os.environ.get("BENCH_LINGER") else None,
 )
 trace: list[tuple[str, float, float]] = []
 

@@ -141,6 +141,7 @@ class _Registration:
 
 TRUNCATED = " [truncated]"
 RETRY_BASE_SECONDS = 0.2
+RESULT_LINGER = 0.002  # seconds a result waits for others of its poll batch, finishing together
 RETRY_CAP_SECONDS = 30.0
 
 
@@ -265,6 +266,7 @@ class Worker:
         log_flush_seconds: float = 1.0,
         lease_with_results: bool = True,
         reports_in_flight: int = 4,
+        result_linger: float | None = None,
     ) -> None:
         self.url = url
         self.namespace = namespace
@@ -283,6 +285,8 @@ class Worker:
         self.log_flush_seconds = log_flush_seconds
         self.lease_with_results = lease_with_results
         self.reports_in_flight = max(1, reports_in_flight)
+        # Seconds a result waits for others to share its request; None: RESULT_LINGER, none for a slot's report.
+        self.result_linger = result_linger
 
     # -- registration ----------------------------------------------------------
 
@@ -473,7 +477,11 @@ class Worker:
             if first is None:
                 break
             batch = [first]
-            await asyncio.sleep(0.002)  # linger briefly: results of one poll batch finish together
+            # Linger briefly: results of one poll batch finish together. Not for a
+            # result whose request leases its slot's next task: that slot (of a
+            # gated type, perhaps) stays idle until the request is answered, so it
+            # goes after one turn of the loop, with whatever finished in the same turn.
+            await asyncio.sleep(self._linger(first))
             while len(batch) < self.result_batch and not self._results.empty():
                 item = self._results.get_nowait()
                 if item is None:
@@ -486,6 +494,11 @@ class Worker:
             sender.add_done_callback(sending.discard)
         if sending:
             await asyncio.gather(*sending)
+
+    def _linger(self, first: _Report) -> float:
+        if self.result_linger is not None:
+            return self.result_linger
+        return 0.0 if first.slot is not None else RESULT_LINGER
 
     async def _send_batch(
         self, client: WorkerClient, batch: list[_Report], stop: asyncio.Event, room: asyncio.Semaphore

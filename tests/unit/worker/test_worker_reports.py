@@ -7,7 +7,7 @@ import math
 import pytest
 
 from sluiceway.model.execution import MAX_DELAY_SECONDS, MAX_REASON, TaskResult
-from sluiceway.worker.runner import RETRY_CAP_SECONDS, Task, _backoff, _result
+from sluiceway.worker.runner import RESULT_LINGER, RETRY_CAP_SECONDS, Task, Worker, _backoff, _Registration, _result
 
 TASK = Task("6f1c1b7e-52d4-4c3e-9a43-0d4b1f1e2a10", 3, "charge", "run-1", "c", 1, {})
 
@@ -43,3 +43,19 @@ def test_backoff_grows_exponentially_with_jitter_under_a_cap() -> None:
         delays = [_backoff(attempt) for _ in range(50)]
         assert all(ceiling / 2 <= d <= ceiling for d in delays)
     assert len({_backoff(3) for _ in range(20)}) > 1, "no jitter"
+
+
+async def _noop(task: Task) -> None:
+    return None
+
+
+def test_a_result_that_frees_a_slot_is_sent_without_lingering_for_others() -> None:
+    """The slot stays idle until the result's request leases its next task:
+    it goes after one turn of the loop. Other results linger for company,
+    and an explicit linger applies to every result."""
+    freeing = _result(TASK, "COMPLETED")
+    freeing.slot = _Registration("charge", _noop, 4, None)
+    alone = _result(TASK, "COMPLETED")
+    worker = Worker()
+    assert worker._linger(freeing) == 0.0 and worker._linger(alone) == RESULT_LINGER > 0
+    assert Worker(result_linger=0.005)._linger(freeing) == 0.005
