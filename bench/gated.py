@@ -336,6 +336,31 @@ def breakdown(rows: list[tuple[str, float, float]], trace: dict[str, tuple[float
     return text + f"; occupancy {occupancy:.1%} of {slots} slots (idle {1000 * idle:.1f} ms per grant)"
 
 
+def regrant_gaps(by_type: dict[str, list[tuple[str, float, float]]], names: list[str], cap: int) -> str:
+    """How long a capped slot stays empty between a release and the grant that
+    reuses it (the k-th release of a type freed the slot of its (k + cap)-th
+    grant), and the share of time each type had none in flight: slots of one
+    type released and granted together sit empty together."""
+    gaps: list[float] = []
+    empty = total = 0.0
+    for name in names:
+        rows = by_type[name]
+        starts, ends = sorted(s for _, s, _ in rows), sorted(e for _, _, e in rows)
+        gaps += [starts[k + cap] - ends[k] for k in range(len(ends) - cap)]
+        events = sorted([(s, 1) for s in starts] + [(e, -1) for e in ends])
+        open_, last = 0, events[0][0]
+        for at, step in events:
+            empty += at - last if open_ == 0 else 0.0
+            open_, last = open_ + step, at
+        total += events[-1][0] - events[0][0]
+    gaps.sort()
+    p50, p90, mean = gaps[len(gaps) // 2], gaps[len(gaps) * 9 // 10], sum(gaps) / len(gaps)
+    return (
+        f"release->regrant p50 {1000 * p50:.1f} ms, p90 {1000 * p90:.1f} ms, mean {1000 * mean:.1f} ms; "
+        f"no task of the type in flight {empty / total:.1%} of the time"
+    )
+
+
 async def analyse(dsn: str, plan: Plan, trace_dir: Path) -> list[Family]:
     import asyncpg
 
@@ -370,6 +395,7 @@ async def analyse(dsn: str, plan: Plan, trace_dir: Path) -> list[Family]:
         f"per type share {min(shares):.2f}..{max(shares):.2f}; "
         + breakdown(capped_rows, trace, plan.cap * plan.capped_types)
     )
+    family.notes.append(regrant_gaps(by_type, plan.capped, plan.cap))
     families.append(family)
 
     # metered: leases per fixed window floor(epoch / frequency) <= R, two adjacent <= 2R.
