@@ -13,7 +13,7 @@ import asyncpg
 
 from sluiceway.controls.policy import Gates
 from sluiceway.model.execution import ResultStatus, TaskResult
-from sluiceway.store import definitions, leasing, results
+from sluiceway.store import definitions, executions, leasing, results
 from tests.support.store import NS, define_task, define_workflow, gates_of, intervals, max_overlap, settle, start_runs
 
 # One statement, one snapshot: what is committed as in flight at one instant.
@@ -204,3 +204,45 @@ async def test_two_open_handovers_that_both_see_a_free_slot_take_only_what_each_
     assert granted == 2 and in_flight == 2, (granted, in_flight)
     async with pool.acquire() as conn:
         assert len((await leasing.lease(conn, NS, "capped", "w", 5, gates)).leases) == 1, "the free slot is still free"
+
+
+async def test_a_permit_handed_over_wakes_nobody_and_one_not_handed_over_wakes_one_poll(
+    pool: asyncpg.Pool, database_url: str
+) -> None:
+    """A semaphore's release notifies one waiting poll per permit freed; when
+    the same transaction hands the permit over, a woken poll would only find
+    it taken, so no notification; when the queue is empty and the permit
+    stays free, the handover sends it."""
+    async with pool.acquire() as conn:
+        await definitions.upsert_semaphore(conn, NS, "x", "x", 1, 1)
+    await define_task(pool, "erp", semaphores=["x"])
+    await define_workflow(pool, "wf", [{"name": "erp", "taskReferenceName": "t"}])
+    await start_runs(pool, "wf", 2)
+    await settle(pool)
+    gates = await gates_of(pool, "erp")
+    heard: list[str] = []
+    listener = await asyncpg.connect(database_url)
+    await listener.add_listener(executions.READY_CHANNEL, lambda *args: heard.append(args[3]))
+
+    async def wake_ups_for_x() -> int:
+        """Permit wake-ups heard so far: a marker sent after the transaction, so all of its arrived."""
+        marker = f"marker-{len(heard)}"
+        async with pool.acquire() as conn:
+            await conn.execute("SELECT pg_notify($1, $2)", executions.READY_CHANNEL, marker)
+        while marker not in heard:
+            await asyncio.sleep(0.01)
+        return sum(1 for payload in heard if payload.startswith(f"{NS}/@sem:x{executions.SLOT_FREED}"))
+
+    try:
+        async with pool.acquire() as conn:
+            [first] = (await leasing.lease(conn, NS, "erp", "w", 1, gates)).leases
+            async with conn.transaction():
+                await results.apply_results(conn, NS, completed([first]), ["erp"], ["erp"])
+                [second] = await leasing.hand_over(conn, NS, "w", {"erp": (1, gates)}, [first.task_id])
+            assert await wake_ups_for_x() == 0, "the permit went straight to the next task"
+            async with conn.transaction():
+                await results.apply_results(conn, NS, completed([second]), ["erp"], ["erp"])
+                assert await leasing.hand_over(conn, NS, "w", {"erp": (1, gates)}, [second.task_id]) == []
+            assert await wake_ups_for_x() == 1, "nothing to hand it to: one waiting poll is told"
+    finally:
+        await listener.close()

@@ -157,7 +157,7 @@ def _count(namespace: str, leased: list[leasing.Lease], holds: list[GateHold]) -
 
 
 async def _lease_next(
-    conn: Any, svc: Services, namespace: str, wanted: NextLease, released: list[str]
+    conn: Any, namespace: str, wanted: NextLease, policies: dict[str, TaskPolicy], released: list[str]
 ) -> list[leasing.Lease]:
     """The `next` of a result batch, in its transaction, never waiting. The
     slots of capped or semaphore-gated types that `released` freed are handed
@@ -168,7 +168,6 @@ async def _lease_next(
     its locks to the end of the transaction, and no two transactions may wait
     in a cycle."""
     started = time.perf_counter()
-    policies = await svc.policies.of(conn, namespace, list(wanted.counts))
     gates = {t: (n, policies[t].gates) for t, n in wanted.counts.items()}
     leased = await leasing.hand_over(conn, namespace, wanted.worker_id, gates, released)
     handed = Counter(lease.task_type for lease in leased)
@@ -361,12 +360,14 @@ async def _apply(
     refilled = list(wanted.counts) if wanted is not None else []
     async with svc.pool.acquire() as conn, conn.transaction():
         attempts = await diagnostics.attempts(conn, namespace, [r.task_id for r in batch]) if tracing.enabled() else {}
-        outcomes = await results.apply_results(conn, namespace, batch, refilled) if batch else {}
+        policies = await svc.policies.of(conn, namespace, list(wanted.counts)) if wanted is not None else {}
+        handing = _handing(svc, wanted, policies) if batch else []
+        outcomes = await results.apply_results(conn, namespace, batch, refilled, handing) if batch else {}
         for task_id, (run, created_at, found) in (upserts or {}).items():
             if outcomes[task_id].applied:  # with the result that carried them, fenced by the same epoch
                 await attributes.write(conn, run, namespace, created_at, found)
-        released = _released(batch, outcomes) if svc.gate_handover else []
-        leased = await _lease_next(conn, svc, namespace, wanted, released) if wanted is not None else []
+        released = _released(batch, outcomes) if handing else []
+        leased = await _lease_next(conn, namespace, wanted, policies, released) if wanted is not None else []
     metrics.COMPLETE_LATENCY.observe(time.perf_counter() - started)
     if any(outcome.applied for outcome in outcomes.values()):
         if svc.notifications is not None:
@@ -387,6 +388,14 @@ async def _apply(
                 attempt.leased_at,
             )
     return outcomes, leased
+
+
+def _handing(svc: Services, wanted: NextLease | None, policies: dict[str, TaskPolicy]) -> list[str]:
+    """The types of `next` whose freed slots (and permits) are handed over
+    (leasing.hand_over), which also wakes pollers for the permits it does not hand over."""
+    if wanted is None or not svc.gate_handover:
+        return []
+    return [t for t in wanted.counts if leasing.hands_over(policies[t].gates)]
 
 
 def _released(batch: list[TaskResult], outcomes: dict[str, results.Outcome]) -> list[str]:

@@ -26,21 +26,24 @@ READY_CHANNEL = "sluiceway_ready"
 SLOT_FREED = "#slot"  # a payload suffix: one slot freed, so wake one waiter, not all of them
 
 
-def released(rows: str, refilled: str | None = None) -> str:
+def released(rows: str, refilled: str | None = None, handing: str | None = None) -> str:
     """A CTE body that wakes the pollers of gated queues whose tasks in `rows`
     (namespace, name, holds) just left IN_PROGRESS: their queue, and every
     semaphore they held, one notification per freed slot. Ungated leases have
     NULL holds and wake nobody. `refilled` (an SQL text[] of task types) names
     queues whose freed slots the caller leases again at once: waking a poll
     for them would only have it queue for the lock and find the gate closed.
-    Semaphores are woken whoever refills: other types wait on them too."""
+    Semaphores are woken whoever refills: other types wait on them too, except
+    for the types in `handing`, whose permits the caller hands over and wakes
+    for those it does not (leasing.hand_over)."""
     skip = f" AND NOT (name = ANY({refilled}))" if refilled else ""
+    keep = f" WHERE NOT (name = ANY({handing}))" if handing else ""
     # Numbered: PostgreSQL folds identical payloads of one transaction into one notification.
     return f"""
     SELECT pg_notify('{READY_CHANNEL}', key || '{SLOT_FREED}' || row_number() OVER ()) FROM (
         SELECT namespace || '/' || name AS key FROM {rows} WHERE holds IS NOT NULL{skip}
         UNION ALL
-        SELECT namespace || '/@sem:' || semaphore FROM {rows}, unnest(holds) AS semaphore
+        SELECT namespace || '/@sem:' || semaphore FROM {rows}, unnest(holds) AS semaphore{keep}
     ) keys"""
 
 

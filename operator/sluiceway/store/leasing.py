@@ -17,6 +17,7 @@ import asyncpg
 from sluiceway.controls.gates import GateHold, GateState, SemaphoreState, closed
 from sluiceway.controls.policy import Gates
 from sluiceway.model.workflow import Executor
+from sluiceway.store.executions import READY_CHANNEL, SLOT_FREED
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,10 @@ async def lock_gates(conn: asyncpg.Connection, namespace: str, task_types: list[
 # rate limit counts grants, not holders: those types never hand over. The
 # counts read here only keep a lowered cap or permits from being topped up
 # again (then the caller's locked lease decides); exactness rests on `freed`
-# alone. All the types in one statement: one round trip, however many.
+# alone. All the types in one statement: one round trip, however many. The
+# permits released and not handed over wake a waiting poll each, as the
+# results statement would have (apply_results' `handing`): a permit handed
+# over wakes nobody, who would only find it taken.
 _HAND_OVER = """
 WITH wanted AS (
     SELECT q.name, q.n, q.cap,
@@ -172,12 +176,30 @@ WITH wanted AS (
            FROM semaphores s WHERE s.namespace = $1 AND s.name = ANY(w.holds))
     ), 0)::int AS n
       FROM wanted w
+), leased AS (
+    SELECT l.* FROM allowed a, LATERAL sluiceway_lease($1, a.name, 'worker', $2, a.n, a.holds, clock_timestamp()) AS l
+     WHERE a.n > 0
+), freed_permits AS (
+    SELECT t.name, h.semaphore, count(*) AS n
+      FROM tasks t, unnest(t.holds) AS h(semaphore)
+     WHERE t.id = ANY($4::uuid[]) AND t.namespace = $1 AND t.name = ANY($3::text[]) AND t.executor = 'worker'
+       AND t.status <> 'IN_PROGRESS'
+     GROUP BY t.name, h.semaphore
+), woken AS (
+    -- The results statement left these types' semaphores unwoken (`handing`):
+    -- one wake-up per permit freed and not taken again here.
+    SELECT pg_notify('{ready}', $1 || '/@sem:' || f.semaphore || '{slot}' || 'h' || row_number() OVER ())
+      FROM freed_permits f JOIN allowed a ON a.name = f.name,
+           generate_series(1, f.n - CASE WHEN f.semaphore = ANY(a.holds)
+                                         THEN (SELECT count(*) FROM leased l WHERE l.name = f.name) ELSE 0 END)
 )
 SELECT l.id, l.epoch, l.name, l.type, l.execution_id, l.ref, l.attempt, l.input, l.response_timeout,
        l.heartbeat_timeout, l.start_to_close_timeout, l.namespace
-  FROM allowed a, LATERAL sluiceway_lease($1, a.name, 'worker', $2, a.n, a.holds, clock_timestamp()) AS l
- WHERE a.n > 0
-"""
+  FROM leased l
+ UNION ALL  -- no row, but the wake-ups are sent whether anything was leased or not
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM (SELECT count(*) AS n FROM woken) w
+ WHERE w.n < 0
+""".replace("{ready}", READY_CHANNEL).replace("{slot}", SLOT_FREED)
 
 
 def hands_over(gates: Gates) -> bool:

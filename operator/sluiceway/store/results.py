@@ -45,7 +45,7 @@ WITH done AS (
     INSERT INTO decide_queue (execution_id, event) SELECT DISTINCT execution_id, 'task_updated' FROM done
 ), woken AS (
     SELECT pg_notify('{executions.DECIDE_CHANNEL}', '')
-), freed AS ({executions.released("done", "$10::text[]")}
+), freed AS ({executions.released("done", "$10::text[]", "$11::text[]")}
 )
 SELECT done.id, (SELECT count(*) FROM woken) + (SELECT count(*) FROM freed) AS woken FROM done
 """
@@ -118,11 +118,16 @@ _APPLIED = Outcome(Verdict.APPLIED)
 
 
 async def apply_results(
-    conn: asyncpg.Connection, namespace: str, results: list[TaskResult], refilled: Collection[str] = ()
+    conn: asyncpg.Connection,
+    namespace: str,
+    results: list[TaskResult],
+    refilled: Collection[str] = (),
+    handing: Collection[str] = (),
 ) -> dict[str, Outcome]:
     """Apply a batch of results; one outcome per task id. Each transition is
     atomic on its own, so no transaction spans the batch. `refilled`: task
-    types whose freed slots the caller leases again itself (nobody is woken for them)."""
+    types whose freed slots the caller leases again itself (nobody is woken for them);
+    `handing`: those whose semaphore permits it hands over too (leasing.hand_over wakes for the rest)."""
     outcomes: dict[str, Outcome] = {}
     for result in results:
         if not _is_uuid(result.task_id):
@@ -150,6 +155,7 @@ async def apply_results(
             [r.retry_after_source.value if r.retry_after_seconds is not None else None for r in finishing],
             [r.retry_kind.value if r.retry_kind and r.status is ResultStatus.FAILED else None for r in finishing],
             list(refilled),
+            list(handing),
         )
         outcomes.update({str(row["id"]): _APPLIED for row in rows})
     if progress:
