@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
@@ -56,6 +57,29 @@ SHAPES = {
 INPUTS = {"chain10": {}, "fanout100": {"items": [{"n": n} for n in range(BRANCHES)]}}
 
 
+async def started_and_drained(
+    conn: asyncpg.Connection, url: str, shape: str, runs: int, timeout: float
+) -> tuple[int, float, int]:
+    """Start `runs` runs of `shape` through the batch endpoint and wait until none is RUNNING:
+    (completed, seconds from the first start to the last end, not completed)."""
+    batch = max(1, min(1000, 200_000 // max(1, len(str(INPUTS[shape])))))
+    async with aiohttp.ClientSession() as http:
+        for first in range(0, runs, batch):
+            body = {"starts": [{"name": shape, "input": INPUTS[shape]}] * min(batch, runs - first)}
+            async with http.post(f"{url}/v1/ns/{NS}/executions/starts", json=body) as response:
+                assert response.status == 200, await response.text()
+    deadline = time.monotonic() + timeout
+    while await conn.fetchval("SELECT count(*) FROM executions WHERE status = 'RUNNING'"):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{shape}: not done in {timeout} s")
+        await asyncio.sleep(0.1)
+    done, seconds, failed = await conn.fetchrow(
+        "SELECT count(*) FILTER (WHERE status = 'COMPLETED'), extract(epoch FROM max(ended_at) - min(created_at)),"
+        " count(*) FILTER (WHERE status <> 'COMPLETED') FROM executions"
+    )
+    return int(done), float(seconds), int(failed)
+
+
 async def sluiceway(
     server_dsn: str, shape: str, runs: int, setting: dict[str, int], timeout: float, profile: bool
 ) -> float:
@@ -70,27 +94,12 @@ async def sluiceway(
     children, urls = sluiceway_children(dsn, logs, setting["workers"], setting["batch"], setting["operators"])
     conn = await asyncpg.connect(dsn)
     try:
-        spy = profiling.sampled(children[0].process.pid, 10) if profile else None
-        spied = spy.__enter__() if spy else None
-        batch = max(1, min(1000, 200_000 // max(1, len(str(INPUTS[shape])))))
-        async with aiohttp.ClientSession() as http:
-            for first in range(0, runs, batch):
-                body = {"starts": [{"name": shape, "input": INPUTS[shape]}] * min(batch, runs - first)}
-                async with http.post(f"{urls[0]}/v1/ns/{NS}/executions/starts", json=body) as response:
-                    assert response.status == 200, await response.text()
-        deadline = time.monotonic() + timeout
-        while await conn.fetchval("SELECT count(*) FROM executions WHERE status = 'RUNNING'"):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{shape}: not done in {timeout} s")
-            await asyncio.sleep(0.1)
-        done, seconds, failed = await conn.fetchrow(
-            "SELECT count(*) FILTER (WHERE status = 'COMPLETED'), extract(epoch FROM max(ended_at) - min(created_at)),"
-            " count(*) FILTER (WHERE status <> 'COMPLETED') FROM executions"
-        )
-        if spy is not None and spied is not None:
-            spy.__exit__(None, None, None)
-            profiling.print_spy(spied, title=f"py-spy on operator-0, {shape}")
-            await profiling.print_statements(dsn)
+        spied = logs / "operator-0.spy"
+        with profiling.py_spy(children[0].process.pid, spied) if profile else contextlib.nullcontext():
+            done, seconds, failed = await started_and_drained(conn, urls[0], shape, runs, timeout)
+        if profile:
+            profiling.show(f"operator-0 (py-spy), {shape}", profiling.top_frames(spied))
+            profiling.show("database (pg_stat_statements)", await profiling.top_statements(dsn))
     finally:
         await conn.close()
         stop_all(children)
@@ -138,7 +147,7 @@ async def main(args: argparse.Namespace) -> None:
         else [("fanout100", 8), ("fanout100-direct", 8), ("fanout100-direct", 32)],
     }
     setting = {"operators": 1, "workers": 2, "batch": 100}
-    settings = {"max_connections": "300", **QUEUE_SETTINGS, **(profiling.STATEMENT_SETTINGS if args.profile else {})}
+    settings = {"max_connections": "300", **QUEUE_SETTINGS, **profiling.pg_settings(args.profile)}
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
     with LocalPostgres(durable=True, settings=settings) as server:
         print(f"PostgreSQL embedded (fsync on), {os.cpu_count()} cores shared", flush=True)
