@@ -111,20 +111,27 @@ async def sluiceway(
     return rate
 
 
-def dbos(server_dsn_database: str, shape: str, runs: int, concurrency: int) -> float:
-    argv = [sys.executable, str(PEERS), "dbos-flows", server_dsn_database, shape, str(runs), str(concurrency)]
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+def peer_rate(peer: str, argv: list[str], shape: str, runs: int, concurrency: int) -> float:
+    """Run a peer's process, whose last line is "completed seconds"; its runs/s."""
+    result = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=900)
     lines = [line for line in result.stdout.splitlines() if line.strip()]
     if result.returncode != 0 or not lines:
-        raise RuntimeError(f"DBOS {shape} failed: {result.stderr[-2000:]}")
+        raise RuntimeError(f"{peer} {shape} failed: {result.stderr[-2000:]}")
     done, seconds = lines[-1].split()
+    if int(done) != runs:
+        raise RuntimeError(f"{peer} {shape}: {done} of {runs} workflows completed as expected")
     rate = int(done) / float(seconds)
     print(
-        f"    DBOS 3.4  {shape:16} {runs:6} runs in {float(seconds):6.2f} s: {rate:8.1f} runs/s "
+        f"    {peer:9} {shape:16} {runs:6} runs in {float(seconds):6.2f} s: {rate:8.1f} runs/s "
         f"(concurrency {concurrency})",
         flush=True,
     )
     return rate
+
+
+def dbos(server_dsn_database: str, shape: str, runs: int, concurrency: int) -> float:
+    argv = [str(PEERS), "dbos-flows", server_dsn_database, shape, str(runs), str(concurrency)]
+    return peer_rate("DBOS 3.4", argv, shape, runs, concurrency)
 
 
 TEMPORAL_FLOWS = HERE / "temporal_flows.py"
@@ -155,21 +162,8 @@ def temporal_server(binary: str, logs: Path) -> Iterator[str]:
 
 
 def temporal(address: str, shape: str, runs: int, concurrency: int) -> float:
-    argv = [sys.executable, str(TEMPORAL_FLOWS), address, shape, str(runs), str(concurrency)]
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=900)
-    lines = [line for line in result.stdout.splitlines() if line.strip()]
-    if result.returncode != 0 or not lines:
-        raise RuntimeError(f"Temporal {shape} failed: {result.stderr[-2000:]}")
-    done, seconds = lines[-1].split()
-    if int(done) != runs:
-        raise RuntimeError(f"Temporal {shape}: {done} of {runs} workflows returned the expected sum")
-    rate = int(done) / float(seconds)
-    print(
-        f"    Temporal  {shape:16} {runs:6} runs in {float(seconds):6.2f} s: {rate:8.1f} runs/s "
-        f"(concurrency {concurrency})",
-        flush=True,
-    )
-    return rate
+    argv = [str(TEMPORAL_FLOWS), address, shape, str(runs), str(concurrency)]
+    return peer_rate("Temporal", argv, shape, runs, concurrency)
 
 
 def compare(shape: str, ours: float, peer: str, theirs: float) -> None:
