@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import time
+import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import Any
 
 from fastapi import Request
 
@@ -12,7 +15,9 @@ from sluiceway.controls.payloads import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_R
 from sluiceway.controls.ratelimits import RateLimits
 from sluiceway.kubeapi.client import KubeClient
 from sluiceway.kubeapi.secrets import SecretSource
+from sluiceway.store import deciding, executions
 from sluiceway.store.database import Pool
+from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.executions import IDEMPOTENCY_WINDOW_SECONDS
 from sluiceway.store.logs import DEFAULT_CAP_BYTES
 from sluiceway.store.notifications import Notifications
@@ -40,6 +45,10 @@ class Services:
     # whole process, so idle pollers cost one write per interval, not one each.
     # A worker or queue not written before is written at once.
     poll_record_interval: float = 5.0
+    # Set: starts and results decide the runs they queue in their own
+    # transaction (SLUICEWAY_DECIDE_INLINE), with the decider loop's config
+    # (the same hooks, metrics and wake-ups); None: the loop decides them all.
+    decider: DeciderConfig | None = None
     _polls_seen: dict[tuple[str, str, str], None] = field(default_factory=dict)
     _polls_written: set[tuple[str, str, str]] = field(default_factory=set)
     _polls_written_at: float = 0.0
@@ -66,6 +75,31 @@ class Services:
             self._polls_written.clear()
         self._polls_written.update(due)
         return due
+
+    @property
+    def decides_inline(self) -> bool:
+        return self.decider is not None
+
+    async def decide_inline(self, conn: Any, run_ids: Collection[uuid.UUID]) -> deciding.Decided | None:
+        """Decide these runs, just queued, in the caller's transaction; tell
+        every decider of those it leaves. None when inline deciding is off."""
+        if self.decider is None:
+            return None
+        decided = await deciding.decide_inline(conn, run_ids, self.decider)
+        if decided.left:
+            await executions.notify_decider(conn)
+        return decided
+
+    def committed(self, decided: deciding.Decided | None, queued: bool) -> None:
+        """Once the transaction that queued runs for the decider (`queued`)
+        has committed: report what it decided inline, as the decider loop
+        would (metrics, logs, woken pollers), and wake this process's decider
+        at once for what it left (the NOTIFY wakes the other replicas')."""
+        if decided is not None and self.decider is not None:
+            deciding.report(decided, self.decider)
+        left = bool(decided.left) if decided is not None else queued
+        if left and self.notifications is not None:
+            self.notifications.wake_decider()
 
 
 def services_of(request: Request) -> Services:

@@ -44,10 +44,10 @@ WITH done AS (
 ), queued AS (
     INSERT INTO decide_queue (execution_id, event) SELECT DISTINCT execution_id, 'task_updated' FROM done
 ), woken AS (
-    SELECT pg_notify('{executions.DECIDE_CHANNEL}', '')
+    SELECT pg_notify('{executions.DECIDE_CHANNEL}', '') WHERE $11::boolean
 ), freed AS ({executions.released("done", "$10::text[]")}
 )
-SELECT done.id, (SELECT count(*) FROM woken) + (SELECT count(*) FROM freed) AS woken FROM done
+SELECT done.id, done.execution_id, (SELECT count(*) FROM woken) + (SELECT count(*) FROM freed) AS woken FROM done
 """
 _PROGRESS = """
 UPDATE tasks t
@@ -118,11 +118,19 @@ _APPLIED = Outcome(Verdict.APPLIED)
 
 
 async def apply_results(
-    conn: asyncpg.Connection, namespace: str, results: list[TaskResult], refilled: Collection[str] = ()
+    conn: asyncpg.Connection,
+    namespace: str,
+    results: list[TaskResult],
+    refilled: Collection[str] = (),
+    *,
+    queued: set[uuid.UUID] | None = None,
 ) -> dict[str, Outcome]:
     """Apply a batch of results; one outcome per task id. Each transition is
     atomic on its own, so no transaction spans the batch. `refilled`: task
-    types whose freed slots the caller leases again itself (nobody is woken for them)."""
+    types whose freed slots the caller leases again itself (nobody is woken for them).
+    `queued`: the caller decides inline the runs these results queue for the
+    decider: they are added to it, and the decider is not woken (the caller
+    tells it of those it leaves, executions.notify_decider)."""
     outcomes: dict[str, Outcome] = {}
     for result in results:
         if not _is_uuid(result.task_id):
@@ -150,8 +158,11 @@ async def apply_results(
             [r.retry_after_source.value if r.retry_after_seconds is not None else None for r in finishing],
             [r.retry_kind.value if r.retry_kind and r.status is ResultStatus.FAILED else None for r in finishing],
             list(refilled),
+            queued is None,
         )
         outcomes.update({str(row["id"]): _APPLIED for row in rows})
+        if queued is not None:
+            queued.update(row["execution_id"] for row in rows)
     if progress:
         rows = await conn.fetch(
             _PROGRESS,
@@ -168,7 +179,9 @@ async def apply_results(
             outcomes[result.task_id] = _APPLIED
             if isinstance(execution, uuid.UUID):
                 woken.add(execution)
-    await executions.enqueue_decides(conn, sorted(woken), "task_updated")
+    await executions.enqueue_decides(conn, sorted(woken), "task_updated", notify=queued is None)
+    if queued is not None:
+        queued.update(woken)
     refused = [r.task_id for r in results if r.task_id not in outcomes]
     if refused:
         outcomes.update(await explain(conn, namespace, refused, {r.task_id: r.epoch for r in results}))
