@@ -69,7 +69,6 @@ SYSTEM_WAKE = ("@system", "@http")  # what the system-task runner waits on
 log = logging.getLogger(__name__)
 
 _BUCKET_SECONDS = 10
-_SHARDS = 8
 _ERROR_BACKOFF = datetime.timedelta(seconds=30)
 _REASON_CHARS = 2000  # a quarantine reason is for people; the head of an error says enough
 
@@ -628,10 +627,12 @@ SELECT u.id, u.execution_id, u.namespace, u.ref, u.type, u.name, u.attempt, u.st
 ON CONFLICT (execution_id, ref, attempt) DO NOTHING
 RETURNING namespace, name, attempt, type
 )
--- The retry budget's window counts every attempt of a task type that runs work.
--- In one order, so that two transactions writing the same counters never wait in a cycle.
+-- The retry budget's window counts every attempt of a task type that runs work,
+-- sharded by connection: every start and result transaction that decides inline
+-- writes these counters, and no two transactions open at once share a shard
+-- (with a few random shards they queued on one another's rows until commit).
 INSERT INTO execution_counts AS c (namespace, name, bucket, shard, executions, retries)
-SELECT namespace, name, $30, $31, count(*), count(*) FILTER (WHERE attempt > 1)
+SELECT namespace, name, $30, pg_backend_pid() % 32767, count(*), count(*) FILTER (WHERE attempt > 1)
   FROM inserted WHERE type IN {types_where(TaskType.counts_in_retry_budget)}
  GROUP BY namespace, name
  ORDER BY namespace, name
@@ -679,7 +680,6 @@ class _Applier:
         self.again: list[uuid.UUID] = []
         self.waiting_for_messages: list[uuid.UUID] = []
         self.ready: set[tuple[str, str]] = set()
-        self.shard = random.randrange(_SHARDS)
 
     def add(self, snapshot: RunSnapshot, decision: Decision, mirrored: bool = False) -> None:
         run_id = uuid.UUID(snapshot.id)
@@ -825,7 +825,7 @@ class _Applier:
         await messages.lock(conn, self.waiting_for_messages)  # first: see store.messages
         outcome = Decided(quarantined=await quarantine_runs(conn, self.quarantines))
         if self.tasks:
-            await conn.execute(_INSERT_TASKS, *map(list, zip(*self.tasks, strict=False)), _bucket(self.now), self.shard)
+            await conn.execute(_INSERT_TASKS, *map(list, zip(*self.tasks, strict=False)), _bucket(self.now))
         if self.updates:
             await conn.executemany(_UPDATE_TASK, self.updates)
         if self.prunes:
