@@ -142,6 +142,33 @@ async def test_a_run_another_transaction_holds_is_left_to_the_loop_which_decides
     assert await queued(plane, run["id"]) == 0
 
 
+async def test_a_run_with_branches_still_in_flight_is_left_to_the_loop_and_its_last_branch_decides_it(
+    plane: Plane,
+) -> None:
+    """Each branch's result would decide the fork again: the loop decides it
+    once for many; the result of the last branch in flight decides it inline."""
+    branches = [[{"name": "work", "taskReferenceName": f"b{i}"}] for i in range(3)]
+    await define_workflow(
+        plane.pool,
+        "fan",
+        [
+            {"name": "fan", "taskReferenceName": "fan", "type": "FORK_JOIN", "forkTasks": branches},
+            {"name": "join", "taskReferenceName": "join", "type": "JOIN", "joinOn": ["b0", "b1", "b2"]},
+            {"name": "work", "taskReferenceName": "after"},
+        ],
+    )
+    _, run = await post(plane, f"{API}/executions", {"name": "fan"})
+    first, second, last = await poll(plane, count=3)  # the start forked the run inline
+    for n, task in enumerate((first, second), start=1):
+        answer = await complete(plane, task)
+        assert answer["tasks"] == [] and answer["results"][0]["code"] == 200
+        assert await queued(plane, run["id"]) == n  # left for the loop
+    [after] = (await complete(plane, last))["tasks"]
+    assert after["referenceName"] == "after" and after["executionId"] == run["id"]
+    assert (await tasks_of(plane, run["id"]))["join"] == "COMPLETED"
+    assert await queued(plane, run["id"]) == 0  # the events the others left were consumed with it
+
+
 # A trigger stands in for anything that makes applying a decision fail.
 _REFUSE = """
 CREATE FUNCTION refuse_task() RETURNS trigger LANGUAGE plpgsql AS $$

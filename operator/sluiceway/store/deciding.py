@@ -131,12 +131,15 @@ _LOCK_ONE = _LOCK_DUE.replace(
 # The runs a start or a result just queued, those of them an inline decision
 # may take: no parent, child or admission to tell (their rows are shared with
 # other runs), nothing set aside, and never one another transaction holds.
+# Nor a run with tasks still in flight (a fork's other branches): each of their
+# results would decide it again, where the loop decides it once for many.
 _LOCK_GIVEN = _LOCK_DUE.replace(
     """e.id = ANY(ARRAY(SELECT execution_id FROM decide_queue WHERE due_at <= now() ORDER BY due_at, id
                         LIMIT $1 * 4))""",
     """e.id = ANY($1::uuid[]) AND e.parent_execution_id IS NULL AND e.admission_key IS NULL
    AND NOT e.awaiting_admission AND e.quarantined_at IS NULL AND e.terminate_requested IS NULL
-   AND EXISTS (SELECT 1 FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now())""",
+   AND EXISTS (SELECT 1 FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now())
+   AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.execution_id = e.id AND t.status IN ('SCHEDULED', 'IN_PROGRESS'))""",
 ).replace(" LIMIT $1\n", "\n")
 _LATEST_TASKS = """
 SELECT DISTINCT ON (execution_id, ref)
