@@ -90,16 +90,18 @@ class Services:
             await executions.notify_decider(conn)
         return decided
 
-    def committed(self, decided: deciding.Decided | None, queued: bool) -> None:
+    async def committed(self, decided: deciding.Decided | None, queued: bool) -> None:
         """Once the transaction that queued runs for the decider (`queued`)
         has committed: report what it decided inline, as the decider loop
-        would (metrics, logs, woken pollers), and wake this process's decider
-        at once for what it left (the NOTIFY wakes the other replicas')."""
-        if decided is not None and self.decider is not None:
-            deciding.report(decided, self.decider)
+        would (metrics, logs, woken pollers, traces), and wake this process's
+        decider at once for what it left (the NOTIFY wakes the other replicas')."""
         left = bool(decided.left) if decided is not None else queued
         if left and self.notifications is not None:
             self.notifications.wake_decider()
+        if decided is not None and self.decider is not None:
+            deciding.report(decided, self.decider)
+            if decided.decisions:
+                await deciding.trace_pass(self.pool, decided.started_ns, decided.traced())
 
 
 def services_of(request: Request) -> Services:

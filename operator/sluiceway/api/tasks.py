@@ -361,7 +361,7 @@ async def _apply(
         decided = await svc.decide_inline(conn, queued) if queued else None
         leased = await _lease_next(conn, svc, namespace, wanted) if wanted is not None else []
     metrics.COMPLETE_LATENCY.observe(time.perf_counter() - started)
-    svc.committed(decided, any(outcome.applied for outcome in outcomes.values()))
+    await svc.committed(decided, bool(queued) if queued is not None else any(o.applied for o in outcomes.values()))
     for result in batch:
         outcome = outcomes[result.task_id]
         label = result.status.value if outcome.applied else f"refused_{_STATUS[outcome.verdict]}"

@@ -24,6 +24,7 @@ import datetime
 import json
 import logging
 import random
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping
@@ -58,8 +59,9 @@ from sluiceway.engine.snapshot import RunLinks, RunSnapshot, TaskRow
 from sluiceway.model.execution import DelaySource, RunStatus, TaskOverride, TaskStatus
 from sluiceway.model.taskdefinition import RetryKind
 from sluiceway.model.workflow import Executor, TaskType, WorkflowSpec
+from sluiceway.observability import tracing
 from sluiceway.observability.logs import about
-from sluiceway.store import admission, executions, messages, workflows
+from sluiceway.store import admission, diagnostics, executions, messages, workflows
 from sluiceway.store.database import Pool
 from sluiceway.store.policies import Policies
 from sluiceway.store.sql import types_where
@@ -190,6 +192,7 @@ async def decide_inline(conn: asyncpg.Connection, run_ids: Collection[uuid.UUID]
     wanted = sorted(set(run_ids))
     if not wanted:
         return Decided()
+    started_ns = time.time_ns()
     try:
         async with conn.transaction():
             runs = await conn.fetch(_LOCK_GIVEN, wanted)
@@ -200,6 +203,7 @@ async def decide_inline(conn: asyncpg.Connection, run_ids: Collection[uuid.UUID]
         log.warning("deciding %d runs inline failed (%s); the decider loop takes them", len(wanted), _describe(error))
         return Decided(left=set(wanted))
     outcome.left |= set(wanted) - {run["id"] for run in runs}
+    outcome.started_ns = started_ns
     return outcome
 
 
@@ -257,6 +261,28 @@ class Decided:
     ready: set[tuple[str, str]] = field(default_factory=set)
     decisions: list[tuple[RunSnapshot, Decision]] = field(default_factory=list)
     left: set[uuid.UUID] = field(default_factory=set)  # inline: runs left queued for the decider loop
+    started_ns: int = 0  # inline: when it began, for its trace
+
+    def traced(self) -> list[tuple[RunSnapshot, str | None]]:
+        """The runs decided, with the status each ended in (None: still running), for trace_pass."""
+        return [(run, None if (end := d.finish()) is None else end.status.value) for run, d in self.decisions]
+
+
+async def trace_pass(pool: Pool, started_ns: int, runs: list[tuple[RunSnapshot, str | None]]) -> None:
+    """A decision pass's span, and the span of each run it ended (written now,
+    from the run's start): `runs` are those it decided, with the status each
+    ended in (None: still running)."""
+    if not tracing.enabled():
+        return
+    tracing.record_decider_pass(started_ns, [run.id for run, _ in runs])
+    ended = {run.id: (run, status) for run, status in runs if status is not None}
+    if not ended:
+        return
+    async with pool.acquire() as conn:
+        times = await diagnostics.run_times(conn, list(ended))
+    for run_id, (created_at, ended_at) in times.items():
+        run, status = ended[run_id]
+        tracing.record_run(run_id, run.namespace, run.workflow_name, status or "", created_at, ended_at)
 
 
 def report(outcome: Decided, config: DeciderConfig) -> None:
