@@ -143,7 +143,7 @@ async def test_a_run_another_transaction_holds_is_left_to_the_loop_which_decides
 
 
 async def test_a_run_with_branches_still_in_flight_is_left_to_the_loop_and_its_last_branch_decides_it(
-    plane: Plane,
+    plane: Plane, database_url: str
 ) -> None:
     """Each branch's result would decide the fork again: the loop decides it
     once for many; the result of the last branch in flight decides it inline."""
@@ -159,10 +159,18 @@ async def test_a_run_with_branches_still_in_flight_is_left_to_the_loop_and_its_l
     )
     _, run = await post(plane, f"{API}/executions", {"name": "fan"})
     first, second, last = await poll(plane, count=3)  # the start forked the run inline
-    for n, task in enumerate((first, second), start=1):
-        answer = await complete(plane, task)
-        assert answer["tasks"] == [] and answer["results"][0]["code"] == 200
-        assert await queued(plane, run["id"]) == n  # left for the loop
+    listener = await asyncpg.connect(database_url)
+    woken = [asyncio.Event()]
+    await listener.add_listener(DECIDE_CHANNEL, lambda *_: woken[-1].set())
+    try:
+        for n, task in enumerate((first, second), start=1):
+            woken.append(asyncio.Event())
+            answer = await complete(plane, task)
+            assert answer["tasks"] == [] and answer["results"][0]["code"] == 200
+            assert await queued(plane, run["id"]) == n  # left for the loop,
+            await asyncio.wait_for(woken[-1].wait(), 10)  # which is told
+    finally:
+        await listener.close()
     [after] = (await complete(plane, last))["tasks"]
     assert after["referenceName"] == "after" and after["executionId"] == run["id"]
     assert (await tasks_of(plane, run["id"]))["join"] == "COMPLETED"

@@ -203,7 +203,7 @@ async def start(
     announce(caller, event)
     if not isinstance(outcome, executions.Started):
         raise start_error(outcome)
-    await svc.committed(decided, outcome.created)
+    await svc.committed(decided, outcome.created and not svc.decides_inline)
     return _started(outcome)
 
 
@@ -249,7 +249,7 @@ async def start_many(
         ]
         decided = await svc.decide_inline(conn, [run for run, _ in created]) if created else None
         await audit.record_starts(conn, namespace, created, actor_of(caller))
-    await svc.committed(decided, bool(created))
+    await svc.committed(decided, bool(created) and not svc.decides_inline)
     judged = iter(outcomes)
     body = [answer if answer is not None else _start_answer(next(judged)) for answer in answers]
     return Response(

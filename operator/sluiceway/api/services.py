@@ -91,11 +91,12 @@ class Services:
         return decided
 
     async def committed(self, decided: deciding.Decided | None, queued: bool) -> None:
-        """Once the transaction that queued runs for the decider (`queued`)
-        has committed: report what it decided inline, as the decider loop
-        would (metrics, logs, woken pollers, traces), and wake this process's
-        decider at once for what it left (the NOTIFY wakes the other replicas')."""
-        left = bool(decided.left) if decided is not None else queued
+        """Once a transaction that queued runs for the decider has committed:
+        report what it decided inline, as the decider loop would (metrics,
+        logs, woken pollers, traces), and wake this process's decider at once
+        for the runs it left, or `queued` without deciding (the NOTIFY wakes
+        the other replicas')."""
+        left = queued or (decided is not None and bool(decided.left))
         if left and self.notifications is not None:
             self.notifications.wake_decider()
         if decided is not None and self.decider is not None:
