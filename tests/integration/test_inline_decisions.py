@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from sluiceway.store import deciding
 from sluiceway.store.database import Pool
 from sluiceway.store.deciding import DeciderConfig, decide_batch
 from sluiceway.store.executions import DECIDE_CHANNEL
@@ -188,7 +189,10 @@ CREATE TRIGGER refuse_task BEFORE INSERT ON tasks FOR EACH ROW EXECUTE FUNCTION 
 """
 
 
-async def test_a_decision_that_fails_inline_falls_back_to_the_loop_and_loses_nothing(plane: Plane) -> None:
+async def test_a_decision_that_fails_inline_falls_back_to_the_loop_and_loses_nothing(
+    plane: Plane, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(deciding, "_inline_failures", deciding._InlineFailures())  # none logged yet
     await define_workflow(plane.pool, "refused_first", [{"name": "work", "taskReferenceName": "refused"}])
     await define_workflow(plane.pool, "refused_second", [*ONE, {"name": "work", "taskReferenceName": "refused"}])
     await define_workflow(plane.pool, "poisoned", ONE)
@@ -218,6 +222,9 @@ async def test_a_decision_that_fails_inline_falls_back_to_the_loop_and_loses_not
     for item in batch["starts"]:
         assert await tasks_of(plane, item["id"]) == {"one": "COMPLETED"}
         assert await queued(plane, item["id"]) == 1
+    # Four failures, one line (then at most one a minute): a storm does not flood the log.
+    failures = [r for r in caplog.records if "inline failed" in r.getMessage()]
+    assert len(failures) == 1 and "this task cannot be stored" in failures[0].getMessage()
     async with plane.pool.acquire() as conn:
         await conn.execute("DROP TRIGGER refuse_task ON tasks")
     assert await decide_all(plane) == 4  # the poisoned run is quarantined, not decided

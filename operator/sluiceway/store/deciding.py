@@ -200,7 +200,7 @@ async def decide_inline(conn: asyncpg.Connection, run_ids: Collection[uuid.UUID]
     except Exception as error:  # noqa: BLE001 - whatever it was, the decider loop takes these runs
         if _connection_lost(error, conn):
             raise
-        log.warning("deciding %d runs inline failed (%s); the decider loop takes them", len(wanted), _describe(error))
+        _inline_failures.note(error, len(wanted))
         return Decided(left=set(wanted))
     outcome.left |= set(wanted) - {run["id"] for run in runs}
     outcome.started_ns = started_ns
@@ -249,6 +249,35 @@ async def _decide_one_by_one(conn: asyncpg.Connection, config: DeciderConfig) ->
         report(outcome, config)
         decided += outcome.decided
     return decided
+
+
+class _InlineFailures:
+    """Logs inline decisions that failed: the first at once, then at most one
+    line a minute with how many failed since, so that a cause every start or
+    result meets (a deadlock storm, a bad trigger) does not flood the log."""
+
+    INTERVAL = 60.0
+
+    def __init__(self) -> None:
+        self.logged_at: float | None = None
+        self.since = 0
+
+    def note(self, error: BaseException, runs: int) -> None:
+        self.since += 1
+        now = time.monotonic()
+        if self.logged_at is not None and now - self.logged_at < self.INTERVAL:
+            return
+        log.warning(
+            "deciding %d runs inline failed (%s); the decider loop takes them (%d inline decisions failed since "
+            "the last such line)",
+            runs,
+            _describe(error),
+            self.since,
+        )
+        self.logged_at, self.since = now, 0
+
+
+_inline_failures = _InlineFailures()
 
 
 @dataclass
