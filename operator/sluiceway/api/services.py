@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Collection
@@ -23,6 +24,8 @@ from sluiceway.store.logs import DEFAULT_CAP_BYTES
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.policies import Policies
 from sluiceway.store.tenancy import Tenants
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -102,7 +105,10 @@ class Services:
         if decided is not None and self.decider is not None:
             deciding.report(decided, self.decider)
             if decided.decisions:
-                await deciding.trace_pass(self.pool, decided.started_ns, decided.traced())
+                try:
+                    await deciding.trace_pass(self.pool, decided.started_ns, decided.traced())
+                except Exception as error:  # noqa: BLE001 - committed already: a lost span never fails the request
+                    log.warning("inline decisions: their spans were not written (%s)", error)
 
 
 def services_of(request: Request) -> Services:
