@@ -349,17 +349,20 @@ async def _apply(
     that freed them) before anyone is woken for them."""
     started = time.perf_counter()
     refilled = list(wanted.counts) if wanted is not None else []
+    # Inline, the runs these results queue are decided before `next` is leased:
+    # a chain's next task, scheduled here, goes back in this very answer.
+    queued = results.Queued() if svc.decides_inline else None
     async with svc.pool.acquire() as conn, conn.transaction():
         attempts = await diagnostics.attempts(conn, namespace, [r.task_id for r in batch]) if tracing.enabled() else {}
-        outcomes = await results.apply_results(conn, namespace, batch, refilled) if batch else {}
+        outcomes = await results.apply_results(conn, namespace, batch, refilled, queued=queued) if batch else {}
         for task_id, (run, created_at, found) in (upserts or {}).items():
             if outcomes[task_id].applied:  # with the result that carried them, fenced by the same epoch
                 await attributes.write(conn, run, namespace, created_at, found)
+        decided = await svc.decide_inline(conn, queued.alone) if queued is not None and queued.alone else None
         leased = await _lease_next(conn, svc, namespace, wanted) if wanted is not None else []
     metrics.COMPLETE_LATENCY.observe(time.perf_counter() - started)
-    if any(outcome.applied for outcome in outcomes.values()):
-        if svc.notifications is not None:
-            svc.notifications.wake_decider()
+    left = bool(queued.busy) if queued is not None else any(o.applied for o in outcomes.values())
+    await svc.committed(decided, left)
     for result in batch:
         outcome = outcomes[result.task_id]
         label = result.status.value if outcome.applied else f"refused_{_STATUS[outcome.verdict]}"

@@ -473,7 +473,8 @@ class Worker:
             if first is None:
                 break
             batch = [first]
-            await asyncio.sleep(0.002)  # linger briefly: results of one poll batch finish together
+            if self.result_batch > 1:  # alone in its batch, a result would only wait for nothing
+                await asyncio.sleep(0.002)  # linger briefly: results of one poll batch finish together
             while len(batch) < self.result_batch and not self._results.empty():
                 item = self._results.get_nowait()
                 if item is None:
