@@ -89,9 +89,9 @@ BENCH_SCRIPTS = throughput latency gated continuous workflows backlog kube_cost 
 bench: venv controlplane
 	$(PY) -m pip install --quiet -c requirements/constraints.txt -e '.[bench]'
 	rm -f .run/bench/figures.json
-	set -e; for script in $(BENCH_SCRIPTS); do \
+	set -e; temporal=$$(bash hack/build-temporal.sh); for script in $(BENCH_SCRIPTS); do \
 		echo "== bench/$$script.py $(BENCH)"; \
-		SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) bench/$$script.py $(BENCH); \
+		SLUICEWAY_BIN_DIR=$(BIN_DIR) SLUICEWAY_TEMPORAL=$$temporal $(PY) bench/$$script.py $(BENCH); \
 	done
 	$(PY) bench/figures.py
 

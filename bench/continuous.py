@@ -266,10 +266,11 @@ async def sluiceway(
         label = sluiceway_label(setting)
         if not profile:
             return await measure(dsn, label, SLUICEWAY_DONE, SLUICEWAY_BACKLOG, children, warmup, seconds)
-        with profiling.sampled(children[0].process.pid, warmup + seconds) as spy:
+        spied = logs / "operator-0.spy"
+        with profiling.py_spy(children[0].process.pid, spied):
             window = await measure(dsn, label, SLUICEWAY_DONE, SLUICEWAY_BACKLOG, children, warmup, seconds)
-        profiling.print_spy(spy, title="py-spy on operator-0")
-        await profiling.print_statements(dsn)
+        profiling.show("operator-0 (py-spy)", profiling.top_frames(spied))
+        profiling.show("database (pg_stat_statements)", await profiling.top_statements(dsn))
         return window
     finally:
         stop_all(children)
@@ -419,7 +420,7 @@ async def main(args: argparse.Namespace) -> None:
     if args.quick:  # two worker processes each, at each one's best knob of the full sweeps here
         sluiceway_settings, pgq_settings = sluiceway_settings[:1], [(2, 100)]
         proc_settings, dbos_settings = [(2, 50)], [(2, 100)]
-    settings = {"max_connections": "300", **QUEUE_SETTINGS, **(profiling.STATEMENT_SETTINGS if args.profile else {})}
+    settings = {"max_connections": "300", **QUEUE_SETTINGS, **profiling.pg_settings(args.profile)}
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
     with LocalPostgres(durable=True, settings=settings) as server:
         POSTMASTER[:] = [server.child.process.pid]

@@ -36,7 +36,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import hotpath_profile as profiling  # noqa: E402
+import profiling  # noqa: E402
 import throughput  # noqa: E402
 from figures import record  # noqa: E402
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import aiohttp
 import asyncpg
-import hotpath_profile as profiling
+import profiling
 import throughput
 from figures import record
 

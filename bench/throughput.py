@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
-import hotpath_profile as profiling
+import profiling
 from figures import record
 
 from sluiceway.devenv.postgres import LocalPostgres

@@ -237,11 +237,11 @@ async def test_a_permit_handed_over_wakes_nobody_and_one_not_handed_over_wakes_o
         async with pool.acquire() as conn:
             [first] = (await leasing.lease(conn, NS, "erp", "w", 1, gates)).leases
             async with conn.transaction():
-                await results.apply_results(conn, NS, completed([first]), ["erp"], ["erp"])
+                await results.apply_results(conn, NS, completed([first]), ["erp"], handing=["erp"])
                 [second] = await leasing.hand_over(conn, NS, "w", {"erp": (1, gates)}, [first.task_id])
             assert await wake_ups_for_x() == 0, "the permit went straight to the next task"
             async with conn.transaction():
-                await results.apply_results(conn, NS, completed([second]), ["erp"], ["erp"])
+                await results.apply_results(conn, NS, completed([second]), ["erp"], handing=["erp"])
                 assert await leasing.hand_over(conn, NS, "w", {"erp": (1, gates)}, [second.task_id]) == []
             assert await wake_ups_for_x() == 1, "nothing to hand it to: one waiting poll is told"
     finally:

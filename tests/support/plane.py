@@ -41,15 +41,24 @@ class _QuietServer(uvicorn.Server):
 
 
 @contextlib.asynccontextmanager
-async def execution_plane(pool: Pool, database_url: str, **options: Any) -> AsyncIterator[Plane]:
-    """`options`: Services fields to set (limits, say)."""
+async def execution_plane(
+    pool: Pool, database_url: str, *, decide_inline: bool = True, decider_loop: bool = True, **options: Any
+) -> AsyncIterator[Plane]:
+    """`options`: Services fields to set (limits, say). `decide_inline` as
+    SLUICEWAY_DECIDE_INLINE; `decider_loop=False` runs no decider loop, so
+    only what starts and results decide inline moves on."""
     notifications = Notifications(database_url)
     await notifications.start()
     port = free_port()
     secrets = StaticSecrets()
+    config = DeciderConfig(
+        on_ready=notifications.wake_queues, on_decision=loops.observe_decision, on_quarantine=loops.count_quarantined
+    )
+    notifications.caches.append(config.policies)
+    decider = config if decide_inline else None
     server = _QuietServer(
         uvicorn.Config(
-            create_app(Services(pool, notifications, secrets=secrets, **options)),
+            create_app(Services(pool, notifications, secrets=secrets, decider=decider, **options)),
             host="127.0.0.1",
             port=port,
             log_level="warning",
@@ -57,13 +66,9 @@ async def execution_plane(pool: Pool, database_url: str, **options: Any) -> Asyn
         )
     )
     stop = asyncio.Event()
-    config = DeciderConfig()
-    notifications.caches.append(config.policies)
-    tasks = [
-        asyncio.create_task(server.serve()),
-        asyncio.create_task(loops.run_decider(pool, notifications, config, stop)),
-        asyncio.create_task(loops.run_sweeper(pool, stop)),
-    ]
+    tasks = [asyncio.create_task(server.serve()), asyncio.create_task(loops.run_sweeper(pool, stop))]
+    if decider_loop:
+        tasks.append(asyncio.create_task(loops.run_decider(pool, notifications, config, stop)))
     while not server.started:
         await asyncio.sleep(0.01)
     try:

@@ -194,13 +194,16 @@ async def start(
             sla_seconds=request.sla_seconds,
             idempotency_window=svc.idempotency_window,
             task_overrides=request.task_overrides,
+            notify=not svc.decides_inline,
         )
+        decided = None
+        if isinstance(outcome, executions.Started) and outcome.created:  # its first tasks are SCHEDULED at commit
+            decided = await svc.decide_inline(conn, [uuid.UUID(outcome.id)])
         event = await _audit_start(conn, caller, namespace, outcome, {"workflow": request.name})
     announce(caller, event)
     if not isinstance(outcome, executions.Started):
         raise start_error(outcome)
-    if outcome.created and svc.notifications is not None:
-        svc.notifications.wake_decider()  # this process's decider at once; the NOTIFY wakes the others
+    await svc.committed(decided, outcome.created and not svc.decides_inline)
     return _started(outcome)
 
 
@@ -236,13 +239,17 @@ async def start_many(
         if item is not None:
             items.append(item)
     async with svc.pool.acquire() as conn, conn.transaction():
-        outcomes = await executions.start_runs(conn, namespace, items, idempotency_window=svc.idempotency_window)
+        outcomes = await executions.start_runs(
+            conn, namespace, items, idempotency_window=svc.idempotency_window, notify=not svc.decides_inline
+        )
         created = [
             (uuid.UUID(o.id), {"workflow": i.name})
             for i, o in zip(items, outcomes, strict=True)
             if isinstance(o, executions.Started) and o.created
         ]
+        decided = await svc.decide_inline(conn, [run for run, _ in created]) if created else None
         await audit.record_starts(conn, namespace, created, actor_of(caller))
+    await svc.committed(decided, bool(created) and not svc.decides_inline)
     judged = iter(outcomes)
     body = [answer if answer is not None else _start_answer(next(judged)) for answer in answers]
     return Response(

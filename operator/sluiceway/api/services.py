@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import time
+import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import Any
 
 from fastapi import Request
 
@@ -12,12 +16,16 @@ from sluiceway.controls.payloads import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_R
 from sluiceway.controls.ratelimits import RateLimits
 from sluiceway.kubeapi.client import KubeClient
 from sluiceway.kubeapi.secrets import SecretSource
+from sluiceway.store import deciding, executions
 from sluiceway.store.database import Pool
+from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.executions import IDEMPOTENCY_WINDOW_SECONDS
 from sluiceway.store.logs import DEFAULT_CAP_BYTES
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.policies import Policies
 from sluiceway.store.tenancy import Tenants
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -41,6 +49,10 @@ class Services:
     # whole process, so idle pollers cost one write per interval, not one each.
     # A worker or queue not written before is written at once.
     poll_record_interval: float = 5.0
+    # Set: starts and results decide the runs they queue in their own
+    # transaction (SLUICEWAY_DECIDE_INLINE), with the decider loop's config
+    # (the same hooks, metrics and wake-ups); None: the loop decides them all.
+    decider: DeciderConfig | None = None
     _polls_seen: dict[tuple[str, str, str], None] = field(default_factory=dict)
     _polls_written: set[tuple[str, str, str]] = field(default_factory=set)
     _polls_written_at: float = 0.0
@@ -67,6 +79,37 @@ class Services:
             self._polls_written.clear()
         self._polls_written.update(due)
         return due
+
+    @property
+    def decides_inline(self) -> bool:
+        return self.decider is not None
+
+    async def decide_inline(self, conn: Any, run_ids: Collection[uuid.UUID]) -> deciding.Decided | None:
+        """Decide these runs, just queued, in the caller's transaction; tell
+        every decider of those it leaves. None when inline deciding is off."""
+        if self.decider is None:
+            return None
+        decided = await deciding.decide_inline(conn, run_ids, self.decider)
+        if decided.left:
+            await executions.notify_decider(conn)
+        return decided
+
+    async def committed(self, decided: deciding.Decided | None, queued: bool) -> None:
+        """Once a transaction that queued runs for the decider has committed:
+        report what it decided inline, as the decider loop would (metrics,
+        logs, woken pollers, traces), and wake this process's decider at once
+        for the runs it left, or `queued` without deciding (the NOTIFY wakes
+        the other replicas')."""
+        left = queued or (decided is not None and bool(decided.left))
+        if left and self.notifications is not None:
+            self.notifications.wake_decider()
+        if decided is not None and self.decider is not None:
+            deciding.report(decided, self.decider)
+            if decided.decisions:
+                try:
+                    await deciding.trace_pass(self.pool, decided.started_ns, decided.traced())
+                except Exception as error:  # noqa: BLE001 - committed already: a lost span never fails the request
+                    log.warning("inline decisions: their spans were not written (%s)", error)
 
 
 def services_of(request: Request) -> Services:

@@ -358,20 +358,27 @@ async def _apply(
     that freed them) before anyone is woken for them."""
     started = time.perf_counter()
     refilled = list(wanted.counts) if wanted is not None else []
+    # Inline, the runs these results queue are decided before `next` is leased:
+    # a chain's next task, scheduled here, goes back in this very answer.
+    queued = results.Queued() if svc.decides_inline else None
     async with svc.pool.acquire() as conn, conn.transaction():
         attempts = await diagnostics.attempts(conn, namespace, [r.task_id for r in batch]) if tracing.enabled() else {}
         policies = await svc.policies.of(conn, namespace, list(wanted.counts)) if wanted is not None else {}
         handing = _handing(svc, wanted, policies) if batch else []
-        outcomes = await results.apply_results(conn, namespace, batch, refilled, handing) if batch else {}
+        outcomes = (
+            await results.apply_results(conn, namespace, batch, refilled, queued=queued, handing=handing)
+            if batch
+            else {}
+        )
         for task_id, (run, created_at, found) in (upserts or {}).items():
             if outcomes[task_id].applied:  # with the result that carried them, fenced by the same epoch
                 await attributes.write(conn, run, namespace, created_at, found)
+        decided = await svc.decide_inline(conn, queued.alone) if queued is not None and queued.alone else None
         released = _released(batch, outcomes) if handing else []
         leased = await _lease_next(conn, namespace, wanted, policies, released) if wanted is not None else []
     metrics.COMPLETE_LATENCY.observe(time.perf_counter() - started)
-    if any(outcome.applied for outcome in outcomes.values()):
-        if svc.notifications is not None:
-            svc.notifications.wake_decider()
+    left = bool(queued.busy) if queued is not None else any(o.applied for o in outcomes.values())
+    await svc.committed(decided, left)
     for result in batch:
         outcome = outcomes[result.task_id]
         label = result.status.value if outcome.applied else f"refused_{_STATUS[outcome.verdict]}"

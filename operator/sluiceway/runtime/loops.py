@@ -16,11 +16,11 @@ from prometheus_client.metrics_core import Metric
 
 from sluiceway.engine.commands import Decision
 from sluiceway.engine.snapshot import RunSnapshot
-from sluiceway.observability import metrics, tracing
+from sluiceway.observability import metrics
 from sluiceway.observability.logs import about
 from sluiceway.store import diagnostics, retention, schedules
 from sluiceway.store.database import Pool
-from sluiceway.store.deciding import DeciderConfig, Quarantined, decide_batch
+from sluiceway.store.deciding import DeciderConfig, Quarantined, decide_batch, trace_pass
 from sluiceway.store.errors import StoreError
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.sweeping import (
@@ -118,21 +118,6 @@ def observe_decision(run: RunSnapshot, decision: Decision) -> None:
         metrics.GATE_HOLDS.labels(hold.control).inc()
 
 
-async def _trace_pass(pool: Pool, started_ns: int, runs: list[tuple[RunSnapshot, str | None]]) -> None:
-    """The pass's span, and the span of each run it ended (written now, from the run's start)."""
-    if not tracing.enabled():
-        return
-    tracing.record_decider_pass(started_ns, [run.id for run, _ in runs])
-    ended = {run.id: (run, status) for run, status in runs if status is not None}
-    if not ended:
-        return
-    async with pool.acquire() as conn:
-        times = await diagnostics.run_times(conn, list(ended))
-    for run_id, (created_at, ended_at) in times.items():
-        run, status = ended[run_id]
-        tracing.record_run(run_id, run.namespace, run.workflow_name, status or "", created_at, ended_at)
-
-
 async def run_decider(
     pool: Pool, notifications: Notifications | None, config: DeciderConfig, stop: asyncio.Event
 ) -> None:
@@ -152,7 +137,7 @@ async def run_decider(
             _decided.reset(token)
         if decided:
             metrics.DECIDE_BATCH_LATENCY.observe(time.perf_counter() - started)
-            await _trace_pass(pool, started_ns, runs)
+            await trace_pass(pool, started_ns, runs)
             return True
         if notifications is not None:
             await _pause(stop, _DECIDER_RECHECK, wake=notifications.decide)

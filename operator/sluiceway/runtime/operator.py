@@ -250,6 +250,14 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     policies = Policies(settings.operator_defaults())
     notifications.caches.append(policies)
     secrets = KubeSecrets(kube) if kube is not None else None  # webhook, GRPC and WEBHOOK secrets
+    # One decider config for the loops and the inline decisions of starts and results: the same hooks.
+    config = DeciderConfig(
+        policies=policies,
+        retention_seconds=settings.retention,
+        on_ready=notifications.wake_queues,
+        on_decision=loops.observe_decision,
+        on_quarantine=loops.count_quarantined,
+    )
     services = Services(
         pool,
         notifications,
@@ -264,6 +272,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         max_payload_bytes=settings.max_payload_bytes,
         max_request_bytes=settings.max_request_bytes,
         rate_limits=settings.rate_limits(),
+        decider=config if settings.decide_inline else None,
     )
     app = create_app(services)
     install_ui(app)  # the web UI at /ui: the same process, authentication and rules
@@ -278,7 +287,6 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             timeout_graceful_shutdown=3,
         )
     )
-    config = DeciderConfig(policies=policies, retention_seconds=settings.retention, on_ready=notifications.wake_queues)
     egress = await egress_of(settings, kube, pool, services.tenants)
     # HTTP, HTTP_POLL and WEBHOOK share the breakers by host; gRPC's are by service name.
     by_host = Breakers(settings.circuit_breaker)

@@ -58,6 +58,9 @@ class Settings(BaseModel):
     leader_election_namespace: str = "default"
     identity: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     deciders: int = Field(2, ge=1, le=32)
+    # Starts and results decide the runs they queue in their own transaction
+    # (those whose decision is theirs alone); false leaves every run to the decider loops.
+    decide_inline: bool = True
     pool_size: int = Field(20, ge=2, le=500)
     default_retry_policy: DefaultRetryPolicy = Field(default_factory=DefaultRetryPolicy)
     default_start_to_close_timeout: int | None = Field(None, ge=0)
@@ -191,6 +194,8 @@ class Settings(BaseModel):
             )
         if env.get("SLUICEWAY_GATE_HANDOVER"):
             raw["gate_handover"] = env["SLUICEWAY_GATE_HANDOVER"].lower() not in ("0", "false", "no", "off")
+        if env.get("SLUICEWAY_DECIDE_INLINE"):
+            raw["decide_inline"] = env["SLUICEWAY_DECIDE_INLINE"].lower() not in ("0", "false", "no", "off")
         if env.get("SLUICEWAY_KUBERNETES"):
             raw["kubernetes"] = env["SLUICEWAY_KUBERNETES"].lower() not in ("0", "false", "no", "off")
         for variable, key in (

@@ -4,6 +4,9 @@ snapshots, call the pure decider, apply its commands, consume the events.
 Several replicas run this at once: a run is decided by whoever locks its
 `executions` row (`FOR UPDATE SKIP LOCKED`); results and timers only ever
 insert into the decide queue, so they never wait on the decider's locks.
+Starts and results may also decide the runs they queued in their own
+transaction (`decide_inline`): only runs whose decision touches no other run
+or gate, never waiting for a lock; whatever they leave stays queued here.
 Commands of a whole batch are applied with a few bulk statements; if the bulk
 apply fails, each run is retried alone so one bad run cannot wedge the queue.
 
@@ -21,9 +24,10 @@ import datetime
 import json
 import logging
 import random
+import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -55,8 +59,9 @@ from sluiceway.engine.snapshot import RunLinks, RunSnapshot, TaskRow
 from sluiceway.model.execution import DelaySource, RunStatus, TaskOverride, TaskStatus
 from sluiceway.model.taskdefinition import RetryKind
 from sluiceway.model.workflow import Executor, TaskType, WorkflowSpec
+from sluiceway.observability import tracing
 from sluiceway.observability.logs import about
-from sluiceway.store import admission, executions, messages, workflows
+from sluiceway.store import admission, diagnostics, executions, messages, workflows
 from sluiceway.store.database import Pool
 from sluiceway.store.policies import Policies
 from sluiceway.store.sql import types_where
@@ -66,7 +71,6 @@ SYSTEM_WAKE = ("@system", "@http")  # what the system-task runner waits on
 log = logging.getLogger(__name__)
 
 _BUCKET_SECONDS = 10
-_SHARDS = 8
 _ERROR_BACKOFF = datetime.timedelta(seconds=30)
 _REASON_CHARS = 2000  # a quarantine reason is for people; the head of an error says enough
 
@@ -126,6 +130,19 @@ _LOCK_ONE = _LOCK_DUE.replace(
                         LIMIT $1 * 4))""",
     "e.id = $1",
 ).replace(" LIMIT $1\n", "\n")
+# The runs a start or a result just queued, those of them an inline decision
+# may take: no parent, child or admission to tell (their rows are shared with
+# other runs), nothing set aside, and never one another transaction holds.
+# Nor a run with tasks still in flight (a fork's other branches): each of their
+# results would decide it again, where the loop decides it once for many.
+_LOCK_GIVEN = _LOCK_DUE.replace(
+    """e.id = ANY(ARRAY(SELECT execution_id FROM decide_queue WHERE due_at <= now() ORDER BY due_at, id
+                        LIMIT $1 * 4))""",
+    """e.id = ANY($1::uuid[]) AND e.parent_execution_id IS NULL AND e.admission_key IS NULL
+   AND NOT e.awaiting_admission AND e.quarantined_at IS NULL AND e.terminate_requested IS NULL
+   AND EXISTS (SELECT 1 FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now())
+   AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.execution_id = e.id AND t.status IN ('SCHEDULED', 'IN_PROGRESS'))""",
+).replace(" LIMIT $1\n", "\n")
 _LATEST_TASKS = """
 SELECT DISTINCT ON (execution_id, ref)
        id, execution_id, ref, type, name, status, attempt, input, output, reason, retry_after_seconds,
@@ -156,8 +173,38 @@ async def decide_batch(pool: Pool, config: DeciderConfig) -> int:
                 raise
             log.warning("bulk decision failed (%s); deciding runs one by one", _describe(error))
             return await _decide_one_by_one(conn, config)
-        _report(outcome, config)
+        report(outcome, config)
         return outcome.decided
+
+
+async def decide_inline(conn: asyncpg.Connection, run_ids: Collection[uuid.UUID], config: DeciderConfig) -> Decided:
+    """Decide the runs a start or a result just queued, in the caller's
+    transaction, so that they move on at its commit: the caller reports the
+    outcome (`report`) once that commit is done, and makes sure the decider
+    loop is told of the runs it `left`.
+
+    Only runs whose decision is their own affair are taken (see _LOCK_GIVEN
+    and _local); a run another transaction holds is skipped, never waited for.
+    Everything happens under a savepoint: if it fails (a deadlock, a bad spec,
+    anything but a lost connection), it is undone and logged, and every run is
+    left queued for the decider loop, which isolates and quarantines. Never
+    raises but for a lost connection: a start or a result does not fail for it."""
+    wanted = sorted(set(run_ids))
+    if not wanted:
+        return Decided()
+    started_ns = time.time_ns()
+    try:
+        async with conn.transaction():
+            runs = await conn.fetch(_LOCK_GIVEN, wanted)
+            outcome = await _decide(conn, runs, config, inline=True)
+    except Exception as error:  # noqa: BLE001 - whatever it was, the decider loop takes these runs
+        if _connection_lost(error, conn):
+            raise
+        _inline_failures.note(error, len(wanted))
+        return Decided(left=set(wanted))
+    outcome.left |= set(wanted) - {run["id"] for run in runs}
+    outcome.started_ns = started_ns
+    return outcome
 
 
 async def _decide_one_by_one(conn: asyncpg.Connection, config: DeciderConfig) -> int:
@@ -199,21 +246,80 @@ async def _decide_one_by_one(conn: asyncpg.Connection, config: DeciderConfig) ->
                 )
                 await conn.execute(_DEFER, execution_id, _ERROR_BACKOFF)
                 continue
-        _report(outcome, config)
+        report(outcome, config)
         decided += outcome.decided
     return decided
 
 
+class _InlineFailures:
+    """Logs inline decisions that failed: the first at once, then at most one
+    line a minute with how many failed since, so that a cause every start or
+    result meets (a deadlock storm, a bad trigger) does not flood the log."""
+
+    INTERVAL = 60.0
+
+    def __init__(self) -> None:
+        self.logged_at: float | None = None
+        self.since = 0
+
+    def note(self, error: BaseException, runs: int) -> None:
+        self.since += 1
+        now = time.monotonic()
+        if self.logged_at is not None and now - self.logged_at < self.INTERVAL:
+            return
+        log.warning(
+            "deciding %d runs inline failed (%s); the decider loop takes them (%d inline decisions failed since "
+            "the last such line)",
+            runs,
+            _describe(error),
+            self.since,
+        )
+        self.logged_at, self.since = now, 0
+
+
+_inline_failures = _InlineFailures()
+
+
 @dataclass
-class _Outcome:
+class Decided:
+    """What a decision pass did, to report once its transaction committed."""
+
     decided: int = 0
     quarantined: list[Quarantined] = field(default_factory=list)
     ended: list[tuple[str, FinishRun]] = field(default_factory=list)
     ready: set[tuple[str, str]] = field(default_factory=set)
+    decisions: list[tuple[RunSnapshot, Decision]] = field(default_factory=list)
+    left: set[uuid.UUID] = field(default_factory=set)  # inline: runs left queued for the decider loop
+    started_ns: int = 0  # inline: when it began, for its trace
+
+    def traced(self) -> list[tuple[RunSnapshot, str | None]]:
+        """The runs decided, with the status each ended in (None: still running), for trace_pass."""
+        return [(run, None if (end := d.finish()) is None else end.status.value) for run, d in self.decisions]
 
 
-def _report(outcome: _Outcome, config: DeciderConfig) -> None:
-    """Logs and hooks, once the transaction that did it has committed."""
+async def trace_pass(pool: Pool, started_ns: int, runs: list[tuple[RunSnapshot, str | None]]) -> None:
+    """A decision pass's span, and the span of each run it ended (written now,
+    from the run's start): `runs` are those it decided, with the status each
+    ended in (None: still running)."""
+    if not tracing.enabled():
+        return
+    tracing.record_decider_pass(started_ns, [run.id for run, _ in runs])
+    ended = {run.id: (run, status) for run, status in runs if status is not None}
+    if not ended:
+        return
+    async with pool.acquire() as conn:
+        times = await diagnostics.run_times(conn, list(ended))
+    for run_id, (created_at, ended_at) in times.items():
+        run, status = ended[run_id]
+        tracing.record_run(run_id, run.namespace, run.workflow_name, status or "", created_at, ended_at)
+
+
+def report(outcome: Decided, config: DeciderConfig) -> None:
+    """Logs and hooks, once the transaction that did it has committed (a
+    decision rolled back is neither counted nor told)."""
+    if config.on_decision is not None:
+        for snapshot, decision in outcome.decisions:
+            config.on_decision(snapshot, decision)
     if outcome.ready and config.on_ready is not None:
         config.on_ready(outcome.ready)
     for run_id, finish in outcome.ended:
@@ -293,16 +399,20 @@ async def quarantine_runs(conn: asyncpg.Connection, runs: list[tuple[uuid.UUID, 
     return [Quarantined(str(r["id"]), r["namespace"], r["workflow_name"], r["reason"]) for r in rows]
 
 
-async def _quarantine_alone(conn: asyncpg.Connection, execution_id: uuid.UUID, reason: str) -> _Outcome:
+async def _quarantine_alone(conn: asyncpg.Connection, execution_id: uuid.UUID, reason: str) -> Decided:
     async with conn.transaction():
-        return _Outcome(quarantined=await quarantine_runs(conn, [(execution_id, reason)]))
+        return Decided(quarantined=await quarantine_runs(conn, [(execution_id, reason)]))
 
 
-async def _decide(conn: asyncpg.Connection, runs: list[asyncpg.Record], config: DeciderConfig) -> _Outcome:
+async def _decide(
+    conn: asyncpg.Connection, runs: list[asyncpg.Record], config: DeciderConfig, inline: bool = False
+) -> Decided:
+    """Decide and apply; `inline` leaves (unapplied, events kept) every run the
+    loop would quarantine and every run whose decision is not _local."""
     if not runs:
-        return _Outcome()
+        return Decided()
     now: datetime.datetime = runs[0]["now"]
-    applier = _Applier(now, config.retention_seconds)
+    applier = _Applier(now, config.retention_seconds, inline=inline)
     rows_by_run, unreadable = await _task_rows(conn, [r["id"] for r in runs if not r["quarantined"]])
     live: list[tuple[asyncpg.Record, WorkflowSpec]] = []
     for run in runs:
@@ -326,18 +436,44 @@ async def _decide(conn: asyncpg.Connection, runs: list[asyncpg.Record], config: 
                     f"workflow {run['workflow_name']} version "
                     f"{run['workflow_version']} cannot be read: {_describe(error)}",
                 )
+    decisions: list[tuple[RunSnapshot, Decision]] = []
     for run, snapshot in await _snapshots(conn, live, rows_by_run, config, applier):
         decision = await _decision(conn, config, snapshot, _event_of(set(run["events"])), now)
         quarantine = decision.quarantine()
         if quarantine is not None:
             applier.quarantine(run["id"], quarantine.reason)
             continue
+        if inline and not _local(snapshot, decision):
+            applier.left.add(run["id"])
+            continue
         applier.add(snapshot, decision, mirrored=run["mirrored"])
-        if config.on_decision is not None:
-            config.on_decision(snapshot, decision)
-    outcome = await applier.apply(conn, [event for run in runs for event in run["event_ids"]])
-    outcome.decided = len(runs) - len(outcome.quarantined)
+        decisions.append((snapshot, decision))
+    consumed = [event for run in runs if run["id"] not in applier.left for event in run["event_ids"]]
+    outcome = await applier.apply(conn, consumed)
+    outcome.decisions = decisions
+    outcome.left = applier.left
+    outcome.decided = len(runs) - len(outcome.quarantined) - len(applier.left)
     return outcome
+
+
+# What a decision may do and still be decided inline: none of these touch
+# another run's rows, an admission or a run's messages, nor ask for another pass.
+_NOT_LOCAL = (StartChild, NotifyParent, AdmitNext, StartFailureWorkflow, ContinueAsNew, DecideAgain)
+
+
+def _local(snapshot: RunSnapshot, decision: Decision) -> bool:
+    """Whether applying this decision touches only its own run's rows (and the
+    shared counters every decision writes): ending a run with a child cancels
+    the child too, and scheduling PULL_WORKFLOW_MESSAGES locks the run's
+    messages first, so those are left to the loop."""
+    if any(isinstance(command, _NOT_LOCAL) for command in decision.commands):
+        return False
+    if any(row.type is TaskType.SUB_WORKFLOW for row in snapshot.tasks.values()):
+        return False
+    return not any(
+        isinstance(command, ScheduleTask) and command.type is TaskType.PULL_WORKFLOW_MESSAGES
+        for command in decision.commands
+    )
 
 
 async def _decision(
@@ -549,11 +685,15 @@ SELECT u.id, u.execution_id, u.namespace, u.ref, u.type, u.name, u.attempt, u.st
 ON CONFLICT (execution_id, ref, attempt) DO NOTHING
 RETURNING namespace, name, attempt, type
 )
--- The retry budget's window counts every attempt of a task type that runs work.
+-- The retry budget's window counts every attempt of a task type that runs work,
+-- sharded by connection: every start and result transaction that decides inline
+-- writes these counters, and no two transactions open at once share a shard
+-- (with a few random shards they queued on one another's rows until commit).
 INSERT INTO execution_counts AS c (namespace, name, bucket, shard, executions, retries)
-SELECT namespace, name, $30, $31, count(*), count(*) FILTER (WHERE attempt > 1)
+SELECT namespace, name, $30, pg_backend_pid() % 32767, count(*), count(*) FILTER (WHERE attempt > 1)
   FROM inserted WHERE type IN {types_where(TaskType.counts_in_retry_budget)}
  GROUP BY namespace, name
+ ORDER BY namespace, name
 ON CONFLICT (namespace, name, bucket, shard) DO UPDATE
    SET executions = c.executions + EXCLUDED.executions, retries = c.retries + EXCLUDED.retries
 """
@@ -580,9 +720,14 @@ UPDATE executions e SET evaluated = true, mirror_seq = e.mirror_seq + 1,
 class _Applier:
     """Collects the commands of a batch and applies them in bulk."""
 
-    def __init__(self, now: datetime.datetime, retention_seconds: int = DEFAULT_RETENTION_SECONDS) -> None:
+    def __init__(
+        self, now: datetime.datetime, retention_seconds: int = DEFAULT_RETENTION_SECONDS, inline: bool = False
+    ) -> None:
         self.now = now
         self.retention_seconds = retention_seconds
+        # Inline, a run the loop would quarantine or set aside is left to the loop instead.
+        self.inline = inline
+        self.left: set[uuid.UUID] = set()
         self.tasks: list[tuple[Any, ...]] = []
         self.updates: list[tuple[Any, ...]] = []
         self.decided: list[tuple[uuid.UUID, datetime.datetime | None, datetime.datetime | None]] = []
@@ -593,7 +738,6 @@ class _Applier:
         self.again: list[uuid.UUID] = []
         self.waiting_for_messages: list[uuid.UUID] = []
         self.ready: set[tuple[str, str]] = set()
-        self.shard = random.randrange(_SHARDS)
 
     def add(self, snapshot: RunSnapshot, decision: Decision, mirrored: bool = False) -> None:
         run_id = uuid.UUID(snapshot.id)
@@ -628,12 +772,17 @@ class _Applier:
             self.decided.append((run_id, timeout_at, chain_deadline_at))
 
     def quarantine(self, run_id: uuid.UUID, reason: str) -> None:
-        self.quarantines.append((run_id, reason))
+        if self.inline:
+            self.left.add(run_id)
+        else:
+            self.quarantines.append((run_id, reason))
 
     def set_aside(self, run: asyncpg.Record) -> None:
         """A quarantined run is not decided: its events are consumed, and only
         a terminate request acts on it, without reading its spec or tasks."""
-        if run["terminate_requested"] is not None:
+        if self.inline:
+            self.left.add(run["id"])
+        elif run["terminate_requested"] is not None:
             links = RunLinks(
                 id=str(run["id"]),
                 workflow_name=run["workflow_name"],
@@ -730,11 +879,11 @@ class _Applier:
         )
         return task_id
 
-    async def apply(self, conn: asyncpg.Connection, event_ids: list[int]) -> _Outcome:
+    async def apply(self, conn: asyncpg.Connection, event_ids: list[int]) -> Decided:
         await messages.lock(conn, self.waiting_for_messages)  # first: see store.messages
-        outcome = _Outcome(quarantined=await quarantine_runs(conn, self.quarantines))
+        outcome = Decided(quarantined=await quarantine_runs(conn, self.quarantines))
         if self.tasks:
-            await conn.execute(_INSERT_TASKS, *map(list, zip(*self.tasks, strict=False)), _bucket(self.now), self.shard)
+            await conn.execute(_INSERT_TASKS, *map(list, zip(*self.tasks, strict=False)), _bucket(self.now))
         if self.updates:
             await conn.executemany(_UPDATE_TASK, self.updates)
         if self.prunes:

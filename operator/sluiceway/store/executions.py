@@ -167,15 +167,28 @@ _ENQUEUE_MANY = "INSERT INTO decide_queue (execution_id, event) SELECT unnest($1
 _NOTIFY_DECIDER = f"SELECT pg_notify('{DECIDE_CHANNEL}', '')"
 
 
-async def enqueue_decide(conn: asyncpg.Connection, execution_id: str | uuid.UUID, event: str) -> None:
+async def enqueue_decide(
+    conn: asyncpg.Connection, execution_id: str | uuid.UUID, event: str, *, notify: bool = True
+) -> None:
+    """Queue a run for the decider; `notify=False` when the caller decides it
+    inline and tells the decider itself of what it leaves (notify_decider)."""
     await conn.execute(_ENQUEUE, _uuid(execution_id), event)
-    await conn.execute(_NOTIFY_DECIDER)
+    if notify:
+        await conn.execute(_NOTIFY_DECIDER)
 
 
-async def enqueue_decides(conn: asyncpg.Connection, execution_ids: list[uuid.UUID], event: str) -> None:
+async def enqueue_decides(
+    conn: asyncpg.Connection, execution_ids: list[uuid.UUID], event: str, *, notify: bool = True
+) -> None:
     if execution_ids:
         await conn.execute(_ENQUEUE_MANY, execution_ids, event)
-        await conn.execute(_NOTIFY_DECIDER)
+        if notify:
+            await conn.execute(_NOTIFY_DECIDER)
+
+
+async def notify_decider(conn: asyncpg.Connection) -> None:
+    """Wake every replica's decider at this transaction's commit."""
+    await conn.execute(_NOTIFY_DECIDER)
 
 
 def _uuid(value: str | uuid.UUID) -> uuid.UUID:
@@ -222,6 +235,7 @@ async def start_run(
     schedule: str | None = None,
     chain: ChainLink | None = None,
     task_overrides: Mapping[str, TaskOverride] | None = None,
+    notify: bool = True,
 ) -> StartOutcome:
     """Create a run and wake the decider, in the caller's transaction.
 
@@ -232,7 +246,8 @@ async def start_run(
     workflow's retention (a WorkflowRun's ttlSecondsAfterFinished). `schedule`
     names the Schedule that started it; `chain` links a continue-as-new run to
     the run it continues. `task_overrides` must name references of the version
-    the run starts on."""
+    the run starts on. `notify=False`: the caller decides the run inline and
+    wakes the decider itself if it leaves it queued."""
     found = await workflows.find_version(conn, namespace, name, version)
     if found is None:
         return WorkflowNotFound(name, version)
@@ -314,7 +329,7 @@ async def start_run(
             str(execution_id), shown_status(row["status"], row["paused_at"]), row["awaiting_admission"], False
         )
     await attributes.write(conn, execution_id, namespace, created_at, checked.attributes.values())
-    await enqueue_decide(conn, execution_id, "started")
+    await enqueue_decide(conn, execution_id, "started", notify=notify)
     return Started(str(execution_id), RunStatus.RUNNING, admitted.awaiting)
 
 
@@ -412,6 +427,7 @@ async def start_runs(
     items: list[StartItem],
     *,
     idempotency_window: float = IDEMPOTENCY_WINDOW_SECONDS,
+    notify: bool = True,
 ) -> list[StartOutcome]:
     """Start many runs in the caller's transaction, each judged on its own: one
     outcome per item, in order, exactly what `start_run` would have answered.
@@ -419,7 +435,7 @@ async def start_runs(
     Plain starts (no requestId, a workflow without maxConcurrentExecutions or
     rateLimitConfig, a namespace without a run quota) are inserted with one
     multi-row statement per table and wake the decider once; the others go
-    through `start_run`, one by one, under its locks."""
+    through `start_run`, one by one, under its locks. `notify` as start_run's."""
     outcomes: list[StartOutcome | None] = [None] * len(items)
     gated_namespace = bool(await conn.fetchval(_RUN_QUOTAS, namespace))
     versions: dict[tuple[str, int | None], workflows.WorkflowVersion | None] = {}
@@ -444,10 +460,11 @@ async def start_runs(
                 sla_seconds=item.sla_seconds,
                 idempotency_window=idempotency_window,
                 task_overrides=item.task_overrides,
+                notify=notify,
             )
         else:
             outcomes[at] = _unknown_override(found, item.task_overrides) or _checked_plain(at, found, item, plain)
-    await _insert_plain(conn, namespace, plain)
+    await _insert_plain(conn, namespace, plain, notify)
     for started in plain:
         outcomes[started.at] = Started(str(started.id), RunStatus.RUNNING)
     assert all(outcome is not None for outcome in outcomes)
@@ -471,7 +488,7 @@ def _checked_plain(
     return None
 
 
-async def _insert_plain(conn: asyncpg.Connection, namespace: str, plain: list[_Plain]) -> None:
+async def _insert_plain(conn: asyncpg.Connection, namespace: str, plain: list[_Plain], notify: bool) -> None:
     if not plain:
         return
     created = {
@@ -493,7 +510,7 @@ async def _insert_plain(conn: asyncpg.Connection, namespace: str, plain: list[_P
     for p in plain:
         if p.attributes:
             await attributes.write(conn, p.id, namespace, created[p.id], p.attributes)
-    await enqueue_decides(conn, [p.id for p in plain], "started")
+    await enqueue_decides(conn, [p.id for p in plain], "started", notify=notify)
 
 
 @dataclass(frozen=True)

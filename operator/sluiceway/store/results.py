@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 import asyncpg
@@ -30,7 +30,9 @@ _CLEAR_TIMERS = """
        lease_expires_at = NULL, schedule_to_close_at = NULL, wait_until = NULL"""
 
 # One statement, one round trip: end the attempts, queue their runs for the
-# decider and wake it.
+# decider and wake it. A caller that decides the runs inline ($11 false) wakes
+# the decider only for the runs with other tasks still in flight (`busy`: a
+# fork's other branches), which it leaves to the loop without asking.
 _FINISH_ATTEMPTS = f"""
 WITH done AS (
     UPDATE tasks t
@@ -43,11 +45,19 @@ WITH done AS (
     RETURNING t.id, t.execution_id, t.namespace, t.name, t.holds
 ), queued AS (
     INSERT INTO decide_queue (execution_id, event) SELECT DISTINCT execution_id, 'task_updated' FROM done
+), busy AS (
+    SELECT DISTINCT d.execution_id FROM done d
+     WHERE NOT $11::boolean AND EXISTS (
+           SELECT 1 FROM tasks o
+            WHERE o.execution_id = d.execution_id AND o.status IN ('SCHEDULED', 'IN_PROGRESS')
+              AND o.id NOT IN (SELECT id FROM done))
 ), woken AS (
-    SELECT pg_notify('{executions.DECIDE_CHANNEL}', '')
-), freed AS ({executions.released("done", "$10::text[]", "$11::text[]")}
+    SELECT pg_notify('{executions.DECIDE_CHANNEL}', '') WHERE $11::boolean OR EXISTS (SELECT 1 FROM busy)
+), freed AS ({executions.released("done", "$10::text[]", "$12::text[]")}
 )
-SELECT done.id, (SELECT count(*) FROM woken) + (SELECT count(*) FROM freed) AS woken FROM done
+SELECT done.id, done.execution_id, done.execution_id IN (SELECT execution_id FROM busy) AS busy,
+       (SELECT count(*) FROM woken) + (SELECT count(*) FROM freed) AS woken
+  FROM done
 """
 _PROGRESS = """
 UPDATE tasks t
@@ -117,17 +127,30 @@ class Outcome:
 _APPLIED = Outcome(Verdict.APPLIED)
 
 
+@dataclass
+class Queued:
+    """The runs a result batch queued for the decider, for a caller that decides them inline."""
+
+    alone: set[uuid.UUID] = field(default_factory=set)  # for the caller to decide inline (or tell the decider)
+    busy: set[uuid.UUID] = field(default_factory=set)  # with other tasks in flight: the decider was told
+
+
 async def apply_results(
     conn: asyncpg.Connection,
     namespace: str,
     results: list[TaskResult],
     refilled: Collection[str] = (),
+    *,
+    queued: Queued | None = None,
     handing: Collection[str] = (),
 ) -> dict[str, Outcome]:
     """Apply a batch of results; one outcome per task id. Each transition is
     atomic on its own, so no transaction spans the batch. `refilled`: task
     types whose freed slots the caller leases again itself (nobody is woken for them);
-    `handing`: those whose semaphore permits it hands over too (leasing.hand_over wakes for the rest)."""
+    `handing`: those whose semaphore permits it hands over too (leasing.hand_over wakes for the rest).
+    `queued`: the caller decides inline the runs these results queue for the
+    decider: they are added to it, and the decider is woken only for the
+    `busy` ones (the caller tells it of those it leaves, executions.notify_decider)."""
     outcomes: dict[str, Outcome] = {}
     for result in results:
         if not _is_uuid(result.task_id):
@@ -155,9 +178,13 @@ async def apply_results(
             [r.retry_after_source.value if r.retry_after_seconds is not None else None for r in finishing],
             [r.retry_kind.value if r.retry_kind and r.status is ResultStatus.FAILED else None for r in finishing],
             list(refilled),
+            queued is None,
             list(handing),
         )
         outcomes.update({str(row["id"]): _APPLIED for row in rows})
+        if queued is not None:
+            for row in rows:
+                (queued.busy if row["busy"] else queued.alone).add(row["execution_id"])
     if progress:
         rows = await conn.fetch(
             _PROGRESS,
@@ -174,7 +201,9 @@ async def apply_results(
             outcomes[result.task_id] = _APPLIED
             if isinstance(execution, uuid.UUID):
                 woken.add(execution)
-    await executions.enqueue_decides(conn, sorted(woken), "task_updated")
+    await executions.enqueue_decides(conn, sorted(woken), "task_updated", notify=queued is None)
+    if queued is not None:
+        queued.alone.update(woken)
     refused = [r.task_id for r in results if r.task_id not in outcomes]
     if refused:
         outcomes.update(await explain(conn, namespace, refused, {r.task_id: r.epoch for r in results}))

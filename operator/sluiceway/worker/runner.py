@@ -481,7 +481,9 @@ class Worker:
             # result whose request leases its slot's next task: that slot (of a
             # gated type, perhaps) stays idle until the request is answered, so it
             # goes after one turn of the loop, with whatever finished in the same turn.
-            await asyncio.sleep(self._linger(first))
+            # Alone in its batch, a result would only wait for nothing.
+            if self.result_batch > 1:
+                await asyncio.sleep(self._linger(first))
             while len(batch) < self.result_batch and not self._results.empty():
                 item = self._results.get_nowait()
                 if item is None:

@@ -63,3 +63,11 @@ def test_the_purge_share_is_a_fraction_of_time() -> None:
     assert Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x"}).purge_share == 0.25
     with pytest.raises(SettingsError, match="SLUICEWAY_PURGE_SHARE"):
         Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_PURGE_SHARE": "1.5"})
+
+
+def test_inline_deciding_is_on_unless_turned_off() -> None:
+    base = {"SLUICEWAY_DATABASE_URL": "postgresql://x"}
+    assert Settings.from_env(base).decide_inline
+    for off in ("false", "0", "no", "OFF"):
+        assert not Settings.from_env({**base, "SLUICEWAY_DECIDE_INLINE": off}).decide_inline
+    assert Settings.from_env({**base, "SLUICEWAY_DECIDE_INLINE": "true"}).decide_inline
