@@ -156,22 +156,30 @@ def _count(namespace: str, leased: list[leasing.Lease], holds: list[GateHold]) -
         metrics.GATE_HOLDS.labels(hold.control.split(":", 1)[0]).inc()
 
 
-async def _lease_next(
-    conn: Any, namespace: str, wanted: NextLease, policies: dict[str, TaskPolicy], released: list[str]
+async def _hand_over(
+    conn: Any, namespace: str, wanted: NextLease | None, policies: dict[str, TaskPolicy], released: list[str]
 ) -> list[leasing.Lease]:
-    """The `next` of a result batch, in its transaction, never waiting. The
-    slots of capped or semaphore-gated types that `released` freed are handed
-    over first, without the gates' locks (leasing.hand_over): most requests
-    then take no lock at all, and none waits for another's commit. For the
-    rest, with several gated types, their locks are all taken first, in the
-    order every lease takes them (leasing.lock_gates): each gated lease holds
-    its locks to the end of the transaction, and no two transactions may wait
-    in a cycle."""
-    started = time.perf_counter()
+    """The slots of capped or semaphore-gated types of `next` that `released`
+    freed, handed over without the gates' locks (leasing.hand_over): most
+    requests then take no lock at all, and none waits for another's commit."""
+    if wanted is None or not released:
+        return []
     gates = {t: (n, policies[t].gates) for t, n in wanted.counts.items()}
-    leased = await leasing.hand_over(conn, namespace, wanted.worker_id, gates, released)
-    handed = Counter(lease.task_type for lease in leased)
-    counts = {t: n - handed[t] for t, n in wanted.counts.items() if n > handed[t]}
+    return await leasing.hand_over(conn, namespace, wanted.worker_id, gates, released)
+
+
+async def _lease_next(
+    conn: Any, namespace: str, wanted: NextLease, policies: dict[str, TaskPolicy], handed: list[leasing.Lease]
+) -> list[leasing.Lease]:
+    """The `next` of a result batch beyond what was `handed` over (_hand_over),
+    in its transaction, never waiting. With several gated types, their locks
+    are all taken first, in the order every lease takes them
+    (leasing.lock_gates): each gated lease holds its locks to the end of the
+    transaction, and no two transactions may wait in a cycle."""
+    started = time.perf_counter()
+    leased = list(handed)
+    taken = Counter(lease.task_type for lease in handed)
+    counts = {t: n - taken[t] for t, n in wanted.counts.items() if n > taken[t]}
     gated = [policies[t].gates for t in counts if policies[t].gates.any()]
     if len(gated) > 1:
         await leasing.lock_gates(conn, namespace, [t for t in counts if policies[t].gates.any()], gated)
@@ -373,9 +381,10 @@ async def _apply(
         for task_id, (run, created_at, found) in (upserts or {}).items():
             if outcomes[task_id].applied:  # with the result that carried them, fenced by the same epoch
                 await attributes.write(conn, run, namespace, created_at, found)
+        # The freed gated slots pass on before the runs are decided: they would sit empty meanwhile.
+        handed = await _hand_over(conn, namespace, wanted, policies, _released(batch, outcomes) if handing else [])
         decided = await svc.decide_inline(conn, queued.alone) if queued is not None and queued.alone else None
-        released = _released(batch, outcomes) if handing else []
-        leased = await _lease_next(conn, namespace, wanted, policies, released) if wanted is not None else []
+        leased = await _lease_next(conn, namespace, wanted, policies, handed) if wanted is not None else []
     metrics.COMPLETE_LATENCY.observe(time.perf_counter() - started)
     left = bool(queued.busy) if queued is not None else any(o.applied for o in outcomes.values())
     await svc.committed(decided, left)
