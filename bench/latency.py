@@ -80,9 +80,11 @@ async def run_one(http: aiohttp.ClientSession, conn: asyncpg.Connection, base: s
     raise TimeoutError(f"run {run_id} did not complete in 30 s")
 
 
-async def measure(dsn: str, starts: int, chains: int, trace_dir: Path, profile: Path | None) -> dict[str, list[float]]:
+async def measure(
+    dsn: str, starts: int, chains: int, trace_dir: Path, profile: Path | None, **env: str
+) -> dict[str, list[float]]:
     logs = Path(tempfile.mkdtemp(prefix="bench-latency-"))
-    plane = throughput.start_operator(dsn, logs, BENCH_TRACE_DIR=str(trace_dir))
+    plane = throughput.start_operator(dsn, logs, BENCH_TRACE_DIR=str(trace_dir), **env)
     operator, base, env = plane.child, plane.url, plane.env
     children = [operator]
     conn = await asyncpg.connect(dsn)
@@ -163,10 +165,19 @@ async def main() -> None:
             f"(load {os.getloadavg()[0]:.2f}); one operator, one long-polling worker, one run at a time"
         )
         dsn = await prepare(server.dsn)
-        trace_dir = Path(tempfile.mkdtemp(prefix="bench-latency-trace-"))
-        found = await measure(dsn, args.starts, args.chains, trace_dir, args.profile)
+        # The default (the decider loops), then with SLUICEWAY_DECIDE_INLINE=true (docs/execution.md).
+        for mode, env in MODES.items():
+            trace_dir = Path(tempfile.mkdtemp(prefix="bench-latency-trace-"))
+            found = await measure(dsn, args.starts, args.chains, trace_dir, args.profile, **env)
+            report(mode, found)
+
+
+MODES = {"": {"SLUICEWAY_DECIDE_INLINE": "false"}, ", inline": {"SLUICEWAY_DECIDE_INLINE": "true"}}
+
+
+def report(mode: str, found: dict[str, list[float]]) -> None:
     goals = {"start -> lease": (5.0, 20.0), "result -> next lease": (5.0, None)}
-    print()
+    print(f"\n  {'deciding inline (SLUICEWAY_DECIDE_INLINE=true)' if mode else 'the default: decider loops'}")
     for name, values in found.items():
         if name not in goals:
             print(f"  {name:28} {summary(values)}")
@@ -177,8 +188,8 @@ async def main() -> None:
         met = p50 <= p50_goal and (p99_goal is None or p99 <= p99_goal)
         print(f"  {name:28} {summary(values)}   {verdict}: {'met' if met else 'NOT met'}")
         key = name.replace(" -> ", "->")
-        record("4 latency", f"{key} p50", p50, "ms", higher_is_better=False)
-        record("4 latency", f"{key} p99", p99, "ms", higher_is_better=False)
+        record("4 latency", f"{key} p50{mode}", p50, "ms", higher_is_better=False)
+        record("4 latency", f"{key} p99{mode}", p99, "ms", higher_is_better=False)
     print(f"  (load {os.getloadavg()[0]:.2f} at the end)")
 
 

@@ -32,7 +32,7 @@ CHAIN = [{"name": "work", "taskReferenceName": "one"}, {"name": "work", "taskRef
 @pytest.fixture
 async def plane(pool: Pool, database_url: str) -> AsyncIterator[Plane]:
     """Inline deciding on, and no decider loop: only the inline decisions move runs on."""
-    async with execution_plane(pool, database_url, decider_loop=False) as running:
+    async with execution_plane(pool, database_url, decide_inline=True, decider_loop=False) as running:
         yield running
 
 

@@ -42,7 +42,7 @@ class _QuietServer(uvicorn.Server):
 
 @contextlib.asynccontextmanager
 async def execution_plane(
-    pool: Pool, database_url: str, *, decide_inline: bool = True, decider_loop: bool = True, **options: Any
+    pool: Pool, database_url: str, *, decide_inline: bool = False, decider_loop: bool = True, **options: Any
 ) -> AsyncIterator[Plane]:
     """`options`: Services fields to set (limits, say). `decide_inline` as
     SLUICEWAY_DECIDE_INLINE; `decider_loop=False` runs no decider loop, so

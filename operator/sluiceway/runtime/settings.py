@@ -59,8 +59,10 @@ class Settings(BaseModel):
     identity: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     deciders: int = Field(2, ge=1, le=32)
     # Starts and results decide the runs they queue in their own transaction
-    # (those whose decision is theirs alone); false leaves every run to the decider loops.
-    decide_inline: bool = True
+    # (those whose decision is theirs alone). Off by default: it lowers idle
+    # latency and raises peak throughput, but fragments moderate load into many
+    # small transactions (docs/performance.md, "Deciding inline").
+    decide_inline: bool = False
     pool_size: int = Field(20, ge=2, le=500)
     default_retry_policy: DefaultRetryPolicy = Field(default_factory=DefaultRetryPolicy)
     default_start_to_close_timeout: int | None = Field(None, ge=0)

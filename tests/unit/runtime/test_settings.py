@@ -65,9 +65,9 @@ def test_the_purge_share_is_a_fraction_of_time() -> None:
         Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_PURGE_SHARE": "1.5"})
 
 
-def test_inline_deciding_is_on_unless_turned_off() -> None:
+def test_inline_deciding_is_off_unless_turned_on() -> None:
     base = {"SLUICEWAY_DATABASE_URL": "postgresql://x"}
-    assert Settings.from_env(base).decide_inline
+    assert not Settings.from_env(base).decide_inline
     for off in ("false", "0", "no", "OFF"):
         assert not Settings.from_env({**base, "SLUICEWAY_DECIDE_INLINE": off}).decide_inline
     assert Settings.from_env({**base, "SLUICEWAY_DECIDE_INLINE": "true"}).decide_inline
