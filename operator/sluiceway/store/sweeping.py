@@ -201,18 +201,31 @@ async def admit_waiting_runs(pool: Pool) -> int:
 # that update runs and tasks by id, and each scans every running run or every
 # dead lease entry (bench/backlog.py: 380 ms a result batch instead of 12 ms).
 _HOT_TABLES = ["tasks", "executions", "decide_queue"]
+# Once analyzed, a table is left to autovacuum for `min_interval` seconds
+# unless it grew past what the planner was told (`reltuples`): a drain that
+# only changes statuses re-analyzed `tasks` and `executions` every few seconds
+# at 300,000 tasks (bench/backlog.py: 38 ANALYZEs, 40 s of PostgreSQL's time in
+# 150 s), while the plans go wrong only after a burst of new rows.
 _STALE_STATISTICS = """
-SELECT relname FROM pg_stat_user_tables
- WHERE schemaname = current_schema() AND relname = ANY($1::text[])
-   AND n_mod_since_analyze >= $2 AND n_mod_since_analyze >= $3 * n_live_tup
+SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+ WHERE s.schemaname = current_schema() AND s.relname = ANY($1::text[])
+   AND s.n_mod_since_analyze >= $2 AND s.n_mod_since_analyze >= $3 * s.n_live_tup
+   AND (greatest(s.last_analyze, s.last_autoanalyze) IS NULL
+        OR greatest(s.last_analyze, s.last_autoanalyze) < now() - make_interval(secs => $4)
+        OR s.n_live_tup >= (1 + $3) * greatest(c.reltuples, 0) + $2)
 """
 
 
-async def refresh_statistics(pool: Pool, min_changes: int = 10_000, share: float = 0.2) -> list[str]:
+async def refresh_statistics(
+    pool: Pool, min_changes: int = 10_000, share: float = 0.2, min_interval: float = 60.0
+) -> list[str]:
     """ANALYZE the hot tables changed by at least `min_changes` rows and `share`
-    of their rows since their statistics were taken; the tables analyzed."""
+    of their rows since their statistics were taken, and either analyzed more
+    than `min_interval` seconds ago or grown by `share` (and `min_changes`
+    rows) past the planner's row count; the tables analyzed."""
     async with pool.acquire() as conn:
-        stale = [r["relname"] for r in await conn.fetch(_STALE_STATISTICS, _HOT_TABLES, min_changes, share)]
+        found = await conn.fetch(_STALE_STATISTICS, _HOT_TABLES, min_changes, share, min_interval)
+        stale = [r["relname"] for r in found]
         for table in stale:
             await conn.execute(f"ANALYZE {table}")  # a name from _HOT_TABLES, never from input
     return stale
