@@ -34,7 +34,18 @@ from tests.integration.test_schedules import add_schedule, db_now, rewind
 from tests.integration.test_schedules import define_workflow as define_report_workflow
 from tests.integration.test_waiting_tasks import call, send, waiting
 from tests.support.plane import Plane, post
-from tests.support.store import NS, define_task, define_workflow, fetchval, lease, report, settle, start, start_runs
+from tests.support.store import (
+    NS,
+    define_task,
+    define_workflow,
+    fetchval,
+    lease,
+    report,
+    scheduled,
+    settle,
+    start,
+    start_runs,
+)
 from tests.support.waiting import eventually_async
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -71,20 +82,6 @@ async def published(pool: asyncpg.Pool) -> Samples:
     """What the leader exports after one pass of its gauges loop."""
     await loops.publish_database_metrics(pool)
     return scrape()
-
-
-async def scheduled(pool: asyncpg.Pool, task_type: str, count: int) -> None:
-    """Wait until `count` tasks of the type are queued: the plane's own decider
-    may still be deciding a run when a settle() beside it finds nothing due."""
-    for _ in range(400):
-        async with pool.acquire() as conn:
-            found = await conn.fetchval(
-                "SELECT count(*) FROM tasks WHERE name = $1 AND status = 'SCHEDULED'", task_type
-            )
-        if found >= count:
-            return
-        await asyncio.sleep(0.025)
-    raise AssertionError(f"{count} {task_type} tasks never got scheduled")
 
 
 def observed() -> DeciderConfig:

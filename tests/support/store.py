@@ -4,6 +4,7 @@ lease intervals that the gate tests measure their worst case on."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import asyncpg
@@ -109,3 +110,17 @@ def max_overlap(intervals: list[tuple[Any, Any]]) -> int:
         open_ += delta
         worst = max(worst, open_)
     return worst
+
+
+async def scheduled(pool: asyncpg.Pool, task_type: str, count: int) -> None:
+    """Wait until `count` tasks of the type are queued: the plane's own decider
+    may still be deciding a run when a settle() beside it finds nothing due."""
+    for _ in range(400):
+        async with pool.acquire() as conn:
+            found = await conn.fetchval(
+                "SELECT count(*) FROM tasks WHERE name = $1 AND status = 'SCHEDULED'", task_type
+            )
+        if found >= count:
+            return
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"{count} {task_type} tasks never got scheduled")
