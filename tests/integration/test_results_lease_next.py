@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from sluiceway.store import definitions
+from sluiceway.controls.policy import Gates
+from sluiceway.store import definitions, leasing
 from sluiceway.worker import Task, Worker
 from tests.support.plane import Plane, Running, finished, post
 from tests.support.store import NS, define_task, define_workflow, scheduled
@@ -117,6 +118,34 @@ async def test_sdk_workers_leasing_with_their_results_keep_their_concurrency_and
     assert worst["a"] <= 3 and worst["b"] <= 3, worst
     assert worst["all"] <= 4, worst
     assert workers[0].completed + workers[1].completed == 60
+
+
+async def test_next_never_waits_for_a_gate_another_transaction_holds(plane: Plane) -> None:
+    """While another transaction holds a capped type's gate lock (a lease under
+    it, not yet committed), a result asking `next` for that type answers at
+    once without it, though the cap has room and a task is queued; a poll
+    gets the task once the other transaction is over."""
+    await define_task(plane.pool, "capped", concurrentExecLimit=5)
+    await define_workflow(plane.pool, "gated", [{"name": "capped", "taskReferenceName": "c"}])
+    await define_workflow(plane.pool, "plain", [{"name": "job", "taskReferenceName": "j"}])
+    for _ in range(2):
+        await post(plane, f"/v1/ns/{NS}/executions", {"name": "gated"})
+    await post(plane, f"/v1/ns/{NS}/executions", {"name": "plain"})
+    await scheduled(plane.pool, "capped", 2)
+    [job] = await lease(plane, "job", 1)
+    async with plane.pool.acquire() as conn, conn.transaction():
+        held = await leasing.lease(conn, NS, "capped", "other", 1, Gates(concurrent_exec_limit=5))
+        assert len(held.leases) == 1
+        reply = post(
+            plane,
+            f"/v1/ns/{NS}/tasks/results",
+            {"results": [done(job)], "next": {"workerId": "w", "counts": {"capped": 1}}},
+        )
+        # Waiting for the lock would wait for this transaction, which waits for the reply.
+        status, body = await asyncio.wait_for(reply, 30)
+        assert status == 200 and body["results"][0]["code"] == 200, body
+        assert body["tasks"] == [], body
+    assert len(await lease(plane, "capped", 2)) == 1  # the one left queued: the other lease is the other worker's
 
 
 async def test_results_leasing_several_gated_types_at_once_never_deadlock_or_overshoot(plane: Plane) -> None:

@@ -172,17 +172,18 @@ async def _lease_next(
     conn: Any, namespace: str, wanted: NextLease, policies: dict[str, TaskPolicy], handed: list[leasing.Lease]
 ) -> list[leasing.Lease]:
     """The `next` of a result batch beyond what was `handed` over (_hand_over),
-    in its transaction, never waiting. With several gated types, their locks
-    are all taken first, in the order every lease takes them
-    (leasing.lock_gates): each gated lease holds its locks to the end of the
-    transaction, and no two transactions may wait in a cycle."""
+    in its transaction, never waiting: a gated type whose locks another
+    transaction holds (leasing.try_lock_gates) gets nothing here, and the
+    worker's poll leases it. Waiting would hold this commit, and every slot
+    it hands over, back until the other one commits."""
     started = time.perf_counter()
     leased = list(handed)
     taken = Counter(lease.task_type for lease in handed)
     counts = {t: n - taken[t] for t, n in wanted.counts.items() if n > taken[t]}
-    gated = [policies[t].gates for t in counts if policies[t].gates.any()]
-    if len(gated) > 1:
-        await leasing.lock_gates(conn, namespace, [t for t in counts if policies[t].gates.any()], gated)
+    gated = {t: policies[t].gates for t in counts if policies[t].gates.any()}
+    if gated:
+        locked = await leasing.try_lock_gates(conn, namespace, gated)
+        counts = {t: n for t, n in counts.items() if t not in gated or t in locked}
     holds: list[GateHold] = []
     for task_type, count in counts.items():
         outcome = await leasing.lease(conn, namespace, task_type, wanted.worker_id, count, policies[task_type].gates)

@@ -116,28 +116,35 @@ async def lease(
     return LeaseOutcome(leases, closed(gates, state))
 
 
-# The locks of several gated queues leased in one transaction (the leases
-# that ride on a result batch), all taken first, in the one order every lease
-# takes them: queues before semaphores, each by name (sluiceway_lease_within_gates
-# takes its queue's, then its semaphores' by name). Held to the end of the
-# transaction, so two such transactions, or one and a single queue's lease,
-# never wait for each other in a cycle. The subquery sorts before the locks are taken.
-_LOCK_GATES = """
-SELECT count(pg_advisory_xact_lock(hashtextextended(key, 0))) FROM (
-    SELECT key FROM (
-        SELECT 0 AS kind, name, 'queue:' || $1 || '/' || name AS key FROM unnest($2::text[]) AS name
-        UNION
-        SELECT 1, name, 'semaphore:' || $1 || '/' || name FROM unnest($3::text[]) AS name
-    ) keys ORDER BY kind, name OFFSET 0
-) ordered
+# The locks of the gated queues leased in a transaction that must not wait
+# (the leases that ride on a result batch): each lock is tried, never waited
+# for. sluiceway_lease_within_gates takes the same keys (its queue's, then its
+# semaphores'), and a session that holds an advisory lock gets it again at
+# once, so a type whose every key was taken here then leases without waiting.
+# A key another transaction holds is that transaction's until it commits:
+# waiting for it would hold this one's commit (and the slots it hands over)
+# back for as long.
+_TRY_LOCK_GATES = """
+SELECT key, pg_try_advisory_xact_lock(hashtextextended(key, 0)) AS taken FROM (
+    SELECT 'queue:' || $1 || '/' || name AS key FROM unnest($2::text[]) AS name
+    UNION
+    SELECT 'semaphore:' || $1 || '/' || name FROM unnest($3::text[]) AS name
+) keys
 """
 
 
-async def lock_gates(conn: asyncpg.Connection, namespace: str, task_types: list[str], gates: list[Gates]) -> None:
-    """Take the locks the gated leases of these types will take, at once and in
-    order, before leasing several gated types in one transaction."""
-    semaphores = sorted({s for g in gates for s in g.semaphores})
-    await conn.fetchval(_LOCK_GATES, namespace, task_types, semaphores)
+async def try_lock_gates(conn: asyncpg.Connection, namespace: str, gates: Mapping[str, Gates]) -> set[str]:
+    """Try, without waiting, every lock the gated leases of these task types
+    take; the types whose locks were all taken (held to the end of the
+    transaction). The others are left to a poll, which may wait."""
+    semaphores = sorted({s for g in gates.values() for s in g.semaphores})
+    rows = await conn.fetch(_TRY_LOCK_GATES, namespace, list(gates), semaphores)
+    taken = {row["key"] for row in rows if row["taken"]}
+    return {
+        name
+        for name, g in gates.items()
+        if f"queue:{namespace}/{name}" in taken and all(f"semaphore:{namespace}/{s}" in taken for s in g.semaphores)
+    }
 
 
 # Slots handed over: the transaction that released `$4` (tasks it took out of
