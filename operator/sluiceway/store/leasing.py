@@ -157,56 +157,16 @@ async def try_lock_gates(conn: asyncpg.Connection, namespace: str, gates: Mappin
 # rate limit counts grants, not holders: those types never hand over. The
 # counts read here only keep a lowered cap or permits from being topped up
 # again (then the caller's locked lease decides); exactness rests on `freed`
-# alone. All the types in one statement: one round trip, however many. The
+# alone. All the types in one call: one round trip, however many; a function
+# (migration 0033), so that its plan is made once per session, not per call. The
 # permits released and not handed over wake a waiting poll each, as the
 # results statement would have (apply_results' `handing`): a permit handed
 # over wakes nobody, who would only find it taken.
-_HAND_OVER = """
-WITH wanted AS (
-    SELECT q.name, q.n, q.cap,
-           coalesce((SELECT array_agg(s.name ORDER BY s.name) FROM semaphores s
-                      WHERE s.namespace = $1
-                        AND s.name IN (SELECT g.sem FROM unnest($6::text[], $7::text[]) AS g(name, sem)
-                                        WHERE g.name = q.name)), '{}') AS holds
-      FROM unnest($3::text[], $5::int[], $8::int[]) AS q(name, n, cap)
-), allowed AS (
-    SELECT w.name, w.holds, greatest(least(
-        w.n,
-        (SELECT count(*) FROM tasks t
-          WHERE t.id = ANY($4::uuid[]) AND t.namespace = $1 AND t.name = w.name AND t.executor = 'worker'
-            AND t.status <> 'IN_PROGRESS' AND t.holds @> w.holds),
-        CASE WHEN w.cap > 0 THEN w.cap - (SELECT count(*) FROM tasks
-                                           WHERE executor = 'worker' AND namespace = $1 AND name = w.name
-                                             AND status = 'IN_PROGRESS') END,
-        (SELECT min(s.permits - (SELECT count(*) FROM tasks t
-                                  WHERE t.namespace = $1 AND t.status = 'IN_PROGRESS' AND t.holds @> ARRAY[s.name]))
-           FROM semaphores s WHERE s.namespace = $1 AND s.name = ANY(w.holds))
-    ), 0)::int AS n
-      FROM wanted w
-), leased AS (
-    SELECT l.* FROM allowed a, LATERAL sluiceway_lease($1, a.name, 'worker', $2, a.n, a.holds, clock_timestamp()) AS l
-     WHERE a.n > 0
-), freed_permits AS (
-    SELECT t.name, h.semaphore, count(*) AS n
-      FROM tasks t, unnest(t.holds) AS h(semaphore)
-     WHERE t.id = ANY($4::uuid[]) AND t.namespace = $1 AND t.name = ANY($3::text[]) AND t.executor = 'worker'
-       AND t.status <> 'IN_PROGRESS'
-     GROUP BY t.name, h.semaphore
-), woken AS (
-    -- The results statement left these types' semaphores unwoken (`handing`):
-    -- one wake-up per permit freed and not taken again here.
-    SELECT pg_notify('{ready}', $1 || '/@sem:' || f.semaphore || '{slot}' || 'h' || row_number() OVER ())
-      FROM freed_permits f JOIN allowed a ON a.name = f.name,
-           generate_series(1, f.n - CASE WHEN f.semaphore = ANY(a.holds)
-                                         THEN (SELECT count(*) FROM leased l WHERE l.name = f.name) ELSE 0 END)
-)
-SELECT l.id, l.epoch, l.name, l.type, l.execution_id, l.ref, l.attempt, l.input, l.response_timeout,
-       l.heartbeat_timeout, l.start_to_close_timeout, l.namespace
-  FROM leased l
- UNION ALL  -- no row, but the wake-ups are sent whether anything was leased or not
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM (SELECT count(*) AS n FROM woken) w
- WHERE w.n < 0
-""".replace("{ready}", READY_CHANNEL).replace("{slot}", SLOT_FREED)
+_HAND_OVER = f"""
+SELECT id, epoch, name, type, execution_id, ref, attempt, input, response_timeout, heartbeat_timeout,
+       start_to_close_timeout, namespace
+  FROM sluiceway_hand_over($1, $2, $3, $4, $5, $6, $7, $8, '{READY_CHANNEL}', '{SLOT_FREED}')
+"""
 
 
 def hands_over(gates: Gates) -> bool:
