@@ -709,7 +709,7 @@ _DECIDE_AGAIN = "INSERT INTO decide_queue (execution_id, event) SELECT unnest($1
 _MARK_DECIDED = f"""
 WITH consumed AS (DELETE FROM decide_queue WHERE id = ANY($3)),
      notified AS (SELECT pg_notify('{executions.READY_CHANNEL}', queue) FROM unnest($4::text[]) AS queue)
-UPDATE executions e SET evaluated = true, mirror_seq = e.mirror_seq + 1,
+UPDATE executions e SET evaluated = true, mirror_seq = e.mirror_seq + (e.resource_name IS NOT NULL)::int,
        timeout_at = coalesce(t.timeout_at, e.timeout_at),
        chain_deadline_at = coalesce(e.chain_deadline_at, t.chain_deadline_at)
   FROM unnest($1::uuid[], $2::timestamptz[], $5::timestamptz[]) AS t(id, timeout_at, chain_deadline_at)
