@@ -162,9 +162,11 @@ SELECT r.execution_id, r.fingerprint, e.status, e.awaiting_admission, e.paused_a
   FROM start_requests r JOIN executions e ON e.id = r.execution_id
  WHERE r.namespace = $1 AND r.request_id = $2 AND r.created_at >= now() - make_interval(secs => $3::float8)
 """
-_ENQUEUE = "INSERT INTO decide_queue (execution_id, event) VALUES ($1, $2)"
 _ENQUEUE_MANY = "INSERT INTO decide_queue (execution_id, event) SELECT unnest($1::uuid[]), $2"
 _NOTIFY_DECIDER = f"SELECT pg_notify('{DECIDE_CHANNEL}', '')"
+# Queued and the deciders told in one round trip: a data-modifying WITH runs
+# once whether or not the query reads it.
+_ENQUEUE_MANY_AND_NOTIFY = f"WITH queued AS ({_ENQUEUE_MANY}) {_NOTIFY_DECIDER}"
 
 
 async def enqueue_decide(
@@ -172,18 +174,14 @@ async def enqueue_decide(
 ) -> None:
     """Queue a run for the decider; `notify=False` when the caller decides it
     inline and tells the decider itself of what it leaves (notify_decider)."""
-    await conn.execute(_ENQUEUE, _uuid(execution_id), event)
-    if notify:
-        await conn.execute(_NOTIFY_DECIDER)
+    await enqueue_decides(conn, [_uuid(execution_id)], event, notify=notify)
 
 
 async def enqueue_decides(
     conn: asyncpg.Connection, execution_ids: list[uuid.UUID], event: str, *, notify: bool = True
 ) -> None:
     if execution_ids:
-        await conn.execute(_ENQUEUE_MANY, execution_ids, event)
-        if notify:
-            await conn.execute(_NOTIFY_DECIDER)
+        await conn.execute(_ENQUEUE_MANY_AND_NOTIFY if notify else _ENQUEUE_MANY, execution_ids, event)
 
 
 async def notify_decider(conn: asyncpg.Connection) -> None:
@@ -256,7 +254,8 @@ async def start_run(
     if wrong is not None:
         return wrong
     execution_id = _uuid(run_id) if run_id else uuid.uuid4()
-    existing = await conn.fetchrow(_EXISTING, execution_id)
+    # A run id the caller chose may be taken; a fresh one is not (the insert still refuses a clash).
+    existing = await conn.fetchrow(_EXISTING, execution_id) if run_id else None
     if existing is not None:
         status = shown_status(existing["status"], existing["paused_at"])
         return Started(str(execution_id), status, existing["awaiting_admission"], False)
