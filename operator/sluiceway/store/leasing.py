@@ -125,10 +125,10 @@ async def lease(
 # waiting for it would hold this one's commit (and the slots it hands over)
 # back for as long.
 _TRY_LOCK_GATES = """
-SELECT key, pg_try_advisory_xact_lock(hashtextextended(key, 0)) AS taken FROM (
-    SELECT 'queue:' || $1 || '/' || name AS key FROM unnest($2::text[]) AS name
+SELECT kind, name, pg_try_advisory_xact_lock(hashtextextended(kind || ':' || $1 || '/' || name, 0)) AS taken FROM (
+    SELECT 'queue' AS kind, name FROM unnest($2::text[]) AS name
     UNION
-    SELECT 'semaphore:' || $1 || '/' || name FROM unnest($3::text[]) AS name
+    SELECT 'semaphore', name FROM unnest($3::text[]) AS name
 ) keys
 """
 
@@ -139,11 +139,11 @@ async def try_lock_gates(conn: asyncpg.Connection, namespace: str, gates: Mappin
     transaction). The others are left to a poll, which may wait."""
     semaphores = sorted({s for g in gates.values() for s in g.semaphores})
     rows = await conn.fetch(_TRY_LOCK_GATES, namespace, list(gates), semaphores)
-    taken = {row["key"] for row in rows if row["taken"]}
+    taken = {(row["kind"], row["name"]) for row in rows if row["taken"]}
     return {
         name
         for name, g in gates.items()
-        if f"queue:{namespace}/{name}" in taken and all(f"semaphore:{namespace}/{s}" in taken for s in g.semaphores)
+        if ("queue", name) in taken and all(("semaphore", s) in taken for s in g.semaphores)
     }
 
 
