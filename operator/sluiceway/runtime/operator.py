@@ -57,6 +57,7 @@ from sluiceway.systemtasks.http import HttpTasks
 from sluiceway.systemtasks.runner import SystemTaskRunner
 from sluiceway.systemtasks.webhook import WebhookTasks
 from sluiceway.ui.web import install as install_ui
+from sluiceway.worker import eventloop
 
 log = logging.getLogger(__name__)
 
@@ -285,6 +286,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             access_log=False,
             lifespan="off",
             timeout_graceful_shutdown=3,
+            # http="auto": httptools' C parser (a dependency) rather than h11's pure Python one.
         )
     )
     egress = await egress_of(settings, kube, pool, services.tenants)
@@ -397,13 +399,13 @@ def main(settings: Settings) -> int:
     if tracing.configure():
         log.info("exporting traces (OTEL_* variables)")
     try:
-        return exit_status(lambda stop: run(settings, stop))
+        return exit_status(lambda stop: run(settings, stop), settings.event_loop)
     finally:
         tracing.uninstall()  # exports the spans still batched
 
 
-def exit_status(body: Callable[[asyncio.Event], Awaitable[None]]) -> int:
-    """Run `body` until SIGTERM or SIGINT sets its stop event: 0 after a clean
+def exit_status(body: Callable[[asyncio.Event], Awaitable[None]], loop: eventloop.EventLoop = "uvloop") -> int:
+    """Run `body` on `loop` until SIGTERM or SIGINT sets its stop event: 0 after a clean
     stop, 1 when a part died (a failure at start-up raises, which exits 1 too)."""
 
     async def with_signals() -> None:
@@ -412,7 +414,7 @@ def exit_status(body: Callable[[asyncio.Event], Awaitable[None]]) -> int:
         await body(stop)
 
     try:
-        asyncio.run(with_signals())
+        eventloop.run(with_signals(), loop)
     except PartDied as died:
         log.critical("%s; exiting with status 1 so that Kubernetes restarts this replica", died)
         return 1

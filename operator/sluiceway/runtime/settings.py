@@ -21,6 +21,7 @@ from sluiceway.model.common import Spec
 from sluiceway.model.quota import MAX_PAYLOAD_LIMIT, egress_problem
 from sluiceway.model.taskdefinition import RetryLogic
 from sluiceway.model.workflow import MAX_CHAIN_TIMEOUT_SECONDS
+from sluiceway.worker.eventloop import EventLoop
 
 
 class SettingsError(ValueError):
@@ -63,6 +64,8 @@ class Settings(BaseModel):
     # latency and raises peak throughput, but fragments moderate load into many
     # small transactions (docs/performance.md, "Deciding inline").
     decide_inline: bool = False
+    # The operator's event loop: uvloop (where installed), or asyncio's own (sluiceway.worker.eventloop).
+    event_loop: EventLoop = "uvloop"
     pool_size: int = Field(20, ge=2, le=500)
     default_retry_policy: DefaultRetryPolicy = Field(default_factory=DefaultRetryPolicy)
     default_start_to_close_timeout: int | None = Field(None, ge=0)
@@ -198,6 +201,8 @@ class Settings(BaseModel):
             raw["gate_handover"] = env["SLUICEWAY_GATE_HANDOVER"].lower() not in ("0", "false", "no", "off")
         if env.get("SLUICEWAY_DECIDE_INLINE"):
             raw["decide_inline"] = env["SLUICEWAY_DECIDE_INLINE"].lower() not in ("0", "false", "no", "off")
+        if env.get("SLUICEWAY_EVENT_LOOP"):
+            raw["event_loop"] = env["SLUICEWAY_EVENT_LOOP"].strip().lower()
         if env.get("SLUICEWAY_KUBERNETES"):
             raw["kubernetes"] = env["SLUICEWAY_KUBERNETES"].lower() not in ("0", "false", "no", "off")
         for variable, key in (

@@ -4,7 +4,8 @@ TARGET is `package.module`, `package.module:attribute` or `path/to/file.py`;
 without an attribute, the module's one Worker instance is used. Connection
 settings come from flags or the environment (SLUICEWAY_URL,
 SLUICEWAY_NAMESPACE, SLUICEWAY_TOKEN_FILE, SLUICEWAY_TOKEN, SLUICEWAY_API_KEY,
-SLUICEWAY_WORKER_ID): in a worker pod the operator injects them.
+SLUICEWAY_WORKER_ID): in a worker pod the operator injects them. It runs on
+uvloop unless SLUICEWAY_EVENT_LOOP=asyncio.
 
 Logs are one JSON object a line, like the operator's, with the run id, task
 id, epoch and trace id on every line about a task; `--log-format text` (or
@@ -20,7 +21,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from sluiceway.worker import logs
+from sluiceway.worker import eventloop, logs
 from sluiceway.worker.runner import Worker
 
 
@@ -101,6 +102,11 @@ def run(args: argparse.Namespace) -> int:
     )
     if not worker.url or not worker.namespace:
         print("sluiceway worker: set --url and --namespace (or SLUICEWAY_URL and SLUICEWAY_NAMESPACE)", file=sys.stderr)
+        return 2
+    try:
+        eventloop.chosen(os.environ)
+    except ValueError as error:
+        print(f"sluiceway worker: {error}", file=sys.stderr)
         return 2
     worker.run_forever()
     return 0

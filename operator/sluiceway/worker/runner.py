@@ -51,8 +51,8 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from sluiceway.model.execution import MAX_BATCH, MAX_DELAY_SECONDS, MAX_REASON
 from sluiceway.model.loglines import about
+from sluiceway.worker import eventloop, tasklogs
 from sluiceway.worker import logs as worker_logs
-from sluiceway.worker import tasklogs
 from sluiceway.worker.classifiers import Classifier, RetryOverride, compose_retry_classifiers
 from sluiceway.worker.client import WorkerApiError, WorkerClient, credentials
 from sluiceway.worker.errors import RetryAfter, Snooze, TerminalError
@@ -307,7 +307,9 @@ class Worker:
     # -- running ---------------------------------------------------------------
 
     def run_forever(self) -> None:
-        """Run until SIGTERM or SIGINT, then shut down gracefully."""
+        """Run until SIGTERM or SIGINT, then shut down gracefully, on uvloop
+        unless SLUICEWAY_EVENT_LOOP=asyncio (see sluiceway.worker.eventloop)."""
+        choice = eventloop.chosen(os.environ)  # a bad value is refused before anything starts
 
         async def main() -> None:
             stop = asyncio.Event()
@@ -316,7 +318,7 @@ class Worker:
                 loop.add_signal_handler(sig, stop.set)
             await self.run(stop)
 
-        asyncio.run(main())
+        eventloop.run(main(), choice)
 
     async def run(self, stop: asyncio.Event) -> None:
         if not self.url or not self.namespace:

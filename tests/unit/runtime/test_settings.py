@@ -71,3 +71,11 @@ def test_inline_deciding_is_off_unless_turned_on() -> None:
     for off in ("false", "0", "no", "OFF"):
         assert not Settings.from_env({**base, "SLUICEWAY_DECIDE_INLINE": off}).decide_inline
     assert Settings.from_env({**base, "SLUICEWAY_DECIDE_INLINE": "true"}).decide_inline
+
+
+def test_the_event_loop_is_uvloop_unless_asyncio_is_asked_for() -> None:
+    base = {"SLUICEWAY_DATABASE_URL": "postgresql://x"}
+    assert Settings.from_env(base).event_loop == "uvloop"
+    assert Settings.from_env({**base, "SLUICEWAY_EVENT_LOOP": "AsyncIO"}).event_loop == "asyncio"
+    with pytest.raises(SettingsError, match="SLUICEWAY_EVENT_LOOP"):
+        Settings.from_env({**base, "SLUICEWAY_EVENT_LOOP": "trio"})

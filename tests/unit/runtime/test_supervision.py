@@ -71,7 +71,7 @@ _PROCESS = textwrap.dedent(
             if mode == "dies":
                 await asyncio.sleep(0.05)
                 raise RuntimeError("the decider met a bug")
-            print("ready", flush=True)
+            print("ready", type(asyncio.get_running_loop()).__module__, flush=True)
             await stop.wait()
 
         async def sweeper():
@@ -79,14 +79,14 @@ _PROCESS = textwrap.dedent(
 
         await supervise([("decider", decider()), ("sweeper", sweeper())], stop)
 
-    sys.exit(exit_status(body))
+    sys.exit(exit_status(body, *sys.argv[2:]))
     """
 )
 
 
-def _operator_like(mode: str) -> subprocess.Popen[str]:
+def _operator_like(mode: str, *loop: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-c", _PROCESS, mode],
+        [sys.executable, "-c", _PROCESS, mode, *loop],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -102,9 +102,12 @@ def test_the_process_exits_non_zero_when_a_part_dies() -> None:
     assert "exiting with status 1 so that Kubernetes restarts this replica" in stderr
 
 
-def test_the_process_exits_zero_on_sigterm() -> None:
-    process = _operator_like("serves")
-    assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_the_process_exits_zero_on_sigterm(loop: str) -> None:
+    process = _operator_like("serves", loop)
+    assert process.stdout is not None
+    ready, running_on = process.stdout.readline().split()
+    assert ready == "ready" and running_on.startswith(loop), running_on
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr
