@@ -21,6 +21,7 @@ from sluiceway.model.common import Spec
 from sluiceway.model.quota import MAX_PAYLOAD_LIMIT, egress_problem
 from sluiceway.model.taskdefinition import RetryLogic
 from sluiceway.model.workflow import MAX_CHAIN_TIMEOUT_SECONDS
+from sluiceway.worker import eventloop
 from sluiceway.worker.eventloop import EventLoop
 
 
@@ -202,7 +203,10 @@ class Settings(BaseModel):
         if env.get("SLUICEWAY_DECIDE_INLINE"):
             raw["decide_inline"] = env["SLUICEWAY_DECIDE_INLINE"].lower() not in ("0", "false", "no", "off")
         if env.get("SLUICEWAY_EVENT_LOOP"):
-            raw["event_loop"] = env["SLUICEWAY_EVENT_LOOP"].strip().lower()
+            try:
+                raw["event_loop"] = eventloop.chosen(env)  # the worker's parser: one spelling, one message
+            except ValueError as error:
+                raise SettingsError(str(error)) from error
         if env.get("SLUICEWAY_KUBERNETES"):
             raw["kubernetes"] = env["SLUICEWAY_KUBERNETES"].lower() not in ("0", "false", "no", "off")
         for variable, key in (

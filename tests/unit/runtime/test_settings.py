@@ -77,5 +77,5 @@ def test_the_event_loop_is_uvloop_unless_asyncio_is_asked_for() -> None:
     base = {"SLUICEWAY_DATABASE_URL": "postgresql://x"}
     assert Settings.from_env(base).event_loop == "uvloop"
     assert Settings.from_env({**base, "SLUICEWAY_EVENT_LOOP": "AsyncIO"}).event_loop == "asyncio"
-    with pytest.raises(SettingsError, match="SLUICEWAY_EVENT_LOOP"):
+    with pytest.raises(SettingsError, match="SLUICEWAY_EVENT_LOOP: 'trio' is not one of uvloop, asyncio"):
         Settings.from_env({**base, "SLUICEWAY_EVENT_LOOP": "trio"})
