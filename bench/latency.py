@@ -114,7 +114,8 @@ async def measure(
         times = {
             str(r["run"]): r
             for r in await conn.fetch(
-                "SELECT t.execution_id AS run, extract(epoch FROM e.created_at)::float8 AS run_created,"
+                "SELECT t.execution_id AS run, t.id::text AS task,"
+                " extract(epoch FROM e.created_at)::float8 AS run_created,"
                 " extract(epoch FROM t.created_at)::float8 AS task_created,"
                 " extract(epoch FROM t.leased_at)::float8 AS leased"
                 " FROM tasks t JOIN executions e ON e.id = t.execution_id WHERE t.execution_id = ANY($1::uuid[])",
@@ -131,13 +132,19 @@ async def measure(
         for child in reversed(children):  # the worker first: it writes its trace on a graceful exit
             child.stop()
     ended: dict[str, float] = {}
+    handled: dict[str, float] = {}
     for path in trace_dir.glob("latency-*.json"):
-        ended.update({task_id: end for task_id, _, end in json.loads(path.read_text())})
+        for task_id, began, end in json.loads(path.read_text()):
+            ended[task_id], handled[task_id] = end, began
     start_to_lease = [times[run]["leased"] - sent for run, sent in started]
     parts = {
         "  sent -> run's transaction": [times[run]["run_created"] - sent for run, sent in started],
         "  -> decider's transaction": [times[run]["task_created"] - times[run]["run_created"] for run, _ in started],
         "  -> lease": [times[run]["leased"] - times[run]["task_created"] for run, _ in started],
+        # What the lease's time leaves out: its commit, the answer, the worker's dispatch.
+        "  -> handler starts": [
+            handled[times[run]["task"]] - times[run]["leased"] for run, _ in started if times[run]["task"] in handled
+        ],
     }
     result_to_next = [
         after["leased"] - ended[before["id"]]

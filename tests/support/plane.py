@@ -21,6 +21,7 @@ from sluiceway.kubeapi.secrets import StaticSecrets
 from sluiceway.runtime import loops
 from sluiceway.store.database import Pool
 from sluiceway.store.deciding import DeciderConfig
+from sluiceway.store.matching import Offers
 from sluiceway.store.notifications import Notifications
 from sluiceway.worker import Worker
 from tests.support.store import NS
@@ -32,6 +33,7 @@ class Plane:
     url: str
     pool: Pool
     secrets: StaticSecrets  # what webhooks verify with: put Secrets in it, by (namespace, name)
+    offers: Offers | None = None  # the polls waiting as offers to the decider (store.matching)
 
 
 class _QuietServer(uvicorn.Server):
@@ -42,23 +44,34 @@ class _QuietServer(uvicorn.Server):
 
 @contextlib.asynccontextmanager
 async def execution_plane(
-    pool: Pool, database_url: str, *, decide_inline: bool = False, decider_loop: bool = True, **options: Any
+    pool: Pool,
+    database_url: str,
+    *,
+    decide_inline: bool = False,
+    decider_loop: bool = True,
+    match_polls: bool = True,
+    **options: Any,
 ) -> AsyncIterator[Plane]:
     """`options`: Services fields to set (limits, say). `decide_inline` as
-    SLUICEWAY_DECIDE_INLINE; `decider_loop=False` runs no decider loop, so
-    only what starts and results decide inline moves on."""
+    SLUICEWAY_DECIDE_INLINE, `match_polls` as SLUICEWAY_MATCH_POLLS;
+    `decider_loop=False` runs no decider loop, so only what starts and results
+    decide inline moves on."""
     notifications = Notifications(database_url)
     await notifications.start()
     port = free_port()
     secrets = StaticSecrets()
+    offers = Offers() if match_polls else None
     config = DeciderConfig(
-        on_ready=notifications.wake_queues, on_decision=loops.observe_decision, on_quarantine=loops.count_quarantined
+        on_ready=notifications.wake_queues,
+        on_decision=loops.observe_decision,
+        on_quarantine=loops.count_quarantined,
+        offers=offers,
     )
     notifications.caches.append(config.policies)
     decider = config if decide_inline else None
     server = _QuietServer(
         uvicorn.Config(
-            create_app(Services(pool, notifications, secrets=secrets, decider=decider, **options)),
+            create_app(Services(pool, notifications, secrets=secrets, decider=decider, offers=offers, **options)),
             host="127.0.0.1",
             port=port,
             log_level="warning",
@@ -72,7 +85,7 @@ async def execution_plane(
     while not server.started:
         await asyncio.sleep(0.01)
     try:
-        yield Plane(f"http://127.0.0.1:{port}", pool, secrets)
+        yield Plane(f"http://127.0.0.1:{port}", pool, secrets, offers)
     finally:
         stop.set()
         server.should_exit = True

@@ -21,6 +21,7 @@ from sluiceway.store.database import Pool
 from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.executions import IDEMPOTENCY_WINDOW_SECONDS
 from sluiceway.store.logs import DEFAULT_CAP_BYTES
+from sluiceway.store.matching import Offers
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.policies import Policies
 from sluiceway.store.tenancy import Tenants
@@ -39,6 +40,9 @@ class Services:
     idempotency_window: float = IDEMPOTENCY_WINDOW_SECONDS  # how long a requestId names its run
     log_cap_bytes: int = DEFAULT_CAP_BYTES  # what one task may keep of its log
     gate_handover: bool = True  # freed gated slots pass to their next task without the gate's locks
+    # This process's waiting polls of ungated queues, which the decider leases
+    # the tasks it schedules (store.matching); None: polls wake and lease.
+    offers: Offers | None = None
     secrets: SecretSource | None = None  # the Secrets webhooks verify with; None: no webhook verifies
     tenants: Tenants = field(default_factory=Tenants)  # what each namespace's Quotas allow
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES  # one JSON value; a Quota may lower it

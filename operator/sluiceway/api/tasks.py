@@ -51,7 +51,8 @@ from sluiceway.model.execution import (
 )
 from sluiceway.model.workflow import TaskType
 from sluiceway.observability import metrics, tracing
-from sluiceway.store import attributes, diagnostics, leasing, listing, logs, results
+from sluiceway.store import attributes, diagnostics, leasing, listing, logs, matching, results
+from sluiceway.store.notifications import Notifications
 
 DEFAULT_POLL_TIMEOUT = 30.0
 # Even with no notification, a waiting poll re-checks this often, so a lost
@@ -254,10 +255,37 @@ async def poll(
             if shared and notifications is not None and mark is not None and (until is None or until > 0):
                 seconds = _KNOWN_EMPTY_SECONDS if until is None else min(until, _KNOWN_EMPTY_SECONDS)
                 notifications.note_empty(namespace, wake_keys, mark, seconds)
-        if notifications is not None:
-            await notifications.wait_ready(namespace, wake_keys, wait, mark)
-        else:
+        if notifications is None:
             await asyncio.sleep(min(wait, 0.2))
+        elif shared and svc.offers is not None:
+            matched = await _wait_offering(svc.offers, notifications, namespace, request, wake_keys, wait, mark)
+            if matched:
+                _count(namespace, matched, [])
+                metrics.TASKS_MATCHED.labels(namespace).inc(len(matched))
+                notifications.forget(namespace, request.task_types)
+                return _json({"tasks": [_leased(lease) for lease in matched]})
+        else:
+            await notifications.wait_ready(namespace, wake_keys, wait, mark)
+
+
+async def _wait_offering(
+    offers: matching.Offers,
+    notifications: Notifications,
+    namespace: str,
+    request: PollRequest,
+    wake_keys: list[str],
+    wait: float,
+    mark: tuple[int, ...] | None,
+) -> list[leasing.Lease]:
+    """Wait as an offer (store.matching): the decider may lease this poll
+    the tasks it schedules in its own transaction. The leases it got, once
+    that committed; none when it was not claimed, or the claim rolled back."""
+    offer = matching.Offer(namespace, tuple(request.task_types), request.worker_id, request.count)
+    with offers.standing(offer):
+        await notifications.wait_ready(namespace, wake_keys, wait, mark, event=offer.wake)
+    # Claimed (the poll's own time may have run out meanwhile): the claiming
+    # transaction is under way, and its leases are this poll's to answer with.
+    return [] if offer.claim is None else await offer.claim
 
 
 async def _record_idle_poll(svc: Services, namespace: str, request: PollRequest) -> None:

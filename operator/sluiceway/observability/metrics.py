@@ -78,6 +78,11 @@ FROM_THE_DATABASE = DatabaseMetrics()
 REGISTRY.register(FROM_THE_DATABASE)
 
 TASKS_LEASED = Counter("sluiceway_tasks_leased_total", "Tasks leased to workers.", ["namespace", "task_type"])
+TASKS_MATCHED = Counter(
+    "sluiceway_tasks_matched_total",
+    "Tasks the decider leased to a waiting poll in the transaction that scheduled them (also in tasks_leased).",
+    ["namespace"],
+)
 RESULTS = Counter("sluiceway_task_results_total", "Worker results by outcome.", ["outcome"])
 LEASE_LATENCY = Histogram(
     "sluiceway_lease_seconds", "Time to lease a batch (the database part of a poll).", buckets=_LATENCY

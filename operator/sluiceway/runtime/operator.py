@@ -47,6 +47,7 @@ from sluiceway.runtime.settings import Settings
 from sluiceway.store.database import Pool, open_pool
 from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.errors import StoreUnavailable
+from sluiceway.store.matching import Offers
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.policies import Policies
 from sluiceway.store.schedules import PassReport
@@ -251,8 +252,10 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     policies = Policies(settings.operator_defaults())
     notifications.caches.append(policies)
     secrets = KubeSecrets(kube) if kube is not None else None  # webhook, GRPC and WEBHOOK secrets
+    offers = Offers() if settings.match_polls else None
     # One decider config for the loops and the inline decisions of starts and results: the same hooks.
     config = DeciderConfig(
+        offers=offers,
         policies=policies,
         retention_seconds=settings.retention,
         on_ready=notifications.wake_queues,
@@ -269,6 +272,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         idempotency_window=settings.idempotency_window,
         log_cap_bytes=settings.task_log_bytes,
         gate_handover=settings.gate_handover,
+        offers=offers,
         secrets=secrets,
         max_payload_bytes=settings.max_payload_bytes,
         max_request_bytes=settings.max_request_bytes,

@@ -88,6 +88,9 @@ class Settings(BaseModel):
     # A result's freed slot of a capped or semaphore-gated type goes to the
     # type's next task without the gate's locks (off: under them, as before).
     gate_handover: bool = True
+    # A waiting poll of an ungated queue is leased its tasks by the decider
+    # pass that schedules them (off: it wakes and leases them itself).
+    match_polls: bool = True
     purge_batch: int = Field(500, ge=1, le=100_000)
     purge_interval: float = Field(10.0, gt=0, le=3600)
     purge_share: float = Field(0.25, gt=0, le=1)  # of the time, at most, while a backlog drains
@@ -200,6 +203,8 @@ class Settings(BaseModel):
             )
         if env.get("SLUICEWAY_GATE_HANDOVER"):
             raw["gate_handover"] = env["SLUICEWAY_GATE_HANDOVER"].lower() not in ("0", "false", "no", "off")
+        if env.get("SLUICEWAY_MATCH_POLLS"):
+            raw["match_polls"] = env["SLUICEWAY_MATCH_POLLS"].lower() not in ("0", "false", "no", "off")
         if env.get("SLUICEWAY_DECIDE_INLINE"):
             raw["decide_inline"] = env["SLUICEWAY_DECIDE_INLINE"].lower() not in ("0", "false", "no", "off")
         if env.get("SLUICEWAY_EVENT_LOOP"):

@@ -26,7 +26,7 @@ import logging
 import random
 import time
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -61,7 +61,7 @@ from sluiceway.model.taskdefinition import RetryKind
 from sluiceway.model.workflow import Executor, TaskType, WorkflowSpec
 from sluiceway.observability import tracing
 from sluiceway.observability.logs import about
-from sluiceway.store import admission, diagnostics, executions, messages, workflows
+from sluiceway.store import admission, diagnostics, executions, matching, messages, workflows
 from sluiceway.store.database import Pool
 from sluiceway.store.policies import Policies
 from sluiceway.store.sql import types_where
@@ -102,6 +102,9 @@ class DeciderConfig:
     # work: this process's long polls wake at once, without waiting for the
     # NOTIFY (which still goes out, for the other replicas) to come back.
     on_ready: Callable[[set[tuple[str, str]]], None] | None = None
+    # This process's waiting polls: a pass leases the tasks it schedules to
+    # them in its own transaction (store.matching). None: they wake and lease.
+    offers: matching.Offers | None = None
 
 
 # Lock due runs and read their events in one round trip.
@@ -165,16 +168,42 @@ INSERT INTO decide_queue (execution_id, event, due_at) VALUES ($1, 'retry_after_
 async def decide_batch(pool: Pool, config: DeciderConfig) -> int:
     """Decide one batch of due runs; return how many runs were decided."""
     async with pool.acquire() as conn:
+        claimed: list[matching.Offer] = []
         try:
             async with conn.transaction():
-                outcome = await _decide(conn, await conn.fetch(_LOCK_DUE, config.batch_size), config)
-        except Exception as error:  # noqa: BLE001 - whatever one run did, the others are decided one by one
-            if _connection_lost(error, conn):
+                runs = await conn.fetch(_LOCK_DUE, config.batch_size)
+                outcome = await _decide(conn, runs, config)
+                # A full pass means more runs wait to be decided: leasing to the
+                # polls would lengthen every pass, and the polls lease as cheaply.
+                if config.offers is not None and outcome.leasable and len(runs) < config.batch_size:
+                    tasks = await _ungated(conn, config.policies, outcome.leasable)
+                    claimed = config.offers.claim(tasks)
+                    await matching.lease_to(conn, claimed, tasks)
+        except BaseException as error:  # noqa: BLE001 - a claimed poll is answered whatever happens; see below
+            matching.settle(claimed, committed=False)
+            if not isinstance(error, Exception) or _connection_lost(error, conn):
                 raise
             log.warning("bulk decision failed (%s); deciding runs one by one", _describe(error))
             return await _decide_one_by_one(conn, config)
+        matching.settle(claimed, committed=True)
         report(outcome, config)
         return outcome.decided
+
+
+async def _ungated(
+    conn: asyncpg.Connection, policies: Policies, tasks: dict[matching.Queue, int]
+) -> dict[matching.Queue, int]:
+    """The queues of `tasks` whose type has no gate now: only those are leased
+    to a waiting poll outside the gates' locks. A namespace whose definitions
+    cannot be read is left to the polls, which report it."""
+    ungated: dict[matching.Queue, int] = {}
+    for namespace in {queue[0] for queue in tasks}:
+        try:
+            found = await policies.of(conn, namespace, [name for ns, name in tasks if ns == namespace])
+        except ValidationError:
+            continue
+        ungated.update({(namespace, name): tasks[(namespace, name)] for name, p in found.items() if not p.gates.any()})
+    return ungated
 
 
 async def decide_inline(conn: asyncpg.Connection, run_ids: Collection[uuid.UUID], config: DeciderConfig) -> Decided:
@@ -288,6 +317,7 @@ class Decided:
     quarantined: list[Quarantined] = field(default_factory=list)
     ended: list[tuple[str, FinishRun]] = field(default_factory=list)
     ready: set[tuple[str, str]] = field(default_factory=set)
+    leasable: dict[tuple[str, str], int] = field(default_factory=dict)  # worker tasks queued for now, per queue
     decisions: list[tuple[RunSnapshot, Decision]] = field(default_factory=list)
     left: set[uuid.UUID] = field(default_factory=set)  # inline: runs left queued for the decider loop
     started_ns: int = 0  # inline: when it began, for its trace
@@ -738,6 +768,7 @@ class _Applier:
         self.again: list[uuid.UUID] = []
         self.waiting_for_messages: list[uuid.UUID] = []
         self.ready: set[tuple[str, str]] = set()
+        self.leasable: Counter[tuple[str, str]] = Counter()
 
     def add(self, snapshot: RunSnapshot, decision: Decision, mirrored: bool = False) -> None:
         run_id = uuid.UUID(snapshot.id)
@@ -838,6 +869,8 @@ class _Applier:
         if executor is Executor.WORKER:
             # Delayed tasks too: a waiting poll then knows exactly how long to sleep.
             self.ready.add((snapshot.namespace, command.name))
+            if command.status is TaskStatus.SCHEDULED and command.available_at <= self.now:
+                self.leasable[(snapshot.namespace, command.name)] += 1
         elif executor is Executor.SYSTEM:
             self.ready.add(SYSTEM_WAKE)
         return task_id
@@ -906,6 +939,7 @@ class _Applier:
             [d[2] for d in self.decided],
         )
         outcome.ready = self.ready
+        outcome.leasable = dict(self.leasable)
         return outcome
 
 

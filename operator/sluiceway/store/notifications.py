@@ -175,13 +175,19 @@ class Notifications:
             self._empty.pop((namespace, name), None)
 
     async def wait_ready(
-        self, namespace: str, names: list[str], timeout: float, mark: tuple[int, ...] | None = None
+        self,
+        namespace: str,
+        names: list[str],
+        timeout: float,
+        mark: tuple[int, ...] | None = None,
+        event: asyncio.Event | None = None,
     ) -> bool:
         """Wait until one of these queues may have work, or `timeout` passes; at
-        once when a notification came since `mark` (taken before the poll asked)."""
+        once when a notification came since `mark` (taken before the poll asked)
+        or `event` (the caller's, if it has another reason to wake) is set."""
         if timeout <= 0:
             return False
-        event = asyncio.Event()
+        event = event or asyncio.Event()
         keys = [(namespace, name) for name in names]
         for key in keys:
             self._ready[key][event] = None

@@ -73,6 +73,14 @@ def test_inline_deciding_is_off_unless_turned_on() -> None:
     assert Settings.from_env({**base, "SLUICEWAY_DECIDE_INLINE": "true"}).decide_inline
 
 
+def test_waiting_polls_are_matched_unless_turned_off() -> None:
+    base = {"SLUICEWAY_DATABASE_URL": "postgresql://x"}
+    assert Settings.from_env(base).match_polls
+    assert Settings.from_env({**base, "SLUICEWAY_MATCH_POLLS": "true"}).match_polls
+    for off in ("false", "0", "no", "OFF"):
+        assert not Settings.from_env({**base, "SLUICEWAY_MATCH_POLLS": off}).match_polls
+
+
 def test_the_event_loop_is_uvloop_unless_asyncio_is_asked_for() -> None:
     base = {"SLUICEWAY_DATABASE_URL": "postgresql://x"}
     assert Settings.from_env(base).event_loop == "uvloop"
