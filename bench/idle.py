@@ -1,5 +1,6 @@
 """Idle cost (issue 15, goal 8): statements per second PostgreSQL runs for one
-operator process with no work, alone and with N idle long-polling workers.
+operator process with no work, alone and with N idle long-polling workers,
+then lease statements per run while a trickle of runs is started to them.
 
 One operator (no Kubernetes) on a fresh database with pg_stat_statements; the
 pollers are raw HTTP long polls from this process (`POST .../tasks/poll` with
@@ -76,6 +77,30 @@ async def measure(conn: asyncpg.Connection, database: str, seconds: float) -> tu
     return max(0.0, (after - before - own)) / elapsed, statements
 
 
+async def trickle_of_runs(
+    session: aiohttp.ClientSession, conn: asyncpg.Connection, api: str, per_second: float, seconds: float
+) -> float:
+    """Start `per_second` one-task runs a second while the pollers wait; lease
+    statements per second (each task wakes, at worst, every waiting poll)."""
+    done = asyncio.Event()
+
+    async def start_runs() -> None:
+        while not done.is_set():
+            async with session.post(f"{api}/v1/ns/{NS}/executions", json={"name": "noop_wf"}) as response:
+                await response.read()
+                assert response.status == 201, response.status
+            await asyncio.sleep(1 / per_second)
+
+    starting = asyncio.create_task(start_runs())
+    try:
+        tps, statements = await measure(conn, "idle", seconds)
+    finally:
+        done.set()
+        await starting
+    show(f"with the pollers and {per_second:g} runs/s started", tps, statements, 5)
+    return sum(rate for rate, query in statements if "sluiceway_lease" in query)
+
+
 def show(label: str, tps: float, statements: list[tuple[float, str]], top: int) -> float:
     calls = sum(rate for rate, _ in statements)
     print(f"  {label}: {tps:6.2f} transactions/s, {calls:6.2f} statements/s")
@@ -90,6 +115,7 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="measuring window of each phase")
     parser.add_argument("--poll-timeout", type=float, default=SDK_POLL_TIMEOUT, help="pollTimeoutSeconds of each poll")
     parser.add_argument("--top", type=int, default=10, help="statements printed per phase")
+    parser.add_argument("--trickle", type=float, default=10.0, help="runs/s started in the last phase")
     parser.add_argument("--quick", action="store_true", help="10-s windows (for make bench)")
     args = parser.parse_args()
     if args.quick:
@@ -115,6 +141,7 @@ async def main() -> None:
                 f"PostgreSQL (embedded), one operator, no work; {args.seconds:.0f}-s windows; "
                 f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
             )
+            lower = {"higher_is_better": False}
             await asyncio.sleep(3)  # start-up statements (migrations, caches) are not idle cost
             alone_tps, alone = await measure(conn, "idle", args.seconds)
             show("operator alone", alone_tps, alone, args.top)
@@ -128,6 +155,7 @@ async def main() -> None:
                 polling,
                 args.top,
             )
+            trickle = await trickle_of_runs(session, conn, api, args.trickle, args.seconds)
             stop.set()
             await session.close()
             for task in polls:
@@ -135,7 +163,15 @@ async def main() -> None:
             alone_calls = sum(rate for rate, _ in alone)
             per_poller = (calls - alone_calls) / args.pollers
             print(f"  each idle poller adds {per_poller:.3f} statements/s")
-            lower = {"higher_is_better": False}
+            leases_per_run = trickle / args.trickle
+            print(f"  with {args.trickle:g} runs/s started: {leases_per_run:.2f} lease statements per run")
+            record(
+                "8 idle",
+                f"lease statements per run, {args.pollers} pollers, {args.trickle:g} runs/s",
+                leases_per_run,
+                "calls",
+                **lower,
+            )
             record("8 idle", "transactions/s, operator alone", alone_tps, "tx/s", **lower)
             record("8 idle", f"transactions/s, {args.pollers} idle pollers", polling_tps, "tx/s", **lower)
             record("8 idle", f"statements/s, {args.pollers} idle pollers", calls, "calls/s", **lower)

@@ -63,6 +63,11 @@ async def leased_by_the_decider(plane: Plane, task: dict[str, Any]) -> bool:
     return bool(row["task"] == row["run"])
 
 
+def leases_asked() -> float:
+    """How many times a poll asked the database for tasks (each poll's lease is timed)."""
+    return REGISTRY.get_sample_value("sluiceway_lease_seconds_count") or 0.0
+
+
 def matched_so_far() -> float:
     return REGISTRY.get_sample_value("sluiceway_tasks_matched_total", {"namespace": NS}) or 0.0
 
@@ -87,13 +92,16 @@ async def test_waiting_polls_are_matched_oldest_first_each_task_to_one_poll(plan
     for n in range(3):
         polls.append(asyncio.create_task(long_poll(plane, worker=f"w{n}")))
         await polls_waiting(plane, n + 1)
+    asked = leases_asked()
     status, batch = await post(plane, f"{API}/executions/starts", {"starts": [{"name": "one"}] * 2})
     assert status == 200, batch
     answered = await asyncio.wait_for(asyncio.gather(polls[0], polls[1]), 15)
-    # The two oldest polls got one task each, in the pass that scheduled them; the third still waits.
+    # The two oldest polls got one task each, in the pass that scheduled them; the third still waits,
+    # never woken: every new task went to a poll, so the pass told nobody of its queue.
     assert [len(tasks) for tasks in answered] == [1, 1]
-    await polls_waiting(plane, 1)  # woken by the pass's NOTIFY, it found nothing and waits again
-    assert not polls[2].done()
+    await asyncio.sleep(0.3)
+    assert not polls[2].done() and plane.offers is not None and len(plane.offers) == 1
+    assert leases_asked() == asked, "a poll was woken to ask for tasks that were all leased already"
     assert {tasks[0]["executionId"] for tasks in answered} == {item["id"] for item in batch["starts"]}
     for tasks in answered:
         assert await leased_by_the_decider(plane, tasks[0])

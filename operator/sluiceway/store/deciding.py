@@ -26,7 +26,7 @@ import logging
 import random
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -168,42 +168,55 @@ INSERT INTO decide_queue (execution_id, event, due_at) VALUES ($1, 'retry_after_
 async def decide_batch(pool: Pool, config: DeciderConfig) -> int:
     """Decide one batch of due runs; return how many runs were decided."""
     async with pool.acquire() as conn:
-        claimed: list[matching.Offer] = []
+        matcher = _Matcher(config.offers, config.policies) if config.offers is not None else None
         try:
             async with conn.transaction():
                 runs = await conn.fetch(_LOCK_DUE, config.batch_size)
-                outcome = await _decide(conn, runs, config)
                 # A full pass means more runs wait to be decided: leasing to the
                 # polls would lengthen every pass, and the polls lease as cheaply.
-                if config.offers is not None and outcome.leasable and len(runs) < config.batch_size:
-                    tasks = await _ungated(conn, config.policies, outcome.leasable)
-                    claimed = config.offers.claim(tasks)
-                    await matching.lease_to(conn, claimed, tasks)
+                outcome = await _decide(conn, runs, config, matcher=matcher if len(runs) < config.batch_size else None)
         except BaseException as error:  # noqa: BLE001 - a claimed poll is answered whatever happens; see below
-            matching.settle(claimed, committed=False)
+            if matcher is not None:
+                matching.settle(matcher.claimed, committed=False)
             if not isinstance(error, Exception) or _connection_lost(error, conn):
                 raise
             log.warning("bulk decision failed (%s); deciding runs one by one", _describe(error))
             return await _decide_one_by_one(conn, config)
-        matching.settle(claimed, committed=True)
+        if matcher is not None:
+            matching.settle(matcher.claimed, committed=True)
         report(outcome, config)
         return outcome.decided
 
 
-async def _ungated(
-    conn: asyncpg.Connection, policies: Policies, tasks: dict[matching.Queue, int]
-) -> dict[matching.Queue, int]:
-    """The queues of `tasks` whose type has no gate now: only those are leased
-    to a waiting poll outside the gates' locks. A namespace whose definitions
-    cannot be read is left to the polls, which report it."""
-    ungated: dict[matching.Queue, int] = {}
-    for namespace in {queue[0] for queue in tasks}:
-        try:
-            found = await policies.of(conn, namespace, [name for ns, name in tasks if ns == namespace])
-        except ValidationError:
-            continue
-        ungated.update({(namespace, name): tasks[(namespace, name)] for name, p in found.items() if not p.gates.any()})
-    return ungated
+@dataclass
+class _Matcher:
+    """A decider pass's leases to this process's waiting polls (store.matching):
+    the offers it claimed, which decide_batch settles however the pass ends."""
+
+    offers: matching.Offers
+    policies: Policies
+    claimed: list[matching.Offer] = field(default_factory=list)
+
+    async def lease(self, conn: asyncpg.Connection, tasks: dict[matching.Queue, int]) -> set[str]:
+        """Lease waiting polls the new `tasks` (per queue) of ungated types; the ids of every task leased."""
+        ungated = await self._ungated(conn, tasks)
+        claimed = self.offers.claim(ungated)
+        self.claimed.extend(claimed)
+        await matching.lease_to(conn, claimed, ungated)
+        return {lease.task_id for offer in claimed for lease in offer.leases}
+
+    async def _ungated(self, conn: asyncpg.Connection, tasks: dict[matching.Queue, int]) -> dict[matching.Queue, int]:
+        """The queues of `tasks` whose type has no gate now: only those are leased
+        to a waiting poll outside the gates' locks. A namespace whose definitions
+        cannot be read is left to the polls, which report it."""
+        ungated: dict[matching.Queue, int] = {}
+        for namespace in {queue[0] for queue in tasks}:
+            try:
+                found = await self.policies.of(conn, namespace, [name for ns, name in tasks if ns == namespace])
+            except ValidationError:
+                continue
+            ungated.update({(namespace, n): tasks[(namespace, n)] for n, p in found.items() if not p.gates.any()})
+        return ungated
 
 
 async def decide_inline(conn: asyncpg.Connection, run_ids: Collection[uuid.UUID], config: DeciderConfig) -> Decided:
@@ -317,7 +330,6 @@ class Decided:
     quarantined: list[Quarantined] = field(default_factory=list)
     ended: list[tuple[str, FinishRun]] = field(default_factory=list)
     ready: set[tuple[str, str]] = field(default_factory=set)
-    leasable: dict[tuple[str, str], int] = field(default_factory=dict)  # worker tasks queued for now, per queue
     decisions: list[tuple[RunSnapshot, Decision]] = field(default_factory=list)
     left: set[uuid.UUID] = field(default_factory=set)  # inline: runs left queued for the decider loop
     started_ns: int = 0  # inline: when it began, for its trace
@@ -435,10 +447,15 @@ async def _quarantine_alone(conn: asyncpg.Connection, execution_id: uuid.UUID, r
 
 
 async def _decide(
-    conn: asyncpg.Connection, runs: list[asyncpg.Record], config: DeciderConfig, inline: bool = False
+    conn: asyncpg.Connection,
+    runs: list[asyncpg.Record],
+    config: DeciderConfig,
+    inline: bool = False,
+    matcher: _Matcher | None = None,
 ) -> Decided:
     """Decide and apply; `inline` leaves (unapplied, events kept) every run the
-    loop would quarantine and every run whose decision is not _local."""
+    loop would quarantine and every run whose decision is not _local. With a
+    `matcher`, the tasks scheduled are leased to waiting polls where it can."""
     if not runs:
         return Decided()
     now: datetime.datetime = runs[0]["now"]
@@ -479,7 +496,7 @@ async def _decide(
         applier.add(snapshot, decision, mirrored=run["mirrored"])
         decisions.append((snapshot, decision))
     consumed = [event for run in runs if run["id"] not in applier.left for event in run["event_ids"]]
-    outcome = await applier.apply(conn, consumed)
+    outcome = await applier.apply(conn, consumed, matcher)
     outcome.decisions = decisions
     outcome.left = applier.left
     outcome.decided = len(runs) - len(outcome.quarantined) - len(applier.left)
@@ -768,7 +785,9 @@ class _Applier:
         self.again: list[uuid.UUID] = []
         self.waiting_for_messages: list[uuid.UUID] = []
         self.ready: set[tuple[str, str]] = set()
-        self.leasable: Counter[tuple[str, str]] = Counter()
+        # The worker tasks scheduled, per queue: those leasable now (by id), and the queues of those delayed.
+        self.leasable: dict[tuple[str, str], list[uuid.UUID]] = defaultdict(list)
+        self.delayed: set[tuple[str, str]] = set()
 
     def add(self, snapshot: RunSnapshot, decision: Decision, mirrored: bool = False) -> None:
         run_id = uuid.UUID(snapshot.id)
@@ -870,7 +889,9 @@ class _Applier:
             # Delayed tasks too: a waiting poll then knows exactly how long to sleep.
             self.ready.add((snapshot.namespace, command.name))
             if command.status is TaskStatus.SCHEDULED and command.available_at <= self.now:
-                self.leasable[(snapshot.namespace, command.name)] += 1
+                self.leasable[(snapshot.namespace, command.name)].append(task_id)
+            else:
+                self.delayed.add((snapshot.namespace, command.name))
         elif executor is Executor.SYSTEM:
             self.ready.add(SYSTEM_WAKE)
         return task_id
@@ -912,7 +933,7 @@ class _Applier:
         )
         return task_id
 
-    async def apply(self, conn: asyncpg.Connection, event_ids: list[int]) -> Decided:
+    async def apply(self, conn: asyncpg.Connection, event_ids: list[int], matcher: _Matcher | None = None) -> Decided:
         await messages.lock(conn, self.waiting_for_messages)  # first: see store.messages
         outcome = Decided(quarantined=await quarantine_runs(conn, self.quarantines))
         if self.tasks:
@@ -930,16 +951,24 @@ class _Applier:
         if self.finishes:
             ended = set(await finish_runs(conn, self.finishes, self.retention_seconds))
             outcome.ended = [(f.run_id, f.finish) for f in self.finishes if f.run_id in ended]
+        ready = self.ready
+        if matcher is not None and self.leasable:
+            leased = await matcher.lease(conn, {queue: len(ids) for queue, ids in self.leasable.items()})
+            # A queue whose new tasks all went to waiting polls has nothing for anyone else to wake for.
+            ready = ready - {
+                queue
+                for queue, ids in self.leasable.items()
+                if queue not in self.delayed and all(str(task_id) in leased for task_id in ids)
+            }
         await conn.execute(
             _MARK_DECIDED,
             [d[0] for d in self.decided],
             [d[1] for d in self.decided],
             event_ids,
-            [f"{namespace}/{name}" for namespace, name in sorted(self.ready)],
+            [f"{namespace}/{name}" for namespace, name in sorted(ready)],
             [d[2] for d in self.decided],
         )
-        outcome.ready = self.ready
-        outcome.leasable = dict(self.leasable)
+        outcome.ready = ready
         return outcome
 
 
