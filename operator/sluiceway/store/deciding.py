@@ -112,7 +112,8 @@ _LOCK_DUE = """
 SELECT now() AS now, e.id, e.namespace, e.workflow_name, e.workflow_version, e.status, e.input,
        e.correlation_id, e.evaluated, e.timeout_at, e.terminate_requested, e.awaiting_admission,
        e.admission_key, e.parent_execution_id, e.parent_task_id, e.task_overrides,
-       e.resource_name IS NOT NULL AS mirrored, e.quarantined_at IS NOT NULL AS quarantined, v.spec::text AS spec,
+       e.resource_name IS NOT NULL AS mirrored, e.quarantined_at IS NOT NULL AS quarantined,
+       v.created_at AS version_created_at,
        e.paused_at IS NOT NULL AS paused, e.superseded, e.input_overrides,
        e.chain_id, e.previous_run_id, e.chain_deadline_at,
        ARRAY(SELECT q.id FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now()) AS event_ids,
@@ -461,22 +462,19 @@ async def _decide(
     now: datetime.datetime = runs[0]["now"]
     applier = _Applier(now, config.retention_seconds, inline=inline)
     rows_by_run, unreadable = await _task_rows(conn, [r["id"] for r in runs if not r["quarantined"]])
+    keys = [_spec_key(run) for run in runs]
+    specs = await workflows.stored_specs(conn, set(keys))
     live: list[tuple[asyncpg.Record, WorkflowSpec]] = []
-    for run in runs:
+    for run, key in zip(runs, keys, strict=True):
+        raw_spec = specs.get(key)  # None: the version row is missing
         if run["quarantined"]:
-            applier.set_aside(run)
+            applier.set_aside(run, raw_spec)
         elif run["id"] in unreadable:
             applier.quarantine(run["id"], unreadable[run["id"]])
         else:
             try:
-                live.append(
-                    (
-                        run,
-                        workflows.parsed_spec(
-                            run["namespace"], run["workflow_name"], run["workflow_version"], run["spec"]
-                        ),
-                    )
-                )
+                name, version = run["workflow_name"], run["workflow_version"]
+                live.append((run, workflows.parsed_spec(run["namespace"], name, version, raw_spec)))
             except Exception as error:  # noqa: BLE001 - a version row missing or nothing can parse: that run alone
                 applier.quarantine(
                     run["id"],
@@ -501,6 +499,10 @@ async def _decide(
     outcome.left = applier.left
     outcome.decided = len(runs) - len(outcome.quarantined) - len(applier.left)
     return outcome
+
+
+def _spec_key(run: asyncpg.Record) -> workflows.SpecKey:
+    return (run["namespace"], run["workflow_name"], run["workflow_version"], run["version_created_at"])
 
 
 # What a decision may do and still be decided inline: none of these touch
@@ -827,7 +829,7 @@ class _Applier:
         else:
             self.quarantines.append((run_id, reason))
 
-    def set_aside(self, run: asyncpg.Record) -> None:
+    def set_aside(self, run: asyncpg.Record, raw_spec: str | None) -> None:
         """A quarantined run is not decided: its events are consumed, and only
         a terminate request acts on it, without reading its spec or tasks."""
         if self.inline:
@@ -840,7 +842,7 @@ class _Applier:
                 parent_task_id=_str_or_none(run["parent_task_id"]),
                 admission_key=run["admission_key"],
                 awaiting_admission=run["awaiting_admission"],
-                admission_limit=_admission_limit(run["spec"]),
+                admission_limit=_admission_limit(raw_spec),
             )
             finish = FinishRun(RunStatus.TERMINATED, run["terminate_requested"])
             self.finishes.append(Finishing(links.id, run["namespace"], finish, consequences(links, finish)))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,46 @@ class WorkflowVersion:
     name: str
     version: int
     spec: WorkflowSpec | None  # None: the stored spec no longer parses (the decider quarantines its runs)
+
+
+# The stored text of the versions the decider read lately, by (namespace, name,
+# version, created_at): a version row is never rewritten, and its creation time
+# tells apart a row made again under the same number. The decider's lock of due
+# runs reads that key, not the spec: converting each run's spec to text on
+# every pass cost PostgreSQL more than the rest of that statement once
+# workflows grew to a few kilobytes. The same string object is passed on to
+# parsed_spec, whose cache then hashes and compares it at no cost.
+SpecKey = tuple[str, str, int, Any]
+_SPECS_KEPT = 2048
+_raw_specs: OrderedDict[SpecKey, str] = OrderedDict()
+_SPECS = """
+SELECT v.namespace, v.name, v.version, v.created_at, v.spec::text AS spec FROM workflow_versions v
+  JOIN unnest($1::text[], $2::text[], $3::int[]) AS k(namespace, name, version)
+    ON v.namespace = k.namespace AND v.name = k.name AND v.version = k.version
+"""
+
+
+async def stored_specs(conn: asyncpg.Connection, keys: Iterable[SpecKey]) -> dict[SpecKey, str]:
+    """The stored text of each of these versions (a key whose created_at is
+    None, or whose row is gone, is left out), read once per process."""
+    found: dict[SpecKey, str] = {}
+    missing: set[SpecKey] = set()
+    for key in keys:
+        raw = _raw_specs.get(key)
+        if raw is not None:
+            _raw_specs.move_to_end(key)
+            found[key] = raw
+        elif key[3] is not None:
+            missing.add(key)
+    if missing:
+        rows = await conn.fetch(_SPECS, [k[0] for k in missing], [k[1] for k in missing], [k[2] for k in missing])
+        for row in rows:
+            key = (row["namespace"], row["name"], row["version"], row["created_at"])
+            if key in missing:
+                found[key] = _raw_specs[key] = row["spec"]
+        while len(_raw_specs) > _SPECS_KEPT:
+            _raw_specs.popitem(last=False)
+    return found
 
 
 @functools.lru_cache(maxsize=2048)
