@@ -5,10 +5,11 @@ time, instead of converting the spec to text for every run on every pass."""
 from __future__ import annotations
 
 import datetime
+import uuid
 
 from sluiceway.store import workflows
 from sluiceway.store.database import Pool
-from tests.support.store import NS, define_workflow
+from tests.support.store import NS, define_workflow, settle, start
 
 
 async def created_at(pool: Pool, name: str, version: int) -> datetime.datetime:
@@ -47,3 +48,17 @@ async def test_a_missing_version_row_is_left_out(pool: Pool) -> None:
         assert await workflows.stored_specs(conn, [(NS, "no_such_workflow", 1, None)]) == {}
         gone = (NS, "no_such_workflow", 1, datetime.datetime.now(datetime.UTC))
         assert await workflows.stored_specs(conn, [gone]) == {}
+
+
+async def test_a_run_whose_version_row_is_gone_is_quarantined_saying_so(pool: Pool) -> None:
+    await define_workflow(pool, "specs_gone", [{"name": "work", "taskReferenceName": "a"}])
+    run_id = await start(pool, "specs_gone")
+    async with pool.acquire() as conn:
+        await conn.execute("DELETE FROM workflow_versions WHERE namespace = $1 AND name = $2", NS, "specs_gone")
+    await settle(pool)
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(
+            "SELECT quarantined_at, quarantine_reason FROM executions WHERE id = $1", uuid.UUID(run_id)
+        )
+    assert row["quarantined_at"] is not None
+    assert row["quarantine_reason"].startswith("workflow specs_gone version 1 cannot be read: ")
