@@ -5,6 +5,7 @@ parsed once per process."""
 
 from __future__ import annotations
 
+import datetime
 import functools
 import logging
 from collections import OrderedDict
@@ -35,7 +36,7 @@ class WorkflowVersion:
 # every pass cost PostgreSQL more than the rest of that statement once
 # workflows grew to a few kilobytes. The same string object is passed on to
 # parsed_spec, whose cache then hashes and compares it at no cost.
-SpecKey = tuple[str, str, int, Any]
+SpecKey = tuple[str, str, int, datetime.datetime | None]
 _SPECS_KEPT = 2048
 _raw_specs: OrderedDict[SpecKey, str] = OrderedDict()
 _SPECS = """
