@@ -6,7 +6,8 @@ Whose transaction leased a task shows in its row: a row's `xmin` is the
 transaction that wrote its current version. Matched, the lease and the run's
 "decided" mark share one; left to the poll, the lease is a transaction of its
 own. The same check with matching off (and for a capped type, which never
-matches) shows the other outcome, so the check can fail."""
+matches) shows the other outcome, so the check can fail. With inline
+deciding, the start's or the result's own transaction is the one that matches."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import pytest
 from prometheus_client import REGISTRY
 
+from sluiceway.api import executions as api_executions
 from sluiceway.store import matching
 from sluiceway.store.database import Pool
 from tests.support.plane import Plane, execution_plane, post
@@ -70,6 +73,11 @@ def leases_asked() -> float:
 
 def matched_so_far() -> float:
     return REGISTRY.get_sample_value("sluiceway_tasks_matched_total", {"namespace": NS}) or 0.0
+
+
+async def count_runs(plane: Plane) -> int:
+    async with plane.pool.acquire() as conn:
+        return int(await conn.fetchval("SELECT count(*) FROM executions WHERE namespace = $1", NS))
 
 
 async def test_a_waiting_poll_is_leased_its_task_in_the_deciders_transaction(plane: Plane) -> None:
@@ -161,3 +169,102 @@ async def test_a_claim_rolled_back_leaves_the_poll_to_lease_the_task_itself(
     assert failed == [1]  # the pass did lease it to the poll before it failed
     assert task["executionId"] == run["id"]
     assert not await leased_by_the_decider(plane, task)  # epoch 1: the rolled-back lease left no trace
+
+
+# -- inline deciding (SLUICEWAY_DECIDE_INLINE): the start's or the result's transaction matches
+
+
+@pytest.fixture
+async def inline_plane(pool: Pool, database_url: str) -> AsyncIterator[Plane]:
+    """Starts and results decide inline, and no decider loop runs: only their transactions can match."""
+    async with execution_plane(pool, database_url, decide_inline=True, decider_loop=False) as running:
+        yield running
+
+
+async def test_inline_a_waiting_poll_is_leased_its_task_in_the_starts_transaction(inline_plane: Plane) -> None:
+    plane = inline_plane
+    await define_workflow(plane.pool, "one", [{"name": "work", "taskReferenceName": "one"}])
+    before = matched_so_far()
+    waiting = asyncio.create_task(long_poll(plane))
+    await polls_waiting(plane, 1)
+    asked = leases_asked()
+    status, run = await post(plane, f"{API}/executions", {"name": "one"})
+    assert status == 201, run
+    [task] = await asyncio.wait_for(waiting, 15)
+    assert task["executionId"] == run["id"]
+    assert await leased_by_the_decider(plane, task)  # the start's transaction wrote both
+    assert matched_so_far() == before + 1
+    assert leases_asked() == asked, "the poll asked the database for a task it had been leased"
+
+
+async def test_inline_a_start_rolled_back_answers_its_claimed_poll_with_nothing(
+    inline_plane: Plane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start's transaction fails after its inline decision leased the new
+    task to a waiting poll: the run, its task and the lease are all undone,
+    the poll is answered with nothing, asks the database, finds nothing and
+    waits again; the next start's task is its own."""
+    plane = inline_plane
+    await define_workflow(plane.pool, "one", [{"name": "work", "taskReferenceName": "one"}])
+    audit_start = api_executions._audit_start
+    failed: list[int] = []
+
+    async def fail_once(*args: Any) -> Any:
+        if not failed:
+            failed.append(1)
+            raise RuntimeError("injected: the start fails after deciding its run inline")
+        return await audit_start(*args)
+
+    lease_to = matching.lease_to
+    leased: list[int] = []
+
+    async def counted(conn: Any, claimed: list[matching.Offer], tasks: Any) -> int:
+        leased.append(await lease_to(conn, claimed, tasks))
+        return leased[-1]
+
+    monkeypatch.setattr(api_executions, "_audit_start", fail_once)
+    monkeypatch.setattr(matching, "lease_to", counted)
+    waiting = asyncio.create_task(long_poll(plane))
+    await polls_waiting(plane, 1)
+    matched = matched_so_far()
+    try:
+        status, _ = await post(plane, f"{API}/executions", {"name": "one"})
+    except aiohttp.ClientError:  # the server may drop the connection of a request that raised
+        status = 500
+    assert failed == [1] and status == 500
+    assert leased == [1]  # the failed start had leased its task to the waiting poll
+    assert await count_runs(plane) == 0  # rolled back: no run, so no task to have been leased
+    await polls_waiting(plane, 1)  # answered with nothing by the rollback, it stands again
+    assert not waiting.done() and matched_so_far() == matched
+    status, run = await post(plane, f"{API}/executions", {"name": "one"})
+    assert status == 201, run
+    [task] = await asyncio.wait_for(waiting, 15)
+    assert task["executionId"] == run["id"] and task["epoch"] == 1
+    assert await leased_by_the_decider(plane, task) and leased == [1, 1]
+
+
+async def test_inline_a_chains_next_task_goes_back_with_the_result_not_to_a_waiting_poll(
+    inline_plane: Plane,
+) -> None:
+    """A result that asks for `next` of the type its run's next step is of
+    gets that step in its own answer; another poll waiting on the queue is
+    not matched with it."""
+    plane = inline_plane
+    steps = [{"name": "work", "taskReferenceName": "one"}, {"name": "work", "taskReferenceName": "two"}]
+    await define_workflow(plane.pool, "chain", steps)
+    first = asyncio.create_task(long_poll(plane, worker="w1"))
+    await polls_waiting(plane, 1)
+    status, run = await post(plane, f"{API}/executions", {"name": "chain"})
+    assert status == 201, run
+    [one] = await asyncio.wait_for(first, 15)
+    other = asyncio.create_task(long_poll(plane, worker="w2"))
+    await polls_waiting(plane, 1)
+    done = {"taskId": one["taskId"], "epoch": one["epoch"], "status": "COMPLETED", "output": {}}
+    body = {"results": [done], "next": {"workerId": "w1", "counts": {"work": 1}}}
+    status, answer = await post(plane, f"{API}/tasks/results", body)
+    assert status == 200, answer
+    [two] = answer["tasks"]
+    assert two["executionId"] == run["id"] and two["referenceName"] == "two"
+    await asyncio.sleep(0.3)
+    assert not other.done(), "the waiting poll was handed the step the result's own answer carries"
+    other.cancel()

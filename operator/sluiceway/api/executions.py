@@ -181,7 +181,7 @@ async def start(
     (200, `created: false`), and concurrent retries create one run."""
     key = _request_id(request.request_id, idempotency_key)
     await check_payload(svc, namespace, "input", request.input)
-    async with svc.pool.acquire() as conn, conn.transaction():
+    async with svc.pool.acquire() as conn, svc.inline_decisions() as inline, conn.transaction():
         outcome = await executions.start_run(
             conn,
             namespace,
@@ -196,14 +196,13 @@ async def start(
             task_overrides=request.task_overrides,
             notify=not svc.decides_inline,
         )
-        decided = None
         if isinstance(outcome, executions.Started) and outcome.created:  # its first tasks are SCHEDULED at commit
-            decided = await svc.decide_inline(conn, [uuid.UUID(outcome.id)])
+            await inline.decide(conn, [uuid.UUID(outcome.id)])
         event = await _audit_start(conn, caller, namespace, outcome, {"workflow": request.name})
     announce(caller, event)
     if not isinstance(outcome, executions.Started):
         raise start_error(outcome)
-    await svc.committed(decided, outcome.created and not svc.decides_inline)
+    await svc.committed(inline.decided, outcome.created and not svc.decides_inline)
     return _started(outcome)
 
 
@@ -238,7 +237,7 @@ async def start_many(
         answers.append(answer)
         if item is not None:
             items.append(item)
-    async with svc.pool.acquire() as conn, conn.transaction():
+    async with svc.pool.acquire() as conn, svc.inline_decisions() as inline, conn.transaction():
         outcomes = await executions.start_runs(
             conn, namespace, items, idempotency_window=svc.idempotency_window, notify=not svc.decides_inline
         )
@@ -247,9 +246,9 @@ async def start_many(
             for i, o in zip(items, outcomes, strict=True)
             if isinstance(o, executions.Started) and o.created
         ]
-        decided = await svc.decide_inline(conn, [run for run, _ in created]) if created else None
+        await inline.decide(conn, [run for run, _ in created])
         await audit.record_starts(conn, namespace, created, actor_of(caller))
-    await svc.committed(decided, bool(created) and not svc.decides_inline)
+    await svc.committed(inline.decided, bool(created) and not svc.decides_inline)
     judged = iter(outcomes)
     body = [answer if answer is not None else _start_answer(next(judged)) for answer in answers]
     return Response(

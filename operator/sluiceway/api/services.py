@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Collection
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,7 @@ from sluiceway.controls.payloads import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_R
 from sluiceway.controls.ratelimits import RateLimits
 from sluiceway.kubeapi.client import KubeClient
 from sluiceway.kubeapi.secrets import SecretSource
-from sluiceway.store import deciding, executions
+from sluiceway.store import deciding, executions, matching
 from sluiceway.store.database import Pool
 from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.executions import IDEMPOTENCY_WINDOW_SECONDS
@@ -88,15 +89,18 @@ class Services:
     def decides_inline(self) -> bool:
         return self.decider is not None
 
-    async def decide_inline(self, conn: Any, run_ids: Collection[uuid.UUID]) -> deciding.Decided | None:
-        """Decide these runs, just queued, in the caller's transaction; tell
-        every decider of those it leaves. None when inline deciding is off."""
-        if self.decider is None:
-            return None
-        decided = await deciding.decide_inline(conn, run_ids, self.decider)
-        if decided.left:
-            await executions.notify_decider(conn)
-        return decided
+    @contextlib.asynccontextmanager
+    async def inline_decisions(self) -> AsyncIterator[InlineDecisions]:
+        """Around one transaction (entered after it, so left once it ended): the
+        runs it decides inline, and the waiting polls those decisions leased
+        tasks to, answered with their leases if it committed, with none if not."""
+        inline = InlineDecisions(self.decider)
+        try:
+            yield inline
+        except BaseException:
+            inline.settle(committed=False)
+            raise
+        inline.settle(committed=True)
 
     async def committed(self, decided: deciding.Decided | None, queued: bool) -> None:
         """Once a transaction that queued runs for the decider has committed:
@@ -114,6 +118,32 @@ class Services:
                     await deciding.trace_pass(self.pool, decided.started_ns, decided.traced())
                 except Exception as error:  # noqa: BLE001 - committed already: a lost span never fails the request
                     log.warning("inline decisions: their spans were not written (%s)", error)
+
+
+@dataclass
+class InlineDecisions:
+    """What one transaction decided inline (Services.inline_decisions)."""
+
+    config: DeciderConfig | None  # None: inline deciding is off
+    decided: deciding.Decided | None = None
+
+    async def decide(
+        self, conn: Any, run_ids: Collection[uuid.UUID], unmatched: Collection[tuple[str, str]] = ()
+    ) -> None:
+        """Decide these runs, just queued, in the caller's transaction; tell
+        every decider of those it leaves. Nothing when inline deciding is off.
+        `unmatched`: queues (namespace, task type) whose new tasks the caller
+        leases itself, not to be leased to waiting polls."""
+        if self.config is None or not run_ids:
+            return
+        self.decided = await deciding.decide_inline(conn, run_ids, self.config, unmatched)
+        if self.decided.left:
+            await executions.notify_decider(conn)
+
+    def settle(self, committed: bool) -> None:
+        if self.decided is not None:
+            matching.settle(self.decided.claimed, committed)
+            self.decided.claimed = []
 
 
 def services_of(request: Request) -> Services:

@@ -398,7 +398,7 @@ async def _apply(
     # Inline, the runs these results queue are decided before `next` is leased:
     # a chain's next task, scheduled here, goes back in this very answer.
     queued = results.Queued() if svc.decides_inline else None
-    async with svc.pool.acquire() as conn, conn.transaction():
+    async with svc.pool.acquire() as conn, svc.inline_decisions() as inline, conn.transaction():
         attempts = await diagnostics.attempts(conn, namespace, [r.task_id for r in batch]) if tracing.enabled() else {}
         policies = await svc.policies.of(conn, namespace, list(wanted.counts)) if wanted is not None else {}
         handing = _handing(svc, wanted, policies) if batch else []
@@ -412,11 +412,12 @@ async def _apply(
                 await attributes.write(conn, run, namespace, created_at, found)
         # The freed gated slots pass on before the runs are decided: they would sit empty meanwhile.
         handed = await _hand_over(conn, namespace, wanted, policies, _released(batch, outcomes) if handing else [])
-        decided = await svc.decide_inline(conn, queued.alone) if queued is not None and queued.alone else None
+        if queued is not None:  # the tasks of `next`'s types go back in this answer, not to waiting polls
+            await inline.decide(conn, queued.alone, [(namespace, name) for name in refilled])
         leased = await _lease_next(conn, namespace, wanted, policies, handed) if wanted is not None else []
     metrics.COMPLETE_LATENCY.observe(time.perf_counter() - started)
     left = bool(queued.busy) if queued is not None else any(o.applied for o in outcomes.values())
-    await svc.committed(decided, left)
+    await svc.committed(inline.decided, left)
     for result in batch:
         outcome = outcomes[result.task_id]
         label = result.status.value if outcome.applied else f"refused_{_STATUS[outcome.verdict]}"

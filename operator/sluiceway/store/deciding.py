@@ -196,10 +196,12 @@ class _Matcher:
 
     offers: matching.Offers
     policies: Policies
+    unmatched: set[matching.Queue] = field(default_factory=set)  # queues the caller leases from itself
     claimed: list[matching.Offer] = field(default_factory=list)
 
     async def lease(self, conn: asyncpg.Connection, tasks: dict[matching.Queue, int]) -> set[str]:
         """Lease waiting polls the new `tasks` (per queue) of ungated types; the ids of every task leased."""
+        tasks = {queue: count for queue, count in tasks.items() if queue not in self.unmatched}
         ungated = await self._ungated(conn, tasks)
         claimed = self.offers.claim(ungated)
         self.claimed.extend(claimed)
@@ -220,11 +222,19 @@ class _Matcher:
         return ungated
 
 
-async def decide_inline(conn: asyncpg.Connection, run_ids: Collection[uuid.UUID], config: DeciderConfig) -> Decided:
+async def decide_inline(
+    conn: asyncpg.Connection,
+    run_ids: Collection[uuid.UUID],
+    config: DeciderConfig,
+    unmatched: Collection[matching.Queue] = (),
+) -> Decided:
     """Decide the runs a start or a result just queued, in the caller's
     transaction, so that they move on at its commit: the caller reports the
-    outcome (`report`) once that commit is done, and makes sure the decider
-    loop is told of the runs it `left`.
+    outcome (`report`) once that commit is done, makes sure the decider loop
+    is told of the runs it `left`, and settles the polls it `claimed` (leased
+    the tasks it scheduled, as the loop's passes do; not those of the
+    `unmatched` queues, which the caller leases itself) once its transaction
+    has ended, committed or not.
 
     Only runs whose decision is their own affair are taken (see _LOCK_GIVEN
     and _local); a run another transaction holds is skipped, never waited for.
@@ -236,17 +246,21 @@ async def decide_inline(conn: asyncpg.Connection, run_ids: Collection[uuid.UUID]
     if not wanted:
         return Decided()
     started_ns = time.time_ns()
+    matcher = _Matcher(config.offers, config.policies, set(unmatched)) if config.offers is not None else None
     try:
         async with conn.transaction():
             runs = await conn.fetch(_LOCK_GIVEN, wanted)
-            outcome = await _decide(conn, runs, config, inline=True)
-    except Exception as error:  # noqa: BLE001 - whatever it was, the decider loop takes these runs
-        if _connection_lost(error, conn):
+            outcome = await _decide(conn, runs, config, inline=True, matcher=matcher)
+    except BaseException as error:  # noqa: BLE001 - whatever it was, the decider loop takes these runs
+        if matcher is not None:  # undone with the savepoint: those polls lease for themselves
+            matching.settle(matcher.claimed, committed=False)
+        if not isinstance(error, Exception) or _connection_lost(error, conn):
             raise
         _inline_failures.note(error, len(wanted))
         return Decided(left=set(wanted))
     outcome.left |= set(wanted) - {run["id"] for run in runs}
     outcome.started_ns = started_ns
+    outcome.claimed = matcher.claimed if matcher is not None else []
     return outcome
 
 
@@ -334,6 +348,8 @@ class Decided:
     decisions: list[tuple[RunSnapshot, Decision]] = field(default_factory=list)
     left: set[uuid.UUID] = field(default_factory=set)  # inline: runs left queued for the decider loop
     started_ns: int = 0  # inline: when it began, for its trace
+    # inline: the waiting polls leased tasks in the caller's transaction, to settle once it ended
+    claimed: list[matching.Offer] = field(default_factory=list)
 
     def traced(self) -> list[tuple[RunSnapshot, str | None]]:
         """The runs decided, with the status each ended in (None: still running), for trace_pass."""
