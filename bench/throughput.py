@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -225,9 +225,17 @@ async def sluiceway(
                     env=env,
                 )
             )
+        # Where a worker's CPU goes too (the first one), once it has had a moment
+        # to start its interpreter: py-spy cannot attach before that.
+        worker_spying: AbstractContextManager[None] = nullcontext()
+        if profile is not None:
+            await asyncio.sleep(0.5)
+            worker_spying = profiling.py_spy(children[1].process.pid, profile / "worker.txt")
+        worker_spying.__enter__()
         try:
             drained, started = await watcher
         finally:
+            worker_spying.__exit__(None, None, None)
             spying.__exit__(None, None, None)
             stop_sampling.set()
         runs_done = await watch_drain(dsn, "SELECT count(*) FROM executions WHERE status = 'RUNNING'", tasks, timeout)
@@ -244,6 +252,7 @@ async def sluiceway(
         )
         if profile is not None:
             profiling.show("operator (py-spy)", profiling.top_frames(profile / "operator.txt"))
+            profiling.show("a worker (py-spy)", profiling.top_frames(profile / "worker.txt"))
             profiling.show("database backends (pg_stat_activity samples)", profiling.top_waits(await sampler))
             profiling.show("database (pg_stat_statements)", await profiling.top_statements(dsn))
     finally:
@@ -270,12 +279,19 @@ async def pgqueuer(server_dsn: str, jobs: int, workers: int, batch: int, timeout
     await conn.close()
     logs = Path(tempfile.mkdtemp(prefix="bench-pgq-"))
     watcher = asyncio.create_task(watch_drain(dsn, "SELECT count(*) FROM pgqueuer", jobs, timeout))
+    postgres_before = cpu_seconds(postgres_pids())
     children = [
         Child(f"pgq-{n}", [sys.executable, str(HERE / "pgqueuer_drain.py"), dsn, str(batch)], logs)
         for n in range(workers)
     ]
     try:
         drained, _ = await watcher
+        # The same accounting as Sluiceway's line: where each system spends its CPU per unit of work.
+        cpu = (cpu_seconds([c.process.pid for c in children]), cpu_seconds(postgres_pids()) - postgres_before)
+        print(
+            f"    pgqueuer CPU seconds per 1000 jobs: workers {cpu[0] / jobs * 1000:.2f}, "
+            f"postgres {cpu[1] / jobs * 1000:.2f} (wall {drained / jobs * 1000:.2f} s per 1000 jobs)"
+        )
     finally:
         for child in children:
             child.stop()
