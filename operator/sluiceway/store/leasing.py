@@ -18,6 +18,7 @@ from sluiceway.controls.gates import GateHold, GateState, SemaphoreState, closed
 from sluiceway.controls.policy import Gates
 from sluiceway.model.workflow import Executor
 from sluiceway.store.executions import READY_CHANNEL, SLOT_FREED
+from sluiceway.store.sql import STILL_LEASED
 
 
 @dataclass(frozen=True)
@@ -225,13 +226,13 @@ async def seconds_until_available(conn: asyncpg.Connection, namespace: str, task
     return None if value is None else float(value)
 
 
-_HEARTBEAT = """
+_HEARTBEAT = f"""
 UPDATE tasks t
    SET last_heartbeat_at = now(),
        heartbeat_at = CASE WHEN t.heartbeat_timeout > 0 THEN now() + make_interval(secs => t.heartbeat_timeout) END,
        lease_expires_at = now() + make_interval(secs => t.response_timeout)
   FROM unnest($2::uuid[], $3::int[]) AS b(id, epoch)
- WHERE t.id = b.id AND t.epoch = b.epoch AND t.status = 'IN_PROGRESS' AND t.namespace = $1
+ WHERE t.id = b.id AND t.epoch = b.epoch AND t.status = {STILL_LEASED} AND t.namespace = $1
 RETURNING t.id
 """
 

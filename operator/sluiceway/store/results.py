@@ -23,7 +23,7 @@ import asyncpg
 from sluiceway.model.execution import ResultStatus, TaskResult
 from sluiceway.model.workflow import TaskType
 from sluiceway.store import executions, operations
-from sluiceway.store.sql import types_where
+from sluiceway.store.sql import STILL_LEASED, types_where
 
 _CLEAR_TIMERS = """
        schedule_to_start_at = NULL, start_to_close_at = NULL, total_at = NULL, heartbeat_at = NULL,
@@ -40,7 +40,7 @@ WITH done AS (
            retry_after_source = r.source, retry_kind = r.kind, ended_at = now(), {_CLEAR_TIMERS}
       FROM unnest($2::uuid[], $3::int[], $4::text[], $5::jsonb[], $6::text[], $7::float8[], $8::text[], $9::text[])
            AS r(id, epoch, status, output, reason, retry_after, source, kind)
-     WHERE t.id = r.id AND t.epoch = r.epoch AND t.status = 'IN_PROGRESS' AND t.namespace = $1
+     WHERE t.id = r.id AND t.epoch = r.epoch AND t.status = {STILL_LEASED} AND t.namespace = $1
        AND (t.executor <> 'engine' OR t.type IN {types_where(TaskType.waits_for_signal)})
     RETURNING t.id, t.execution_id, t.namespace, t.name, t.holds
 ), queued AS (
@@ -59,13 +59,13 @@ SELECT done.id, done.execution_id, done.execution_id IN (SELECT execution_id FRO
        (SELECT count(*) FROM woken) + (SELECT count(*) FROM freed) AS woken
   FROM done
 """
-_PROGRESS = """
+_PROGRESS = f"""
 UPDATE tasks t
    SET output = t.output || r.output, last_heartbeat_at = now(),
        heartbeat_at = CASE WHEN t.heartbeat_timeout > 0 THEN now() + make_interval(secs => t.heartbeat_timeout) END,
        lease_expires_at = now() + make_interval(secs => t.response_timeout)
   FROM unnest($2::uuid[], $3::int[], $4::jsonb[]) AS r(id, epoch, output)
- WHERE t.id = r.id AND t.epoch = r.epoch AND t.status = 'IN_PROGRESS' AND t.namespace = $1 AND t.executor = 'worker'
+ WHERE t.id = r.id AND t.epoch = r.epoch AND t.status = {STILL_LEASED} AND t.namespace = $1 AND t.executor = 'worker'
 RETURNING t.id
 """
 _LOCK_FOR_SNOOZE = f"""

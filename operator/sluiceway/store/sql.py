@@ -15,3 +15,16 @@ def types_where(predicate: Callable[[TaskType], bool]) -> str:
     result, snooze, count in the retry budget). A constant of the code, never
     input: safe to format into a statement."""
     return "(" + ", ".join(f"'{t.value}'" for t in TaskType if predicate(t)) + ")"
+
+
+# "The task is still leased", for statements that find a batch of tasks by id.
+# Written plainly (status = 'IN_PROGRESS'), it lets the planner prove the
+# predicate of the partial index tasks_leased and scan that index for the
+# whole namespace, then hash-join the batch: cheap by the statistics, which
+# see few leased tasks, but every entry of a task leased and finished since
+# the last vacuum is still in that index, and while any transaction is open
+# (there always is one under load) none can be skipped. The scan then grows
+# with everything leased lately. Compared through a subquery, the status is a
+# value the planner cannot see, so each task is looked up by its primary key:
+# a batch costs the same however many tasks came before it.
+STILL_LEASED = "(SELECT 'IN_PROGRESS')"
