@@ -32,7 +32,9 @@ NS = "bench"
 
 
 def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU seconds of these processes so far."""
+    """User + system CPU seconds of these processes so far, and of their
+    children that have exited: PostgreSQL's backends that closed (pgqueuer's
+    drain disconnects as soon as its queue is empty) count in the postmaster's."""
     total = 0.0
     tick = os.sysconf("SC_CLK_TCK")
     for pid in pids:
@@ -40,7 +42,7 @@ def cpu_seconds(pids: list[int]) -> float:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += (int(fields[11]) + int(fields[12])) / tick
+        total += sum(int(f) for f in fields[11:15]) / tick
     return total
 
 
