@@ -91,8 +91,8 @@ class Services:
 
     @contextlib.asynccontextmanager
     async def inline_decisions(self) -> AsyncIterator[InlineDecisions]:
-        """Around one transaction (entered after it, so left once it ended): the
-        runs it decides inline, and the waiting polls those decisions leased
+        """Around one transaction (entered before it, so left once it has ended):
+        the runs it decides inline, and the waiting polls those decisions leased
         tasks to, answered with their leases if it committed, with none if not."""
         inline = InlineDecisions(self.decider)
         try:
