@@ -50,12 +50,14 @@ async def execution_plane(
     decide_inline: bool = False,
     decider_loop: bool = True,
     match_polls: bool = True,
+    decider_recheck: float | None = None,
     **options: Any,
 ) -> AsyncIterator[Plane]:
     """`options`: Services fields to set (limits, say). `decide_inline` as
     SLUICEWAY_DECIDE_INLINE, `match_polls` as SLUICEWAY_MATCH_POLLS;
     `decider_loop=False` runs no decider loop, so only what starts and results
-    decide inline moves on."""
+    decide inline moves on. `decider_recheck`: how long an idle decider loop
+    waits without a notification (the operator's default when None)."""
     notifications = Notifications(database_url)
     await notifications.start()
     port = free_port()
@@ -81,7 +83,7 @@ async def execution_plane(
     stop = asyncio.Event()
     tasks = [asyncio.create_task(server.serve()), asyncio.create_task(loops.run_sweeper(pool, stop))]
     if decider_loop:
-        tasks.append(asyncio.create_task(loops.run_decider(pool, notifications, config, stop)))
+        tasks.append(asyncio.create_task(loops.run_decider(pool, notifications, config, stop, decider_recheck)))
     while not server.started:
         await asyncio.sleep(0.01)
     try:

@@ -119,8 +119,14 @@ def observe_decision(run: RunSnapshot, decision: Decision) -> None:
 
 
 async def run_decider(
-    pool: Pool, notifications: Notifications | None, config: DeciderConfig, stop: asyncio.Event
+    pool: Pool,
+    notifications: Notifications | None,
+    config: DeciderConfig,
+    stop: asyncio.Event,
+    recheck: float | None = None,
 ) -> None:
+    """Decide due runs until stopped. An idle decider waits for a notification,
+    or `recheck` seconds (_DECIDER_RECHECK by default) at most."""
     config.on_decision = config.on_decision or observe_decision
     config.on_quarantine = config.on_quarantine or count_quarantined
 
@@ -140,7 +146,7 @@ async def run_decider(
             await trace_pass(pool, started_ns, runs)
             return True
         if notifications is not None:
-            await _pause(stop, _DECIDER_RECHECK, wake=notifications.decide)
+            await _pause(stop, _DECIDER_RECHECK if recheck is None else recheck, wake=notifications.decide)
         else:
             await _pause(stop, 0.05)
         return False
