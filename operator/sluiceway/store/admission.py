@@ -20,6 +20,7 @@ import asyncpg
 
 from sluiceway.controls.expressions import admission_key
 from sluiceway.model.workflow import WorkflowSpec
+from sluiceway.store.sql import claim
 
 # A concurrency refusal cannot know when a slot frees; this is a polite hint.
 CONCURRENCY_RETRY_AFTER_SECONDS = 5
@@ -157,14 +158,17 @@ async def admit(
     return Admission(key, admitted >= config.concurrent_exec_limit)
 
 
-_ADMIT_NEXT = """
+_NEXT_WAITING = claim(
+    "id",
+    "executions",
+    """namespace = $1 AND workflow_name = $2 AND admission_key = $3 AND status = 'RUNNING'
+   AND awaiting_admission""",
+    order_by="created_at, id",
+    limit="$4",
+)
+_ADMIT_NEXT = f"""
 UPDATE executions SET awaiting_admission = false, mirror_seq = mirror_seq + 1
- WHERE id IN (SELECT id FROM executions
-               WHERE namespace = $1 AND workflow_name = $2 AND admission_key = $3 AND status = 'RUNNING'
-                 AND awaiting_admission
-               ORDER BY created_at, id
-               LIMIT $4
-                 FOR UPDATE SKIP LOCKED)
+ WHERE id IN ({_NEXT_WAITING})
 RETURNING id
 """
 _WAITING_KEYS = """

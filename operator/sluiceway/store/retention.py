@@ -20,14 +20,19 @@ from dataclasses import dataclass
 
 import asyncpg
 
-_PURGE = """
-WITH doomed AS (
-    SELECT e.id FROM executions e
-     WHERE e.expires_at <= now() AND e.status <> 'RUNNING'
-       AND NOT EXISTS (SELECT 1 FROM executions p WHERE p.id = e.parent_execution_id AND p.status = 'RUNNING')
-     ORDER BY e.expires_at
-     LIMIT $1
-       FOR UPDATE OF e SKIP LOCKED
+from sluiceway.store.sql import claim
+
+_DOOMED = claim(
+    "e.id",
+    "executions e",
+    """e.expires_at <= now() AND e.status <> 'RUNNING'
+   AND NOT EXISTS (SELECT 1 FROM executions p WHERE p.id = e.parent_execution_id AND p.status = 'RUNNING')""",
+    order_by="e.expires_at",
+    limit="$1",
+    of="e",
+)
+_PURGE = f"""
+WITH doomed AS ({_DOOMED}
 ), tasks_gone AS (
     DELETE FROM tasks WHERE execution_id IN (SELECT id FROM doomed) RETURNING 1
 ), logs_gone AS (

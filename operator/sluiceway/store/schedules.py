@@ -36,6 +36,7 @@ from sluiceway.controls.schedules import (
 )
 from sluiceway.model.schedule import MAX_BACKFILL_FIRES, OverlapPolicy, ScheduleSpec
 from sluiceway.store import executions
+from sluiceway.store.sql import claim
 
 log = logging.getLogger(__name__)
 WAITED = "waited for the schedule's running runs to end"  # the reason of a buffered fire once it starts
@@ -177,14 +178,14 @@ class PassReport:
     missed: list[Missed] = field(default_factory=list)
 
 
-_LOCK_DUE = """
-SELECT namespace, name, uid, spec, next_fire_at, due_at, buffered, runs_started FROM schedules
- WHERE (due_at IS NOT NULL AND due_at <= now())
-    OR (buffered > 0 AND NOT coalesce((spec->>'suspend')::boolean, false))
- ORDER BY due_at NULLS LAST
- LIMIT $1
-   FOR UPDATE SKIP LOCKED
-"""
+_LOCK_DUE = claim(
+    "namespace, name, uid, spec, next_fire_at, due_at, buffered, runs_started",
+    "schedules",
+    """(due_at IS NOT NULL AND due_at <= now())
+    OR (buffered > 0 AND NOT coalesce((spec->>'suspend')::boolean, false))""",
+    order_by="due_at NULLS LAST",
+    limit="$1",
+)
 _LOCK_ONE = """
 SELECT namespace, name, uid, spec, next_fire_at, due_at, buffered, runs_started FROM schedules
  WHERE namespace = $1 AND name = $2

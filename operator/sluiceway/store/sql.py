@@ -1,5 +1,6 @@
-"""SQL text built from what the model says, so that the model stays the one
-place a fact about task types is written."""
+"""SQL text built once for the statements that share it: from what the model
+says (so that the model stays the one place a fact about task types is
+written), and the claim of rows no other transaction holds."""
 
 from __future__ import annotations
 
@@ -28,3 +29,21 @@ def types_where(predicate: Callable[[TaskType], bool]) -> str:
 # value the planner cannot see, so each task is looked up by its primary key:
 # a batch costs the same however many tasks came before it.
 STILL_LEASED = "(SELECT 'IN_PROGRESS')"
+
+
+def claim(columns: str, rows: str, where: str, *, order_by: str = "", limit: str = "", of: str = "") -> str:
+    """`SELECT columns FROM rows WHERE where [ORDER BY] [LIMIT] FOR UPDATE [OF of] SKIP LOCKED`.
+
+    How every replica's loops share work: each takes the rows it can lock,
+    passing over those another transaction holds (another replica's pass, an
+    operation on a run), so no row is handled twice and no pass waits for
+    another. A row passed over stays due: whoever needs it handled soon must
+    look again once it is let go (the decider does: store.deciding).
+    `of` names the table to lock when `rows` joins several."""
+    clauses = [f"SELECT {columns}", f"  FROM {rows}", f" WHERE {where}"]
+    if order_by:
+        clauses.append(f" ORDER BY {order_by}")
+    if limit:
+        clauses.append(f" LIMIT {limit}")
+    clauses.append(f"   FOR UPDATE OF {of} SKIP LOCKED" if of else "   FOR UPDATE SKIP LOCKED")
+    return "\n".join(clauses)

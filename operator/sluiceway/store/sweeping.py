@@ -22,17 +22,17 @@ from sluiceway.controls.timeouts import Deadlines, Expiry, expiry
 from sluiceway.model.taskdefinition import TimeoutPolicy
 from sluiceway.store import admission, executions
 from sluiceway.store.database import Pool
+from sluiceway.store.sql import claim
 
-_DUE_TASKS = """
-SELECT id, execution_id, name, epoch, status, schedule_to_start_at, start_to_close_at, total_at, heartbeat_at,
+_DUE_TASKS = claim(
+    """id, execution_id, name, epoch, status, schedule_to_start_at, start_to_close_at, total_at, heartbeat_at,
        lease_expires_at, schedule_to_close_at, wait_until, schedule_to_start_timeout, start_to_close_timeout,
-       timeout_seconds, heartbeat_timeout, response_timeout, timeout_policy
-  FROM tasks
- WHERE status IN ('SCHEDULED', 'IN_PROGRESS') AND next_deadline IS NOT NULL AND next_deadline <= now()
- ORDER BY next_deadline
- LIMIT $1
-   FOR UPDATE SKIP LOCKED
-"""
+       timeout_seconds, heartbeat_timeout, response_timeout, timeout_policy""",
+    "tasks",
+    "status IN ('SCHEDULED', 'IN_PROGRESS') AND next_deadline IS NOT NULL AND next_deadline <= now()",
+    order_by="next_deadline",
+    limit="$1",
+)
 _EXPIRE = f"""
 WITH expired AS (
     UPDATE tasks SET status = $2, reason = $3, ended_at = now(),
@@ -51,21 +51,25 @@ UPDATE tasks SET schedule_to_start_at = $2, start_to_close_at = $3, total_at = $
 """
 # A paused run's clocks are stopped: its deadlines wait for the resume, which
 # moves the run's own deadline (and the SLA) but never the chain's.
-_DUE_RUNS = """
-SELECT e.id FROM executions e
- WHERE e.status = 'RUNNING' AND e.quarantined_at IS NULL AND e.paused_at IS NULL
+_DUE_RUNS = claim(
+    "e.id",
+    "executions e",
+    """e.status = 'RUNNING' AND e.quarantined_at IS NULL AND e.paused_at IS NULL
    AND ((e.timeout_at IS NOT NULL AND e.timeout_at <= now())
         OR (e.chain_deadline_at IS NOT NULL AND e.chain_deadline_at <= now()))
-   AND NOT EXISTS (SELECT 1 FROM decide_queue q WHERE q.execution_id = e.id)
- LIMIT $1
-   FOR UPDATE SKIP LOCKED
-"""
-_SLA = """
+   AND NOT EXISTS (SELECT 1 FROM decide_queue q WHERE q.execution_id = e.id)""",
+    limit="$1",
+)
+_SLA_DUE = claim(
+    "id",
+    "executions",
+    """status = 'RUNNING' AND sla_at IS NOT NULL AND sla_breached_at IS NULL AND sla_at <= now()
+   AND paused_at IS NULL""",
+    limit="$1",
+)
+_SLA = f"""
 UPDATE executions SET sla_breached_at = now(), mirror_seq = mirror_seq + 1
- WHERE id IN (SELECT id FROM executions
-               WHERE status = 'RUNNING' AND sla_at IS NOT NULL AND sla_breached_at IS NULL AND sla_at <= now()
-                 AND paused_at IS NULL
-               LIMIT $1 FOR UPDATE SKIP LOCKED)
+ WHERE id IN ({_SLA_DUE})
 RETURNING id, namespace, workflow_name
 """
 _PRUNE_COUNTS = "DELETE FROM execution_counts WHERE bucket < now() - interval '15 minutes'"

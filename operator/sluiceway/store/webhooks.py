@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 
 from sluiceway.model.webhook import WebhookSpec
-from sluiceway.store import executions
+from sluiceway.store import executions, sql
 from sluiceway.store.definitions import Claim
 
 _RELEASE_OLD = "DELETE FROM webhooks WHERE namespace = $1 AND resource_name = $2 AND name <> $3"
@@ -57,12 +57,12 @@ class Waiting:
     input: dict[str, Any]
 
 
-_WAITING = """
-SELECT id, execution_id, ref, input FROM tasks
- WHERE namespace = $1 AND type = 'WAIT_FOR_WEBHOOK' AND status = 'IN_PROGRESS' AND input ->> 'webhook' = $2
- ORDER BY created_at
-   FOR UPDATE SKIP LOCKED
-"""
+_WAITING = sql.claim(
+    "id, execution_id, ref, input",
+    "tasks",
+    "namespace = $1 AND type = 'WAIT_FOR_WEBHOOK' AND status = 'IN_PROGRESS' AND input ->> 'webhook' = $2",
+    order_by="created_at",
+)
 _COMPLETE = """
 UPDATE tasks SET status = 'COMPLETED', output = $2, ended_at = now(), total_at = NULL
  WHERE id = $1 AND status = 'IN_PROGRESS'
