@@ -47,7 +47,7 @@ from sluiceway.devenv.postgres import LocalPostgres  # noqa: E402
 from sluiceway.devenv.processes import Child  # noqa: E402
 from sluiceway.store import workflows  # noqa: E402
 from sluiceway.store.database import open_pool  # noqa: E402
-from sluiceway.store.executions import READY_CHANNEL  # noqa: E402
+from sluiceway.store.wakeups import READY_CHANNEL, ready_payload  # noqa: E402
 
 NS = "bench"
 
@@ -90,7 +90,7 @@ async def queue_backlog(conn: asyncpg.Connection, version: int, size: int, chunk
             await conn.execute(_BACKLOG, NS, version, min(chunk, size - first))
         seconds = time.monotonic() - started
         plan = await lease_plan(conn)
-        await conn.execute("SELECT pg_notify($1, $2)", READY_CHANNEL, f"{NS}/noop")
+        await conn.execute("SELECT pg_notify($1, $2)", READY_CHANNEL, ready_payload((NS, "noop")))
     return seconds, plan
 
 

@@ -205,7 +205,7 @@ async def dispatch(dsn: str, api: str, tasks: int, workers: int, batch: int, log
             NS,
             tasks,
         )
-        await conn.execute(f"SELECT pg_notify('{executions.DECIDE_CHANNEL}', '')")
+        await executions.notify_decider(conn)
     await pool.close()
     remaining = (
         "SELECT (SELECT count(*) FROM executions WHERE namespace = 'bench' AND workflow_name = 'noop_wf'"

@@ -13,7 +13,7 @@ import asyncpg
 
 from sluiceway.controls.policy import Gates
 from sluiceway.model.execution import ResultStatus, TaskResult
-from sluiceway.store import definitions, executions, leasing, results
+from sluiceway.store import definitions, leasing, results, wakeups
 from tests.support.store import NS, define_task, define_workflow, gates_of, intervals, max_overlap, settle, start_runs
 
 # One statement, one snapshot: what is committed as in flight at one instant.
@@ -222,16 +222,17 @@ async def test_a_permit_handed_over_wakes_nobody_and_one_not_handed_over_wakes_o
     gates = await gates_of(pool, "erp")
     heard: list[str] = []
     listener = await asyncpg.connect(database_url)
-    await listener.add_listener(executions.READY_CHANNEL, lambda *args: heard.append(args[3]))
+    await listener.add_listener(wakeups.READY_CHANNEL, lambda *args: heard.append(args[3]))
 
     async def wake_ups_for_x() -> int:
         """Permit wake-ups heard so far: a marker sent after the transaction, so all of its arrived."""
         marker = f"marker-{len(heard)}"
         async with pool.acquire() as conn:
-            await conn.execute("SELECT pg_notify($1, $2)", executions.READY_CHANNEL, marker)
+            await conn.execute("SELECT pg_notify($1, $2)", wakeups.READY_CHANNEL, marker)
         while marker not in heard:
             await asyncio.sleep(0.01)
-        return sum(1 for payload in heard if payload.startswith(f"{NS}/@sem:x{executions.SLOT_FREED}"))
+        permit_of_x = wakeups.Ready((NS, wakeups.semaphore_queue("x")), one_slot=True)
+        return sum(1 for payload in heard if wakeups.parse_ready(payload) == permit_of_x)
 
     try:
         async with pool.acquire() as conn:

@@ -20,7 +20,7 @@ import pytest
 from sluiceway.store import deciding
 from sluiceway.store.database import Pool
 from sluiceway.store.deciding import DeciderConfig, decide_batch
-from sluiceway.store.executions import DECIDE_CHANNEL
+from sluiceway.store.wakeups import DECIDE_CHANNEL
 from tests.support.plane import Plane, execution_plane, finished, post
 from tests.support.store import NS, define_workflow, fetchval
 

@@ -53,6 +53,7 @@ from sluiceway.model.workflow import TaskType
 from sluiceway.observability import metrics, tracing
 from sluiceway.store import attributes, diagnostics, leasing, listing, logs, matching, results
 from sluiceway.store.notifications import Notifications
+from sluiceway.store.wakeups import semaphore_queue
 
 DEFAULT_POLL_TIMEOUT = 30.0
 # Even with no notification, a waiting poll re-checks this often, so a lost
@@ -221,7 +222,9 @@ async def poll(
     timeout = min(
         request.poll_timeout_seconds if request.poll_timeout_seconds is not None else DEFAULT_POLL_TIMEOUT, ceiling
     )
-    wake_keys = list(request.task_types) + sorted({f"@sem:{s}" for p in policies.values() for s in p.gates.semaphores})
+    wake_keys = list(request.task_types) + sorted(
+        {semaphore_queue(s) for p in policies.values() for s in p.gates.semaphores}
+    )
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     notifications = svc.notifications

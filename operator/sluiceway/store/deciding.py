@@ -61,12 +61,10 @@ from sluiceway.model.taskdefinition import RetryKind
 from sluiceway.model.workflow import Executor, TaskType, WorkflowSpec
 from sluiceway.observability import tracing
 from sluiceway.observability.logs import about
-from sluiceway.store import admission, diagnostics, executions, matching, messages, workflows
+from sluiceway.store import admission, diagnostics, executions, matching, messages, wakeups, workflows
 from sluiceway.store.database import Pool
 from sluiceway.store.policies import Policies
 from sluiceway.store.sql import types_where
-
-SYSTEM_WAKE = ("@system", "@http")  # what the system-task runner waits on
 
 log = logging.getLogger(__name__)
 
@@ -773,7 +771,7 @@ _DECIDE_AGAIN = "INSERT INTO decide_queue (execution_id, event) SELECT unnest($1
 # that got work, in one round trip. `notified` is read (count) so that it runs.
 _MARK_DECIDED = f"""
 WITH consumed AS (DELETE FROM decide_queue WHERE id = ANY($3)),
-     notified AS (SELECT pg_notify('{executions.READY_CHANNEL}', queue) FROM unnest($4::text[]) AS queue)
+     notified AS (SELECT {wakeups.notify_ready_sql("queue")} FROM unnest($4::text[]) AS queue)
 UPDATE executions e SET evaluated = true, mirror_seq = e.mirror_seq + (e.resource_name IS NOT NULL)::int,
        timeout_at = coalesce(t.timeout_at, e.timeout_at),
        chain_deadline_at = coalesce(e.chain_deadline_at, t.chain_deadline_at)
@@ -911,7 +909,7 @@ class _Applier:
             else:
                 self.delayed.add((snapshot.namespace, command.name))
         elif executor is Executor.SYSTEM:
-            self.ready.add(SYSTEM_WAKE)
+            self.ready.add(wakeups.SYSTEM_WAKE)
         return task_id
 
     def _record(self, snapshot: RunSnapshot, command: RecordTask) -> uuid.UUID:
@@ -983,7 +981,7 @@ class _Applier:
             [d[0] for d in self.decided],
             [d[1] for d in self.decided],
             event_ids,
-            [f"{namespace}/{name}" for namespace, name in sorted(ready)],
+            wakeups.ready_payloads(ready),
             [d[2] for d in self.decided],
         )
         outcome.ready = ready
@@ -1056,7 +1054,7 @@ WITH cancelled AS (
            lease_expires_at = NULL, schedule_to_close_at = NULL, wait_until = NULL
      WHERE execution_id = ANY($1) AND status IN ('SCHEDULED', 'IN_PROGRESS')
     RETURNING child_execution_id, namespace, name, CASE WHEN status = 'CANCELED' THEN holds END AS holds
-), freed AS ({executions.released("cancelled")}
+), freed AS ({wakeups.released("cancelled")}
 )
 SELECT child_execution_id, (SELECT count(*) FROM freed) FROM cancelled
 """

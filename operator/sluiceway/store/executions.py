@@ -18,34 +18,7 @@ from sluiceway.controls.pausing import effective_sla_seconds
 from sluiceway.model.execution import RunStatus, TaskOverride
 from sluiceway.model.workflow import WorkflowSpec, iter_tasks
 from sluiceway.store import admission, attributes, workflows
-
-DECIDE_CHANNEL = "sluiceway_decide"
-READY_CHANNEL = "sluiceway_ready"
-
-
-SLOT_FREED = "#slot"  # a payload suffix: one slot freed, so wake one waiter, not all of them
-
-
-def released(rows: str, refilled: str | None = None, handing: str | None = None) -> str:
-    """A CTE body that wakes the pollers of gated queues whose tasks in `rows`
-    (namespace, name, holds) just left IN_PROGRESS: their queue, and every
-    semaphore they held, one notification per freed slot. Ungated leases have
-    NULL holds and wake nobody. `refilled` (an SQL text[] of task types) names
-    queues whose freed slots the caller leases again at once: waking a poll
-    for them would only have it queue for the lock and find the gate closed.
-    Semaphores are woken whoever refills: other types wait on them too, except
-    for the types in `handing`, whose permits the caller hands over and wakes
-    for those it does not (leasing.hand_over)."""
-    skip = f" AND NOT (name = ANY({refilled}))" if refilled else ""
-    keep = f" WHERE NOT (name = ANY({handing}))" if handing else ""
-    # Numbered: PostgreSQL folds identical payloads of one transaction into one notification.
-    return f"""
-    SELECT pg_notify('{READY_CHANNEL}', key || '{SLOT_FREED}' || row_number() OVER ()) FROM (
-        SELECT namespace || '/' || name AS key FROM {rows} WHERE holds IS NOT NULL{skip}
-        UNION ALL
-        SELECT namespace || '/@sem:' || semaphore FROM {rows}, unnest(holds) AS semaphore{keep}
-    ) keys"""
-
+from sluiceway.store.wakeups import NOTIFY_DECIDER_SQL
 
 # How long a requestId names the run it started, unless the caller says otherwise.
 IDEMPOTENCY_WINDOW_SECONDS = 86_400
@@ -163,7 +136,7 @@ SELECT r.execution_id, r.fingerprint, e.status, e.awaiting_admission, e.paused_a
  WHERE r.namespace = $1 AND r.request_id = $2 AND r.created_at >= now() - make_interval(secs => $3::float8)
 """
 _ENQUEUE_MANY = "INSERT INTO decide_queue (execution_id, event) SELECT unnest($1::uuid[]), $2"
-_NOTIFY_DECIDER = f"SELECT pg_notify('{DECIDE_CHANNEL}', '')"
+_NOTIFY_DECIDER = f"SELECT {NOTIFY_DECIDER_SQL}"
 # Queued and the deciders told in one round trip: a data-modifying WITH runs
 # once whether or not the query reads it.
 _ENQUEUE_MANY_AND_NOTIFY = f"WITH queued AS ({_ENQUEUE_MANY}) {_NOTIFY_DECIDER}"

@@ -17,8 +17,8 @@ import asyncpg
 from sluiceway.controls.gates import GateHold, GateState, SemaphoreState, closed
 from sluiceway.controls.policy import Gates
 from sluiceway.model.workflow import Executor
-from sluiceway.store.executions import READY_CHANNEL, SLOT_FREED
 from sluiceway.store.sql import STILL_LEASED
+from sluiceway.store.wakeups import READY_CHANNEL, SLOT_FREED
 
 
 @dataclass(frozen=True)

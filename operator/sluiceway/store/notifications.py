@@ -18,8 +18,8 @@ from collections.abc import Iterable
 import asyncpg
 
 from sluiceway.store.definitions import DEFINITIONS_CHANNEL
-from sluiceway.store.executions import DECIDE_CHANNEL, READY_CHANNEL, SLOT_FREED
 from sluiceway.store.policies import Policies
+from sluiceway.store.wakeups import DECIDE_CHANNEL, READY_CHANNEL, parse_ready
 
 log = logging.getLogger(__name__)
 
@@ -87,12 +87,10 @@ class Notifications:
             await self._conn.close()
 
     def _on_ready(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
-        key, marker, _ = payload.partition(SLOT_FREED)
-        one_slot = bool(marker)
-        namespace, _, name = key.partition("/")
-        self._changed((namespace, name))
-        waiters = self._ready.get((namespace, name), {})
-        if one_slot:
+        ready = parse_ready(payload)
+        self._changed(ready.queue)
+        waiters = self._ready.get(ready.queue, {})
+        if ready.one_slot:
             # Waking every poll for one slot only makes them queue for the same lock.
             sleeping = next((e for e in waiters if not e.is_set()), None)
             if sleeping is not None:

@@ -29,8 +29,7 @@ import asyncpg
 from sluiceway.controls.pausing import RunClocks, resumed
 from sluiceway.engine.reruns import Latest, RerunError, rerun_scope, retry_scope
 from sluiceway.model.execution import RunStatus, TaskStatus
-from sluiceway.store import admission, attributes, executions, workflows
-from sluiceway.store.deciding import SYSTEM_WAKE
+from sluiceway.store import admission, attributes, executions, wakeups, workflows
 
 # Where a parked task waits: far enough that nothing is due, finite so that
 # arithmetic on it never fails.
@@ -133,9 +132,9 @@ back AS (
      WHERE t.id = r.task_id
     RETURNING t.namespace, t.name, t.executor, t.status
 )
-SELECT pg_notify('{executions.READY_CHANNEL}', queue) FROM (
-    SELECT DISTINCT CASE WHEN executor = 'worker' THEN namespace || '/' || name ELSE '{"/".join(SYSTEM_WAKE)}' END
-           AS queue
+SELECT {wakeups.notify_ready_sql("queue")} FROM (
+    SELECT DISTINCT CASE WHEN executor = 'worker' THEN {wakeups.ready_payload_sql("namespace", "name")}
+                         ELSE {wakeups.SYSTEM_PAYLOAD_SQL} END AS queue
       FROM back WHERE status = 'SCHEDULED' AND executor <> 'engine'
 ) queues
 """

@@ -22,7 +22,7 @@ import asyncpg
 
 from sluiceway.model.execution import ResultStatus, TaskResult
 from sluiceway.model.workflow import TaskType
-from sluiceway.store import executions, operations
+from sluiceway.store import executions, operations, wakeups
 from sluiceway.store.sql import STILL_LEASED, types_where
 
 _CLEAR_TIMERS = """
@@ -52,8 +52,8 @@ WITH done AS (
             WHERE o.execution_id = d.execution_id AND o.status IN ('SCHEDULED', 'IN_PROGRESS')
               AND o.id NOT IN (SELECT id FROM done))
 ), woken AS (
-    SELECT pg_notify('{executions.DECIDE_CHANNEL}', '') WHERE $11::boolean OR EXISTS (SELECT 1 FROM busy)
-), freed AS ({executions.released("done", "$10::text[]", "$12::text[]")}
+    SELECT {wakeups.NOTIFY_DECIDER_SQL} WHERE $11::boolean OR EXISTS (SELECT 1 FROM busy)
+), freed AS ({wakeups.released("done", "$10::text[]", "$12::text[]")}
 )
 SELECT done.id, done.execution_id, done.execution_id IN (SELECT execution_id FROM busy) AS busy,
        (SELECT count(*) FROM woken) + (SELECT count(*) FROM freed) AS woken
@@ -90,7 +90,7 @@ WITH snoozed AS (
            attempt = attempt + CASE WHEN $4 THEN 1 ELSE 0 END
      WHERE id = $1
     RETURNING namespace, name, holds
-), freed AS ({executions.released("snoozed")}
+), freed AS ({wakeups.released("snoozed")}
 )
 SELECT name, (SELECT count(*) FROM freed) FROM snoozed
 """
@@ -100,10 +100,11 @@ WITH ended AS (
            reason = 'DeadlineExceeded: handing it back would land past scheduleToCloseTimeout', {_CLEAR_TIMERS}
      WHERE id = $1
     RETURNING execution_id, namespace, name, holds
-), freed AS ({executions.released("ended")}
+), freed AS ({wakeups.released("ended")}
 )
 SELECT execution_id, (SELECT count(*) FROM freed) FROM ended
 """
+_NOTIFY_READY = f"SELECT {wakeups.notify_ready_sql('$1')}"
 
 
 class Verdict(Enum):
@@ -247,7 +248,7 @@ async def _snooze(conn: asyncpg.Connection, namespace: str, result: TaskResult) 
     if run["paused_at"] is not None:
         await operations.park(conn, run["id"], task_id)
         return True
-    await conn.execute(f"SELECT pg_notify('{executions.READY_CHANNEL}', $1)", f"{namespace}/{name}")
+    await conn.execute(_NOTIFY_READY, wakeups.ready_payload((namespace, name)))
     return True
 
 

@@ -20,7 +20,7 @@ import asyncpg
 from sluiceway.controls.policy import Timeouts
 from sluiceway.controls.timeouts import Deadlines, Expiry, expiry
 from sluiceway.model.taskdefinition import TimeoutPolicy
-from sluiceway.store import admission, executions
+from sluiceway.store import admission, executions, wakeups
 from sluiceway.store.database import Pool
 from sluiceway.store.sql import claim
 
@@ -40,7 +40,7 @@ WITH expired AS (
            lease_expires_at = NULL, schedule_to_close_at = NULL, wait_until = NULL
      WHERE id = $1
     RETURNING namespace, name, holds
-), freed AS ({executions.released("expired")}
+), freed AS ({wakeups.released("expired")}
 )
 SELECT count(*) FROM freed
 """

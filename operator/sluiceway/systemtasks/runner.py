@@ -28,11 +28,11 @@ from sluiceway.model.workflow import Executor, TaskType
 from sluiceway.observability import tracing
 from sluiceway.store import leasing, results
 from sluiceway.store.database import Connection, Pool
-from sluiceway.store.deciding import SYSTEM_WAKE
 from sluiceway.store.errors import StoreError
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.policies import Policies
 from sluiceway.store.tenancy import Tenants
+from sluiceway.store.wakeups import SYSTEM_WAKE
 
 log = logging.getLogger(__name__)
 
