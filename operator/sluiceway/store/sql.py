@@ -1,10 +1,16 @@
 """SQL text built once for the statements that share it: from what the model
 says (so that the model stays the one place a fact about task types is
-written), and the claim of rows no other transaction holds."""
+written), the claim of rows no other transaction holds, and bulk statements
+over rows written as dataclasses (one field per column, in one order)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import datetime
+import typing
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
 
 from sluiceway.model.workflow import TaskType
 
@@ -47,3 +53,51 @@ def claim(columns: str, rows: str, where: str, *, order_by: str = "", limit: str
         clauses.append(f" LIMIT {limit}")
     clauses.append(f"   FOR UPDATE OF {of} SKIP LOCKED" if of else "   FOR UPDATE SKIP LOCKED")
     return "\n".join(clauses)
+
+
+# -- rows written in bulk --------------------------------------------------------------
+#
+# A row of a bulk statement is a frozen dataclass whose fields carry their SQL
+# type (`id: sql.Uuid`, `ended_at: sql.Instant | None`). `unnest` writes the
+# statement's `unnest($1::uuid[], ...) AS alias(id, ...)` from the fields and
+# `arrays` turns the rows into its parameters, both in field order: a column
+# is added as one field, and once in the statement that reads it.
+
+Uuid = Annotated[uuid.UUID, "uuid"]
+Text = Annotated[str, "text"]
+Int = Annotated[int, "int"]
+Json = Annotated[dict[str, Any], "jsonb"]
+Instant = Annotated[datetime.datetime, "timestamptz"]
+
+
+def _sql_type(hint: Any) -> str:
+    """The SQL type a field declares: its Annotated metadata, also inside `X | None`."""
+    for candidate in (hint, *typing.get_args(hint)):
+        if typing.get_origin(candidate) is Annotated:
+            sql_type: str = candidate.__metadata__[0]
+            return sql_type
+    raise TypeError(f"{hint!r} says no SQL type: declare the field as sql.Uuid, sql.Text, ...")
+
+
+def fields_of(row: type[Any]) -> list[tuple[str, str]]:
+    """(name, SQL type) of each field of a row dataclass, in order."""
+    hints = typing.get_type_hints(row, include_extras=True)
+    return [(f.name, _sql_type(hints[f.name])) for f in dataclasses.fields(row)]
+
+
+def unnest(row: type[Any], alias: str, first: int = 1) -> str:
+    """`unnest($first::type[], ...) AS alias(field, ...)`: the rows `arrays` gives, as a table."""
+    fields = fields_of(row)
+    arrays_ = ", ".join(f"${first + i}::{sql_type}[]" for i, (_, sql_type) in enumerate(fields))
+    return f"unnest({arrays_}) AS {alias}({', '.join(name for name, _ in fields)})"
+
+
+def arrays(rows: Sequence[Any], row: type[Any]) -> list[list[Any]]:
+    """`rows` (instances of the dataclass `row`) as one array per field, in field order: `unnest`'s parameters."""
+    names = [f.name for f in dataclasses.fields(row)]
+    return [[getattr(r, name) for r in rows] for name in names]
+
+
+def parameters(item: Any) -> tuple[Any, ...]:
+    """One row dataclass as a statement's parameters ($1, $2, ...), in field order (for executemany)."""
+    return tuple(getattr(item, f.name) for f in dataclasses.fields(item))
