@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import asyncpg
 
 from sluiceway.model.execution import ResultStatus, RunStatus, TaskStatus
 from sluiceway.store import executions, results
+from sluiceway.store.deciding import DeciderConfig, Pass, decide_pass
 from sluiceway.store.sweeping import sweep
 from tests.support.store import (
     NS,
@@ -302,3 +304,24 @@ async def test_a_changed_workflow_gets_a_new_version_and_running_runs_keep_their
     assert [t.ref for t in await lease(pool, "new")] == ["t"]
     assert (await run_status(pool, first)).workflow_version == 1
     assert (await run_status(pool, second)).workflow_version == 2
+
+
+async def test_a_pass_that_meets_only_a_due_run_another_transaction_holds_says_so(
+    pool: asyncpg.Pool, database_url: str
+) -> None:
+    """SKIP LOCKED passes over a run another transaction holds (an operation,
+    a result, another decider), and its holder may let go without queueing
+    anything: the pass says the run was held, for the loop to look again
+    soon instead of at its recheck."""
+    await define_workflow(pool, "held", [{"name": "fetch", "taskReferenceName": "fetch"}])
+    run_id = await start(pool, "held")
+    config = DeciderConfig()
+    holder = await asyncpg.connect(database_url)
+    try:
+        async with holder.transaction():
+            await holder.execute("SELECT 1 FROM executions WHERE id = $1 FOR UPDATE", uuid.UUID(run_id))
+            assert await decide_pass(pool, config) == Pass(decided=0, held=True)
+    finally:
+        await holder.close()
+    assert await decide_pass(pool, config) == Pass(decided=1, held=False)
+    assert await decide_pass(pool, config) == Pass(decided=0, held=False), "nothing due: nothing held"

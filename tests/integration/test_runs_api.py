@@ -18,10 +18,10 @@ import pytest
 
 from sluiceway.controls.attributes import Op, TypedFilter
 from sluiceway.model.attributes import AttributeType
-from sluiceway.model.execution import RunStatus
+from sluiceway.model.execution import ResultStatus, RunStatus
 from sluiceway.store import listing
 from sluiceway.worker import Task, Worker
-from tests.support.plane import Plane, Running, finished
+from tests.support.plane import Plane, Running, execution_plane, finished
 from tests.support.store import NS, define_workflow, lease, report
 from tests.support.waiting import eventually_async
 
@@ -189,6 +189,36 @@ async def test_concurrent_retries_of_one_start_create_one_run(plane: Plane) -> N
         plane, "POST", f"{API}/executions", {"name": "once", "requestId": "a"}, **{"Idempotency-Key": "b"}
     )
     assert status == 422 and body["fields"][0]["field"] == "requestId"
+
+
+# Far beyond the wait below: a run the decider only finds again on its recheck fails the test.
+DECIDER_NEVER_RECHECKS = 3600.0
+
+
+@pytest.mark.parametrize("operation", ["rerun", "retry"])
+async def test_concurrent_operations_on_one_run_start_its_task_at_once(
+    pool: asyncpg.Pool, database_url: str, operation: str
+) -> None:
+    """One of ten concurrent reruns (or retries) wins, and its run is decided
+    as soon as the nine refused ones have let go of the run's row, not at the
+    decider's next recheck: the decider skips a run another transaction holds
+    (SKIP LOCKED), and those refusals hold it and wake nobody."""
+    async with execution_plane(pool, database_url, decider_recheck=DECIDER_NEVER_RECHECKS) as plane:
+        await define_workflow(pool, "again", ORDERS)
+        run_id = await start(plane, "again")
+        (task,) = await leased(pool, "fetch", 1)
+        body = {"taskReferenceName": "fetch"} if operation == "rerun" else {}
+        for _ in range(3):  # each round is one more chance for the decider to meet a refusal's lock
+            await report(pool, task, ResultStatus.FAILED_WITH_TERMINAL_ERROR, reason="broken")
+            assert (await finished(plane, run_id))["status"] == "FAILED"
+            answers = await asyncio.gather(
+                *(call(plane, "POST", f"{API}/executions/{run_id}/{operation}", body) for _ in range(10))
+            )
+            assert sorted(status for status, _ in answers) == [200] + [409] * 9, answers
+            (task,) = await eventually_async(
+                lambda: lease(pool, "fetch", count=1), timeout=30, what=f"the {operation}'s task to be leasable"
+            )
+            assert task.execution_id == run_id
 
 
 async def test_start_refuses_attributes_that_do_not_fit_naming_them(plane: Plane) -> None:

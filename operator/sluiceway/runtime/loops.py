@@ -20,7 +20,7 @@ from sluiceway.observability import metrics
 from sluiceway.observability.logs import about
 from sluiceway.store import diagnostics, retention, schedules
 from sluiceway.store.database import Pool
-from sluiceway.store.deciding import DeciderConfig, Quarantined, decide_batch, trace_pass
+from sluiceway.store.deciding import DeciderConfig, Quarantined, decide_pass, trace_pass
 from sluiceway.store.errors import StoreError
 from sluiceway.store.notifications import Notifications
 from sluiceway.store.sweeping import (
@@ -43,6 +43,11 @@ _SWEEP_RECHECK = 0.5
 # 30 s: an idle decider looks again this often for that one (and for a
 # notification lost by the listener's reconnect), not every second.
 _DECIDER_RECHECK = 5.0
+# A due run another transaction holds is looked at again after this long,
+# twice as long each time it is still held, up to the last: its holder lets
+# go without a notification (an operation refused, a result), most often
+# within milliseconds; another decider's pass may take a second.
+_HELD_BACKOFF = (0.01, 1.0)
 
 
 async def _pause(stop: asyncio.Event, seconds: float, wake: asyncio.Event | None = None) -> None:
@@ -129,8 +134,10 @@ async def run_decider(
     or `recheck` seconds (_DECIDER_RECHECK by default) at most."""
     config.on_decision = config.on_decision or observe_decision
     config.on_quarantine = config.on_quarantine or count_quarantined
+    held_wait = _HELD_BACKOFF[0]
 
     async def step() -> bool:
+        nonlocal held_wait
         if notifications is not None:
             notifications.decide.clear()
         started = time.perf_counter()
@@ -138,13 +145,19 @@ async def run_decider(
         runs: list[tuple[RunSnapshot, str | None]] = []
         token = _decided.set(runs)
         try:
-            decided = await decide_batch(pool, config)
+            done = await decide_pass(pool, config)
         finally:
             _decided.reset(token)
-        if decided:
+        if done.decided:
+            held_wait = _HELD_BACKOFF[0]
             metrics.DECIDE_BATCH_LATENCY.observe(time.perf_counter() - started)
             await trace_pass(pool, started_ns, runs)
             return True
+        if done.held:
+            await _pause(stop, held_wait, wake=notifications.decide if notifications is not None else None)
+            held_wait = min(held_wait * 2, _HELD_BACKOFF[1])
+            return False
+        held_wait = _HELD_BACKOFF[0]
         if notifications is not None:
             await _pause(stop, _DECIDER_RECHECK if recheck is None else recheck, wake=notifications.decide)
         else:

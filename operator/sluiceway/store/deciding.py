@@ -66,9 +66,11 @@ __all__ = [
     "DEFAULT_RETENTION_SECONDS",
     "Decided",
     "DeciderConfig",
+    "Pass",
     "Quarantined",
     "decide_batch",
     "decide_inline",
+    "decide_pass",
     "report",
     "trace_pass",
 ]
@@ -95,6 +97,13 @@ class DeciderConfig:
     offers: matching.Offers | None = None
 
 
+# Whether due events wait for a run that exists: asked when a pass took no run,
+# it says another transaction holds a run that is due (SKIP LOCKED passed it
+# over). Whoever holds it (an operation, a result, a mirror write, another
+# decider) may let go without queueing anything: nothing would wake the loop.
+_HELD = """
+SELECT EXISTS (SELECT 1 FROM decide_queue q JOIN executions e ON e.id = q.execution_id WHERE q.due_at <= now())
+"""
 _HEAD_EVENTS = "SELECT execution_id FROM decide_queue WHERE due_at <= now() ORDER BY due_at, id LIMIT $1"
 _DEFER = """
 WITH consumed AS (DELETE FROM decide_queue WHERE execution_id = $1 AND due_at <= now())
@@ -102,8 +111,25 @@ INSERT INTO decide_queue (execution_id, event, due_at) VALUES ($1, 'retry_after_
 """
 
 
+@dataclass(frozen=True)
+class Pass:
+    """What one pass of the decider loop did."""
+
+    decided: int
+    # It took no run, yet due runs wait that another transaction holds: look
+    # again soon, as no notification comes when that transaction lets go.
+    held: bool = False
+
+
 async def decide_batch(pool: Pool, config: DeciderConfig) -> int:
     """Decide one batch of due runs; return how many runs were decided."""
+    return (await decide_pass(pool, config)).decided
+
+
+async def decide_pass(pool: Pool, config: DeciderConfig) -> Pass:
+    """Decide one batch of due runs; when it took none, say whether due runs
+    were passed over because another transaction holds them (one more round
+    trip, only on a pass that found nothing it could take)."""
     async with pool.acquire() as conn:
         matcher = _Matcher(config.offers, config.policies) if config.offers is not None else None
         try:
@@ -118,11 +144,12 @@ async def decide_batch(pool: Pool, config: DeciderConfig) -> int:
             if not isinstance(error, Exception) or _connection_lost(error, conn):
                 raise
             log.warning("bulk decision failed (%s); deciding runs one by one", describe(error))
-            return await _decide_one_by_one(conn, config)
+            return Pass(await _decide_one_by_one(conn, config))
         if matcher is not None:
             matching.settle(matcher.claimed, committed=True)
         report(outcome, config)
-        return outcome.decided
+        held = not runs and bool(await conn.fetchval(_HELD))
+        return Pass(outcome.decided, held)
 
 
 @dataclass
