@@ -16,6 +16,7 @@ from sluiceway.api.services import Services
 from sluiceway.controls.policy import Gates
 from sluiceway.model.execution import ResultStatus, RunStatus
 from sluiceway.model.schedule import ScheduleSpec
+from sluiceway.plane import Plane
 from sluiceway.store import definitions, leasing, schedules
 from tests.support.store import NS, define_task, define_workflow, lease, report, run_status, settle, start
 from tests.support.ui import Browser, serve_ui
@@ -40,7 +41,7 @@ FAN = [
 
 @pytest.fixture
 async def browser(pool: asyncpg.Pool) -> AsyncIterator[Browser]:
-    async with serve_ui(Services(pool)) as base:
+    async with serve_ui(Services(Plane(pool))) as base:
         found = Browser(base)
         yield found
         await found.close()

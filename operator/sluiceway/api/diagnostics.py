@@ -124,7 +124,7 @@ async def why_run(
     namespace: NAMESPACE, execution_id: EXECUTION_ID, svc: Services = Depends(services)
 ) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
-        facts = await diagnostics.run_facts(conn, namespace, execution_id, svc.policies, limit=WHY_TASKS)
+        facts = await diagnostics.run_facts(conn, namespace, execution_id, svc.plane.policies, limit=WHY_TASKS)
     if facts is None:
         raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
     return {
@@ -150,7 +150,9 @@ async def why_run(
 async def why_task(namespace: NAMESPACE, task_id: TASK_ID, svc: Services = Depends(services)) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
         found = await diagnostics.run_and_ref_of_task(conn, namespace, task_id)
-        facts = await diagnostics.run_facts(conn, namespace, found[0], svc.policies, ref=found[1]) if found else None
+        facts = (
+            await diagnostics.run_facts(conn, namespace, found[0], svc.plane.policies, ref=found[1]) if found else None
+        )
     if facts is None:
         raise ApiError(404, "NOT_FOUND", f"no task {task_id} in namespace {namespace}")
     task = next((t for t in facts.tasks if t.task_id == str(task_id)), None)

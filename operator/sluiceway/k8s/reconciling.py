@@ -27,6 +27,7 @@ from sluiceway.model import GROUP, VERSION
 from sluiceway.model.common import Spec
 from sluiceway.model.resources import ResourceKind
 from sluiceway.observability import metrics
+from sluiceway.plane import Plane
 from sluiceway.store import definitions
 from sluiceway.store.database import Pool
 from sluiceway.store.errors import StoreUnavailable
@@ -42,10 +43,15 @@ Handler = Callable[..., Awaitable[None]]
 class Context:
     """What the handlers need, passed to kopf as the operator's memo (`memo.context`)."""
 
-    pool: Pool
+    plane: Plane  # what WorkflowRuns do to runs goes through its commands
     clock: Callable[[], datetime.datetime]
     events: EventRecorder | None = None
     kube: KubeClient | None = None  # the operator's own client: deletes WorkflowRuns past their TTL
+
+    @property
+    def pool(self) -> Pool:
+        """The plane's pool, for the definitions the handlers store."""
+        return self.plane.pool
 
     def now(self) -> str:
         return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 import uuid
@@ -18,6 +19,19 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # Deeper JSON than this is refused rather than walked: no real payload needs it,
 # and the decoders on the way to jsonb recurse.
 MAX_JSON_DEPTH = 64
+
+
+def wire_time(value: datetime.datetime | None) -> str | None:
+    """An instant as the API writes it: ISO 8601 in UTC, with a `Z`."""
+    if value is None:
+        return None
+    return value.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+def kube_time(value: datetime.datetime | None) -> str | None:
+    """An instant as Kubernetes writes one in an object (RFC 3339 to the second, `Z`)."""
+    return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if value is not None else None
+
 
 # Task types, semaphores and workflows keep the names users already know from
 # Conductor-style engines ("export_report", "legacy_erp"). Kubernetes object
