@@ -146,7 +146,7 @@ async def _lease_once(
     for lease in leased:
         metrics.TASKS_LEASED.labels(namespace, lease.task_type).inc()
     for hold in holds:
-        metrics.GATE_HOLDS.labels(hold.control.split(":", 1)[0]).inc()
+        metrics.GATE_HOLDS.labels(hold.gate.wire).inc()
     return leased, holds
 
 
@@ -154,7 +154,7 @@ def _count(namespace: str, leased: list[leasing.Lease], holds: list[GateHold]) -
     for lease in leased:
         metrics.TASKS_LEASED.labels(namespace, lease.task_type).inc()
     for hold in holds:
-        metrics.GATE_HOLDS.labels(hold.control.split(":", 1)[0]).inc()
+        metrics.GATE_HOLDS.labels(hold.gate.wire).inc()
 
 
 async def _hand_over(
