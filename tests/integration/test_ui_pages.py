@@ -247,6 +247,57 @@ async def test_gates_show_queues_caps_and_who_holds_a_semaphore(pool: asyncpg.Po
     assert "semaphore legacy_erp: 1/1 held by export" in run.text
 
 
+def caps_section(html: str) -> str:
+    """The gates page's table of caps and rate windows."""
+    return html[html.index('id="caps-title"') : html.index('id="sem-title"')]
+
+
+async def test_held_back_is_shown_only_for_ready_tasks_behind_a_closed_gate(
+    pool: asyncpg.Pool, browser: Browser
+) -> None:
+    await define_task(pool, "capped", concurrentExecLimit=1)
+    await define_task(pool, "roomy", concurrentExecLimit=5)
+    await define_task(pool, "idle", concurrentExecLimit=5)
+    await define_task(pool, "paced", rateLimitPerFrequency=1, rateLimitFrequencySeconds=60)
+    await define_workflow(pool, "one_capped", [simple("capped")])
+    await define_workflow(pool, "one_roomy", [simple("roomy")])
+    await define_workflow(pool, "one_paced", [simple("paced")])
+    for workflow in ("one_capped", "one_capped", "one_roomy", "one_roomy", "one_paced"):
+        await start(pool, workflow)
+    await settle(pool)
+    async with pool.acquire() as conn, conn.transaction():
+        taken = await leasing.lease(conn, NS, "capped", "w1", 5, Gates(concurrent_exec_limit=1))
+        # The window a lease of `paced` spent a day ago: spent, but not the current one.
+        await conn.execute(
+            "INSERT INTO rate_windows VALUES ($1, 'paced', date_trunc('minute', now()) - interval '1 day', 1)", NS
+        )
+    assert len(taken.leases) == 1, "the cap of one is full; the other capped task is ready and held back"
+
+    caps = caps_section((await browser.get(f"/ui/ns/{NS}/gates")).text)
+    link = r'<code>(\w+)</code> <a href="[^"]+taskType=\1&amp;status=SCHEDULED[^"]*">(\d+) held back'
+    held = re.findall(link, caps)
+    assert held == [("capped", "1")], "only the type whose cap is full holds a ready task back"
+    assert "by <code>concurrentExecLimit</code>" in caps
+    assert "<code>idle</code></td>" in caps, "a gated type with no task has no link"
+    assert "<code>roomy</code></td>" in caps, "ready tasks under an open gate are not held back"
+    assert "<code>paced</code></td>" in caps and "0/1 per 60 s" in caps, "a past window spent nothing of this one"
+
+
+async def test_a_quota_shows_each_limit_it_sets_and_never_an_empty_entry(pool: asyncpg.Pool, browser: Browser) -> None:
+    async with pool.acquire() as conn:
+        await definitions.upsert_quota(conn, NS, "payloads", 1, None, None, None, None, max_payload_bytes=1_048_576)
+        await definitions.upsert_quota(conn, NS, "schedules", 1, None, None, None, 4)
+        await definitions.upsert_quota(conn, NS, "weights", 1, None, None, None, None, dispatch_weight=3)
+    page = (await browser.get(f"/ui/ns/{NS}/gates")).text
+    quotas = page[page.index('id="quota-title"') :]
+    entries = dict(re.findall(r"<h3>(\w+)</h3>\s*<ul class=\"plain\">(.*?)</ul>", quotas, re.S))
+    assert set(entries) == {"payloads", "schedules", "weights"}
+    assert "payload limit: 1,048,576 bytes" in entries["payloads"]
+    assert 'aria-label="schedules"></meter> 0/4' in entries["schedules"]
+    assert "sets no run, definition, schedule or payload limit" in entries["weights"]
+    assert all("<li" in entry for entry in entries.values()), "no Quota shows as an empty entry"
+
+
 async def test_definitions_show_the_effective_policy_and_the_yaml_of_each_version(
     pool: asyncpg.Pool, browser: Browser
 ) -> None:

@@ -78,7 +78,7 @@ def _count(namespace: str, leased: list[Lease], holds: list[GateHold]) -> None:
     for lease in leased:
         metrics.TASKS_LEASED.labels(namespace, lease.task_type).inc()
     for hold in holds:
-        metrics.GATE_HOLDS.labels(hold.control.split(":", 1)[0]).inc()
+        metrics.GATE_HOLDS.labels(hold.gate.wire).inc()
 
 
 async def _lease_once(

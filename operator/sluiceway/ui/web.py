@@ -33,6 +33,8 @@ from sluiceway.api import views as api_views
 from sluiceway.api.errors import ApiError
 from sluiceway.api.outcomes import error_of
 from sluiceway.api.services import Services, services_of
+from sluiceway.controls.gates import GateState, SemaphoreState, closed, window_start
+from sluiceway.controls.policy import Gates
 from sluiceway.controls.why import Reason, explain, explain_task
 from sluiceway.model.common import ENGINE_NAME_PATTERN
 from sluiceway.model.execution import MAX_OPERATION_REASON, RunStatus, TaskStatus
@@ -45,6 +47,7 @@ from sluiceway.plane.finding import Order
 from sluiceway.plane.schedules import schedule_view
 from sluiceway.store import diagnostics, executions, logs, overview, schedules, workflows
 from sluiceway.store.definitions import list_task_definitions
+from sluiceway.store.tenancy import tenant_rules
 from sluiceway.ui import gantt, rungraph, session, views
 from sluiceway.ui.session import LoginNeeded, Viewer
 from sluiceway.ui.statuses import is_failure, shown
@@ -691,10 +694,12 @@ async def gates(request: Request, namespace: str) -> Response:
         windows = await overview.rate_windows(conn, namespace)
         keys = await overview.admission_keys(conn, namespace)
         quotas = await diagnostics.quota_rows(conn, namespace) if may_quotas else []
+        payload_limits = dict((await tenant_rules(conn, namespace)).payload_limits) if may_quotas else {}
         usage = await diagnostics.usage(conn, namespace)
     by_queue = {q.name: q for q in queues}
+    now = datetime.datetime.now(datetime.UTC)
     caps = [
-        {"name": name, "gates": policies[name].gates, "queue": by_queue.get(name), "window": windows.get(name)}
+        _gated_type(name, policies[name].gates, by_queue.get(name), windows.get(name), semaphores, now)
         for name in sorted(names)
         if policies[name].gates.any()
     ]
@@ -710,12 +715,46 @@ async def gates(request: Request, namespace: str) -> Response:
             "holders": holders,
             "keys": keys,
             "quotas": quotas,
+            "payload_limits": payload_limits,
             "usage": usage,
             "may_semaphores": may_semaphores,
             "may_quotas": may_quotas,
-            "now": datetime.datetime.now(datetime.UTC),
+            "now": now,
         },
     )
+
+
+def _gated_type(
+    name: str,
+    gates: Gates,
+    queue: diagnostics.Queue | None,
+    window: overview.RateWindow | None,
+    semaphores: list[SemaphoreState],
+    now: datetime.datetime,
+) -> dict[str, Any]:
+    """One gated task type of the gates page: its use of each gate, and the
+    gates closed now (controls.gates, from the page's own counts), which hold
+    back its ready tasks. A rate window that is not the current one spent
+    nothing of it. Semaphores the viewer may not read are left out: what
+    they hold back is not said."""
+    current = window
+    if window is not None and window.window_start.timestamp() < window_start(
+        now.timestamp(), gates.rate_limit_frequency_seconds
+    ):
+        current = None
+    state = GateState(
+        in_flight=queue.in_flight if queue else 0,
+        window_used=current.used if current else 0,
+        semaphores=[s for s in semaphores if s.name in gates.semaphores],
+    )
+    return {
+        "name": name,
+        "gates": gates,
+        "queue": queue,
+        "window": current,
+        "ready": queue.ready if queue else 0,
+        "holds": closed(gates, state),
+    }
 
 
 @router.get("/ns/{namespace}/definitions", response_class=HTMLResponse)
