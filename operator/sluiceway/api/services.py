@@ -63,8 +63,10 @@ class Services:
     _polls_written_at: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.notifications is not None and self.policies not in self.notifications.caches:
-            self.notifications.caches.append(self.policies)
+        if self.notifications is not None:
+            for cache in (self.policies, self.tenants):
+                if cache not in self.notifications.caches:
+                    self.notifications.caches.append(cache)
 
     def polls_to_record(self, namespace: str, task_types: list[str], worker_id: str) -> list[tuple[str, str, str]]:
         """Note this poll; when a write is due, every poll noted since the last
