@@ -4,6 +4,7 @@ tokens, and the refusals (4xx pages naming what was wrong, nothing changed)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -20,6 +21,7 @@ from sluiceway.plane import Plane
 from sluiceway.store import definitions, leasing, schedules
 from tests.support.store import NS, define_task, define_workflow, lease, report, run_status, settle, start
 from tests.support.ui import Browser, serve_ui
+from tests.support.waiting import eventually_async
 
 
 def simple(ref: str, **inputs: Any) -> dict[str, Any]:
@@ -138,6 +140,47 @@ async def test_a_run_page_colours_its_graph_folds_a_fan_out_and_pages_its_branch
     direct = await browser.get(f"/ui/ns/{NS}/runs/{run_id}/tasks/prepare")
     assert direct.url.endswith(f"/runs/{run_id}?task=prepare#task") or "task=prepare" in direct.url
     assert "&#34;ready&#34;: true" in direct.text  # the output, escaped
+
+
+async def test_a_run_page_shows_one_moment_of_its_run_in_the_header_and_the_why(
+    pool: asyncpg.Pool, browser: Browser
+) -> None:
+    """A decision lands while the page is being read (as right after a HUMAN
+    task is completed from the UI, whose redirect reads the run as the decider
+    ends it): the header and the "why" still tell the same status. The page's
+    reads are made to straddle the decision's commit: the decision holds a
+    lock on a table the page reads after the run and before the why."""
+    await define_workflow(pool, "one", [simple("pick")])
+    run_id = await start(pool, "one")
+    await settle(pool)
+    async with pool.acquire() as decision:
+        deciding = decision.transaction()
+        await deciding.start()
+        await decision.execute("LOCK TABLE workflow_versions IN ACCESS EXCLUSIVE MODE")
+        await decision.execute(
+            "UPDATE executions SET status = 'COMPLETED', ended_at = now() WHERE id = $1", uuid.UUID(run_id)
+        )
+        reading = asyncio.create_task(browser.get(f"/ui/ns/{NS}/runs/{run_id}"))
+
+        async def page_waits_for_the_decision() -> bool:
+            async with pool.acquire() as conn:
+                return bool(
+                    await conn.fetchval(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                        " AND query LIKE '%workflow_versions%' AND pid <> pg_backend_pid()"
+                    )
+                )
+
+        await eventually_async(page_waits_for_the_decision, what="the page to read past the run's row")
+        await deciding.commit()
+    page = await reading
+    assert page.status == 200, page.text
+    title = re.search(r'<h1 id="run-title">(.*?)</h1>', page.text, re.S)
+    why = re.search(r'<section aria-labelledby="why-title">(.*?)</section>', page.text, re.S)
+    assert title and why, page.text
+    header_says_completed = "completed" in title.group(1)
+    why_says_completed = f"run {run_id} is COMPLETED" in why.group(1)
+    assert header_says_completed == why_says_completed, (title.group(1), why.group(1))
 
 
 async def test_retry_from_failed_needs_a_confirmation_and_a_csrf_token(pool: asyncpg.Pool, browser: Browser) -> None:

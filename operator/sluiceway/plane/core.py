@@ -55,8 +55,10 @@ class Plane:
     _polls_written_at: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.notifications is not None and self.policies not in self.notifications.caches:
-            self.notifications.caches.append(self.policies)
+        if self.notifications is not None:  # both dropped for a namespace whose definitions change
+            for cache in (self.policies, self.tenants):
+                if cache not in self.notifications.caches:
+                    self.notifications.caches.append(cache)
 
     async def limit_of(self, namespace: str) -> PayloadLimit:
         """The payload limit of `namespace`: the operator's, lowered by its Quotas."""

@@ -46,17 +46,37 @@ def encode_cursor(position: Position, order: Order) -> str:
 def decode_cursor(text: str, order: Order) -> Position:
     """The position a cursor names; Invalid for anything `encode_cursor` did
     not write, or a cursor of a page in the other order."""
-    try:
-        raw = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-        position = Position(datetime.datetime.fromisoformat(raw["t"]), uuid.UUID(raw["i"]))
-        written_for = Order(raw["o"])
-    except (ValueError, KeyError, TypeError, binascii.Error):
-        raise Invalid("cursor", "not a cursor this API returned: pass `nextCursor` from the previous page") from None
-    if position.created_at.tzinfo is None:
-        raise Invalid("cursor", "not a cursor this API returned")
+    read = _read_cursor(text)
+    if read is None:
+        raise Invalid("cursor", "not a cursor this API returned: pass `nextCursor` from the previous page")
+    position, written_for = read
     if written_for is not order:
         raise Invalid("cursor", f"a cursor of the {written_for.value}-first order: list with order={written_for.value}")
     return position
+
+
+def _read_cursor(text: str) -> tuple[Position, Order] | None:
+    """What a cursor says, or None for anything of another shape. A caller can
+    send any bytes, so every field's type is checked before it is used, rather
+    than trusting the constructors to refuse a wrong type with a ValueError."""
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except (ValueError, binascii.Error, RecursionError):  # RecursionError: JSON nested deeper than the stack
+        return None
+    if not isinstance(raw, dict):
+        return None
+    written_at, run, written_for = raw.get("t"), raw.get("i"), raw.get("o")
+    if not (isinstance(written_at, str) and isinstance(run, str) and isinstance(written_for, str)):
+        return None
+    try:
+        created_at = datetime.datetime.fromisoformat(written_at)
+        if created_at.tzinfo is None:
+            return None
+        # PostgreSQL is sent the instant in UTC: an offset that moves it out
+        # of the years a datetime holds is no instant this API wrote.
+        return Position(created_at.astimezone(datetime.UTC), uuid.UUID(run)), Order(written_for)
+    except (ValueError, OverflowError):
+        return None
 
 
 def instant(field: str, text: str | None) -> datetime.datetime | None:

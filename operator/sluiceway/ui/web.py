@@ -310,7 +310,9 @@ async def _run_page(request: Request, namespace: str, execution_id: str) -> dict
     now = datetime.datetime.now(datetime.UTC)
     q = request.query_params
     expanded = frozenset(q.getlist("expand"))
-    async with svc.pool.acquire() as conn:
+    # One snapshot for every read: a decision committed between two of them
+    # would show the header of one moment and the graph or the why of another.
+    async with svc.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
         run = await executions.get_run(conn, namespace, str(run_id))
         if run is None:
             raise ApiError(404, "NOT_FOUND", f"no run {run_id} in namespace {namespace}")
