@@ -25,7 +25,7 @@ from sluiceway.api.guards import requires
 from sluiceway.api.outcomes import answer, error_of
 from sluiceway.api.params import EXECUTION_ID, NAMESPACE
 from sluiceway.api.services import Services, services
-from sluiceway.model.common import ENGINE_NAME_PATTERN, INT32_MAX, unstorable, wire_time
+from sluiceway.model.common import DNS_SUBDOMAIN_PATTERN, ENGINE_NAME_PATTERN, INT32_MAX, unstorable, wire_time
 from sluiceway.model.execution import (
     MAX_BATCH,
     MAX_MESSAGE_BYTES,
@@ -47,6 +47,7 @@ from sluiceway.model.execution import (
     TerminateRequest,
     invalid_item,
 )
+from sluiceway.model.workflow import RUN_REF_PATTERN
 from sluiceway.plane import finding, runs, starts
 from sluiceway.plane.finding import DEFAULT_LIMIT, MAX_LIMIT, Order
 from sluiceway.store import attributes, audit, executions, logs
@@ -216,7 +217,7 @@ async def list_runs(
     correlation_id: Annotated[str | None, Query(alias="correlationId", max_length=256)] = None,
     parent: Annotated[str | None, Query(description="Runs started by this run's SUB_WORKFLOW tasks")] = None,
     workflow_run: Annotated[
-        str | None, Query(alias="workflowRun", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)
+        str | None, Query(alias="workflowRun", pattern=DNS_SUBDOMAIN_PATTERN, max_length=253)
     ] = None,
     restarted_from: Annotated[str | None, Query(alias="restartedFrom")] = None,
     awaiting_admission: Annotated[bool | None, Query(alias="awaitingAdmission")] = None,
@@ -498,7 +499,7 @@ async def run_logs(
     task: Annotated[
         str | None,
         Query(
-            pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,127}(__[0-9]{1,9})?$",
+            pattern=RUN_REF_PATTERN,
             description="Only this task reference (every attempt)",
         ),
     ] = None,

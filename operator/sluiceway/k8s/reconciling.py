@@ -24,7 +24,7 @@ from sluiceway.k8s.events import EventRecorder
 from sluiceway.k8s.validation import describe
 from sluiceway.kubeapi.client import KubeClient
 from sluiceway.model import GROUP, VERSION
-from sluiceway.model.common import Spec
+from sluiceway.model.common import Spec, kube_time
 from sluiceway.model.resources import ResourceKind
 from sluiceway.observability import metrics
 from sluiceway.plane import Plane
@@ -54,7 +54,7 @@ class Context:
         return self.plane.pool
 
     def now(self) -> str:
-        return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        return kube_time(self.clock()) or ""
 
 
 def context_of(memo: kopf.Memo) -> Context:

@@ -40,7 +40,10 @@ def kube_time(value: datetime.datetime | None) -> str | None:
 ENGINE_NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9])?$"
 EngineName = Annotated[str, Field(pattern=ENGINE_NAME_PATTERN, max_length=253)]
 
-_KUBE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+# Kubernetes names: a namespace is a DNS label, most objects a DNS subdomain.
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+_KUBE_NAME = re.compile(DNS_SUBDOMAIN_PATTERN)
 
 
 def kube_name_for(engine_name: str) -> str:
@@ -195,7 +198,7 @@ class Status(Spec):
 # webhook: a Workflow author who may not read Secrets cannot have the
 # operator read one for them.
 SECRET_LABEL = "sluiceway.dev/secret"
-_SECRET_NAME = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+_SECRET_NAME = DNS_SUBDOMAIN_PATTERN
 _SECRET_KEY = r"^[-._a-zA-Z0-9]{1,253}$"
 
 

@@ -12,7 +12,7 @@ from pydantic import AfterValidator, Field, SkipValidation, ValidationError
 from sluiceway.model.attributes import MAX_PER_RUN, AttributeName
 from sluiceway.model.common import INT32_MAX, EngineName, Epoch, SetOf, Spec, Uuid
 from sluiceway.model.taskdefinition import RetryKind
-from sluiceway.model.workflow import REF_PATTERN
+from sluiceway.model.workflow import REF_PATTERN, RUN_REF_PATTERN
 
 TaskId = Annotated[Uuid, Field(description="A task id, as leased")]
 # What one result or heartbeat may ask: a year, the longest timer the store arms.
@@ -174,7 +174,7 @@ class PauseRequest(Spec):
 
 class RerunRequest(Spec):
     task_reference_name: str = Field(
-        pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,127}(__[0-9]{1,9})?$",
+        pattern=RUN_REF_PATTERN,
         description="Run again from this task: it and every task after it start afresh; the others keep their outputs.",
     )
     input: dict[str, Any] | None = Field(

@@ -13,6 +13,7 @@ from typing import Any
 
 from sluiceway.controls import webhooks as verification
 from sluiceway.controls.payloads import Oversized, oversized_value
+from sluiceway.model.common import wire_time
 from sluiceway.model.webhook import WebhookSpec
 from sluiceway.observability import metrics
 from sluiceway.plane.audit import Actor, Operation
@@ -47,7 +48,7 @@ async def deliver(
         inputs = {k: v for k, v in task.input.items() if k not in ("matches", "webhook")}
         return verification.matches(task.input.get("matches"), payload, headers, inputs)
 
-    received = datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
+    received = wire_time(datetime.datetime.now(datetime.UTC))
     output = {"payload": payload, "webhook": name, "receivedAt": received}
     async with unit(plane, signed_by(name), namespace) as work:
         completed = await webhooks.complete_matching(work.conn, namespace, name, accepts, output)

@@ -36,9 +36,9 @@ from sluiceway.api.services import Services, services_of
 from sluiceway.controls.gates import GateState, SemaphoreState, closed, window_start
 from sluiceway.controls.policy import Gates
 from sluiceway.controls.why import Reason, explain, explain_task
-from sluiceway.model.common import ENGINE_NAME_PATTERN
+from sluiceway.model.common import DNS_LABEL_PATTERN, ENGINE_NAME_PATTERN
 from sluiceway.model.execution import MAX_OPERATION_REASON, RunStatus, TaskStatus
-from sluiceway.model.workflow import TaskType
+from sluiceway.model.workflow import RUN_REF_PATTERN, TaskType
 from sluiceway.plane import finding, human
 from sluiceway.plane import runs as operations
 from sluiceway.plane.audit import ANONYMOUS, Actor
@@ -58,8 +58,8 @@ GROUP_PAGE = 100
 BULK_LIMIT = 1000  # runs one bulk action may touch
 WHY_TASKS = 10  # active tasks whose reasons a run page explains; the rest are counted
 _ENGINE_NAME = re.compile(ENGINE_NAME_PATTERN)
-_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,127}(__[0-9]{1,9})?$")
+_NAMESPACE = re.compile(DNS_LABEL_PATTERN)
+_REF = re.compile(RUN_REF_PATTERN)
 
 templates = jinja2.Environment(
     loader=jinja2.FileSystemLoader(HERE / "templates"),
