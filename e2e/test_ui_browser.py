@@ -210,12 +210,26 @@ def test_a_human_task_is_completed_from_the_ui(
     page.get_by_role("link", name="Complete or reject").click()
     expect(page.locator("pre").first).to_contain_text('"amount": 120')
     check_page(page, shots, "human-task")
+    # An output over the namespace's payload limit is refused as the API refuses it, and the task waits on.
+    kube.apply(manifest("Quota", "small-payloads", {"maxPayloadBytes": 1024}), namespace)
+    page.get_by_label("Output").fill(json.dumps({"note": "x" * 2000}))
+    page.get_by_role("button", name="Complete").click()
+    expect(page.locator("body")).to_contain_text("over the limit of 1024 bytes (Quota small-payloads maxPayloadBytes)")
+    assert trail(operator, namespace, run_id) == ["start"], "a refused decision is not recorded"
     page.get_by_label("Output").fill('{"ok": true}')
     page.get_by_role("button", name="Complete").click()
     expect(page.locator(".notice.ok")).to_contain_text("approve: completed by")
     expect(node(page, "approve")).to_have_attribute("data-status", "COMPLETED")
     pay = Worker(operator, namespace).lease("pay")
     assert pay["input"] == {"ok": True}
+    assert trail(operator, namespace, run_id) == ["start", "complete"], "the person's decision is in the audit trail"
+
+
+def trail(operator: OperatorProcess, namespace: str, run_id: str) -> list[str]:
+    """The operations of the run's audit trail, oldest first."""
+    status, body = call("GET", f"{operator.api_url}/v1/ns/{namespace}/executions/{run_id}/audit")
+    assert status == 200, body
+    return [entry["operation"] for entry in body["entries"]]
 
 
 def test_the_live_refresh_keeps_keyboard_focus_and_what_is_ticked(
