@@ -174,9 +174,17 @@ def every(
     interval: float,
     initial_delay: float,
     field: str | None = None,
+    when: Callable[..., bool] | None = None,
 ) -> None:
-    """Register `fn` as a timer on every object of `kind` (with `field` set, if given)."""
+    """Register `fn` as a timer on every object of `kind` (with `field` set, or for which `when` holds, if given)."""
     fn = counted(kind, fn)
     kopf.timer(
-        GROUP, VERSION, kind.plural, interval=interval, initial_delay=initial_delay, field=field, registry=registry
+        GROUP,
+        VERSION,
+        kind.plural,
+        interval=interval,
+        initial_delay=initial_delay,
+        field=field,
+        when=when,
+        registry=registry,
     )(fn)

@@ -12,7 +12,7 @@ from typing import Any
 import kopf
 
 from sluiceway.controls.calendar import CalendarError
-from sluiceway.controls.schedules import calendar_of, upcoming
+from sluiceway.controls.schedules import calendar_of
 from sluiceway.k8s.events import EventRecorder
 from sluiceway.k8s.reconciling import (
     Lifecycle,
@@ -26,7 +26,7 @@ from sluiceway.k8s.reconciling import (
 from sluiceway.model.common import kube_time
 from sluiceway.model.resources import SCHEDULE
 from sluiceway.model.schedule import UPCOMING, ScheduleSpec
-from sluiceway.plane.schedules import fire_view
+from sluiceway.plane.schedules import schedule_view
 from sluiceway.store import schedules
 
 QUOTA_RETRY_SECONDS = 30  # a refused Schedule is tried again: a slot frees when another one is deleted
@@ -75,27 +75,8 @@ async def report_schedule(
         found = await schedules.states(conn, namespace, name)
     if not found:
         return  # refused or not stored yet
-    state = found[0]
-    try:
-        fires = upcoming(state.spec, state.next_fire_at, state.runs_started, UPCOMING) if state.spec else []
-    except CalendarError:
-        fires = []
-    changed(
-        patch,
-        status,
-        {
-            "nextFireTimes": [kube_time(f) for f in fires],
-            "lastFireTime": kube_time(state.last_fire_at) if state.last_fire_at else None,
-            "lastRunId": state.last_run_id,
-            "activeRuns": state.active_runs,
-            "buffered": state.buffered,
-            "suspended": bool(state.spec and state.spec.suspend),
-            "runsStarted": state.runs_started,
-            "missed": state.missed,
-            "skipped": state.skipped,
-            "recent": [fire_view(f, kube_time) for f in state.recent],
-        },
-    )
+    shown = schedule_view(found[0], UPCOMING, kube_time)
+    changed(patch, status, {key: value for key, value in shown.items() if key not in ("name", "spec")})
 
 
 LIFECYCLES = (Lifecycle(SCHEDULE, reconcile_schedule, delete_schedule),)

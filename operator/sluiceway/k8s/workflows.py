@@ -23,6 +23,7 @@ from sluiceway.k8s.reconciling import (
     Handler,
     Lifecycle,
     context_of,
+    every,
     parse,
     register_lifecycles,
     report_claim,
@@ -338,22 +339,12 @@ def register_workflows(registry: kopf.OperatorRegistry, ttl_interval: float = 5.
     operate: Handler = operate_workflow_run
     expire: Handler = expire_workflow_run
     kopf.on.update(GROUP, VERSION, WORKFLOW_RUN.plural, field="spec", registry=registry)(operate)
-    retry_start: Handler = start_waiting_workflow_run
-    kopf.timer(
-        GROUP,
-        VERSION,
-        WORKFLOW_RUN.plural,
+    every(
+        registry,
+        WORKFLOW_RUN,
+        start_waiting_workflow_run,
         interval=WAITING_RECHECK_SECONDS,
         initial_delay=WAITING_RECHECK_SECONDS,
         when=awaiting_workflow,
-        registry=registry,
-    )(retry_start)
-    kopf.timer(
-        GROUP,
-        VERSION,
-        WORKFLOW_RUN.plural,
-        interval=ttl_interval,
-        initial_delay=ttl_interval,
-        when=_finished_with_ttl,
-        registry=registry,
-    )(expire)
+    )
+    every(registry, WORKFLOW_RUN, expire, interval=ttl_interval, initial_delay=ttl_interval, when=_finished_with_ttl)

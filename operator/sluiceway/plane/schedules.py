@@ -88,8 +88,14 @@ def fire_view(fire: Fire, time: Callable[[datetime.datetime | None], str | None]
     return view
 
 
-def schedule_view(state: schedules.ScheduleState, count: int = UPCOMING) -> dict[str, Any]:
-    """A schedule, its next fires and its recent ones, as the API answers it."""
+def schedule_view(
+    state: schedules.ScheduleState,
+    count: int = UPCOMING,
+    time: Callable[[datetime.datetime | None], str | None] = wire_time,
+) -> dict[str, Any]:
+    """A schedule, its next `count` fires and its recent ones, as the API
+    answers it (its `name` and `spec` too) and, with `time=kube_time`, as a
+    Schedule's status shows it."""
     try:
         fires = upcoming(state.spec, state.next_fire_at, state.runs_started, count) if state.spec else []
     except CalendarError:
@@ -97,8 +103,8 @@ def schedule_view(state: schedules.ScheduleState, count: int = UPCOMING) -> dict
     return {
         "name": state.name,
         "spec": state.raw_spec,
-        "nextFireTimes": [wire_time(f) for f in fires],
-        "lastFireTime": wire_time(state.last_fire_at),
+        "nextFireTimes": [time(f) for f in fires],
+        "lastFireTime": time(state.last_fire_at),
         "lastRunId": state.last_run_id,
         "activeRuns": state.active_runs,
         "buffered": state.buffered,
@@ -106,5 +112,5 @@ def schedule_view(state: schedules.ScheduleState, count: int = UPCOMING) -> dict
         "runsStarted": state.runs_started,
         "missed": state.missed,
         "skipped": state.skipped,
-        "recent": [fire_view(f) for f in state.recent],
+        "recent": [fire_view(f, time) for f in state.recent],
     }
