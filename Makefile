@@ -16,7 +16,7 @@ SOURCES := operator tests e2e bench conftest.py
 
 IMAGE ?= ghcr.io/sluiceway/sluiceway:$(shell $(PYTHON) -c "import re;print(re.search(r'^version = \"(.+)\"', open('pyproject.toml').read(), re.M).group(1))")
 
-.PHONY: up test lint format typecheck unit integration e2e chaos bench crds controlplane promtool node browser venv clean image
+.PHONY: up test lint format typecheck unit integration e2e chaos bench crds schema controlplane promtool node browser venv clean image
 
 up: venv controlplane $(if $(NODE),node)
 	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m sluiceway up $(if $(NODE),--node)
@@ -53,6 +53,7 @@ lint: venv typecheck
 	$(VENV)/bin/ruff format --check $(SOURCES)
 	$(VENV)/bin/lint-imports
 	$(PY) -m sluiceway crds --check
+	$(PY) -m sluiceway schema --check
 
 format: venv
 	$(VENV)/bin/ruff check --fix $(SOURCES)
@@ -77,6 +78,11 @@ chaos: venv controlplane
 
 crds: venv
 	$(PY) -m sluiceway crds --write
+
+# operator/sluiceway/store/schema.sql: the schema a fresh migration makes, dumped
+# from the embedded PostgreSQL (a few seconds); `make lint` fails while it is stale.
+schema: venv
+	$(PY) -m sluiceway schema --write
 
 clean:
 	rm -rf $(VENV) .run .mypy_cache .pytest_cache

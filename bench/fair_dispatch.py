@@ -34,6 +34,7 @@ import throughput  # noqa: E402
 from sluiceway.controls.breaker import BreakerConfig, Breakers  # noqa: E402
 from sluiceway.controls.egress import EgressPolicy  # noqa: E402
 from sluiceway.devenv.postgres import LocalPostgres  # noqa: E402
+from sluiceway.plane import Plane as ExecutionPlane  # noqa: E402
 from sluiceway.store import workflows  # noqa: E402
 from sluiceway.store.database import Pool, open_pool  # noqa: E402
 from sluiceway.store.deciding import DeciderConfig, decide_batch  # noqa: E402
@@ -112,7 +113,9 @@ async def measure(
         prepared = time.monotonic() - began
         stop = asyncio.Event()
         egress = Egress(EgressPolicy(allowed=("127.0.0.1",)))
-        runner = SystemTaskRunner(pool, [HttpTasks(Breakers(BreakerConfig()), egress=egress)], concurrency=concurrency)
+        runner = SystemTaskRunner(
+            ExecutionPlane(pool), [HttpTasks(Breakers(BreakerConfig()), egress=egress)], concurrency=concurrency
+        )
         if not fair:
             runner.fairness = FirstCome()  # type: ignore[assignment]
         async with pool.acquire() as conn:

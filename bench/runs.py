@@ -36,12 +36,12 @@ sys.path.insert(0, str(HERE))
 
 import throughput  # noqa: E402
 
-from sluiceway.api.paging import Order, encode_cursor  # noqa: E402
 from sluiceway.controls.attributes import Op, TypedFilter  # noqa: E402
 from sluiceway.devenv.postgres import LocalPostgres  # noqa: E402
 from sluiceway.devenv.processes import Child  # noqa: E402
 from sluiceway.model.attributes import AttributeType  # noqa: E402
 from sluiceway.model.execution import RunStatus  # noqa: E402
+from sluiceway.plane.finding import Order, encode_cursor  # noqa: E402
 from sluiceway.store import executions, listing, workflows  # noqa: E402
 from sluiceway.store.database import open_pool  # noqa: E402
 

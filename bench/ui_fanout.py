@@ -28,6 +28,7 @@ sys.path.insert(0, str(HERE.parent))
 from sluiceway.api.services import Services  # noqa: E402
 from sluiceway.devenv.postgres import LocalPostgres  # noqa: E402
 from sluiceway.model.execution import ResultStatus, TaskResult  # noqa: E402
+from sluiceway.plane import Plane as ExecutionPlane  # noqa: E402
 from sluiceway.store import executions, leasing, results, workflows  # noqa: E402
 from sluiceway.store.database import Pool, open_pool  # noqa: E402
 from sluiceway.store.deciding import DeciderConfig, decide_batch  # noqa: E402
@@ -121,7 +122,7 @@ async def main() -> None:
             began = time.perf_counter()
             run_id = await build_run(pool, args.branches, args.fresh)
             print(f"run {run_id} with {args.branches:,} branches built in {time.perf_counter() - began:.1f} s")
-            async with serve_ui(Services(pool)) as base:
+            async with serve_ui(Services(ExecutionPlane(pool))) as base:
                 for label, query in (("folded (default)", ""), ("every branch drawn", "?expand=fan")):
                     walls, renders, size = await measure(base, f"/ui/ns/{NS}/runs/{run_id}{query}", args.repeat)
                     print(

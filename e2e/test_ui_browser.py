@@ -1,10 +1,11 @@
 """The web UI in a real browser (Debian's chromium-headless-shell, driven by
 Playwright) against the operator as `make up` runs it: a new user finds a
 failed run, sees why, and retries it; watches the graph change colour as a
-worker completes tasks; completes a HUMAN task; sees a semaphore's holder
-appear. Each page passes axe-core with no serious or critical violation, in
-light and dark mode, and leaves a screenshot (SLUICEWAY_UI_SCREENSHOTS=docs/ui
-writes the ones the docs show)."""
+worker completes tasks; completes a HUMAN task; keeps keyboard focus and
+ticked runs while the pages refresh; sees a semaphore's holder appear. Each
+page passes axe-core with no serious or critical violation, in light and dark
+mode, and leaves a screenshot (SLUICEWAY_UI_SCREENSHOTS=docs/ui writes the
+ones the docs show)."""
 
 from __future__ import annotations
 
@@ -209,12 +210,68 @@ def test_a_human_task_is_completed_from_the_ui(
     page.get_by_role("link", name="Complete or reject").click()
     expect(page.locator("pre").first).to_contain_text('"amount": 120')
     check_page(page, shots, "human-task")
+    # An output over the namespace's payload limit is refused as the API refuses it, and the task waits on.
+    kube.apply(manifest("Quota", "small-payloads", {"maxPayloadBytes": 1024}), namespace)
+    page.get_by_label("Output").fill(json.dumps({"note": "x" * 2000}))
+    page.get_by_role("button", name="Complete").click()
+    expect(page.locator("body")).to_contain_text("over the limit of 1024 bytes (Quota small-payloads maxPayloadBytes)")
+    assert trail(operator, namespace, run_id) == ["start"], "a refused decision is not recorded"
     page.get_by_label("Output").fill('{"ok": true}')
     page.get_by_role("button", name="Complete").click()
     expect(page.locator(".notice.ok")).to_contain_text("approve: completed by")
     expect(node(page, "approve")).to_have_attribute("data-status", "COMPLETED")
     pay = Worker(operator, namespace).lease("pay")
     assert pay["input"] == {"ok": True}
+    assert trail(operator, namespace, run_id) == ["start", "complete"], "the person's decision is in the audit trail"
+
+
+def trail(operator: OperatorProcess, namespace: str, run_id: str) -> list[str]:
+    """The operations of the run's audit trail, oldest first."""
+    status, body = call("GET", f"{operator.api_url}/v1/ns/{namespace}/executions/{run_id}/audit")
+    assert status == 200, body
+    return [entry["operation"] for entry in body["entries"]]
+
+
+def test_the_live_refresh_keeps_keyboard_focus_and_what_is_ticked(
+    kube: Kube, namespace: str, operator: OperatorProcess, page: Page
+) -> None:
+    kube.apply(manifest("Workflow", "slow", {"tasks": [simple("crawl")]}), namespace)
+    ready(kube, namespace, "slow")
+    run_id = start(operator, namespace, "slow")
+    page.goto(f"{operator.api_url}/ui/ns/{namespace}/runs/{run_id}")
+    expect(node(page, "crawl")).to_have_attribute("data-status", "SCHEDULED")
+    page.evaluate(
+        """() => { window.refreshed = 0; document.addEventListener('htmx:afterSwap', (e) => {
+             if (e.detail.elt && e.detail.elt.id === 'run-live') window.refreshed++; }); }"""
+    )
+    # A keyboard user reaches "Pause" and takes their time: refreshes go on
+    # (the box changes colour) and leave the focus where it was.
+    pause = page.get_by_role("link", name="Pause")
+    pause.focus()
+    expect(pause).to_be_focused()
+    Worker(operator, namespace).lease("crawl")
+    expect(node(page, "crawl")).to_have_attribute("data-status", "IN_PROGRESS")
+    page.wait_for_function("() => window.refreshed >= 2")
+    expect(pause).to_be_focused()
+    # Unticked, the refresh stops; on the runs list, so does a ticked run.
+    page.get_by_label("Live refresh").uncheck()
+    page.evaluate(
+        """() => { window.held = 0; document.addEventListener('htmx:beforeRequest', (e) => {
+             if (e.defaultPrevented && e.detail.elt && e.detail.elt.hasAttribute('data-live')) window.held++; }); }"""
+    )
+    page.wait_for_function("() => window.held >= 2")
+    expect(page.get_by_label("Live refresh")).not_to_be_checked()
+    page.goto(f"{operator.api_url}/ui/ns/{namespace}/runs")
+    ticked = page.locator(f'input[name="id"][value="{run_id}"]')
+    ticked.check()
+    page.evaluate(
+        """() => { window.held = 0; document.addEventListener('htmx:beforeRequest', (e) => {
+             if (e.defaultPrevented && e.detail.elt && e.detail.elt.hasAttribute('data-live')) window.held++; }); }"""
+    )
+    page.wait_for_function("() => window.held >= 2")
+    expect(ticked).to_be_checked()
+    status, _ = call("POST", f"{operator.api_url}/v1/ns/{namespace}/executions/{run_id}/terminate", {})
+    assert status in (200, 202), status
 
 
 def test_a_semaphore_holder_appears_on_the_gates_page(

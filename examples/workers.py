@@ -28,10 +28,20 @@ async def charge(task: Task) -> dict[str, Any]:
     return {"charged": amount, "idempotencyKey": task.idempotency_key}
 
 
+# -- thumbnails (05-fan-out.yaml): what each resize logs is kept with its run,
+# so `sluiceway logs workflowrun/album-2026-11` shows which image each task
+# took and how it went, after the worker pod is gone.
+
+thumbnails = logging.getLogger("thumbnails")
+
+
 @worker.task("resize_image", concurrency=8)
 async def resize_image(task: Task) -> dict[str, Any]:
+    url, width = task.input.get("url"), task.input.get("width")
+    thumbnails.info("resizing %s to %s px wide", url, width)
     await asyncio.sleep(0.5)  # pretend to work
-    return {"url": task.input.get("url"), "width": task.input.get("width")}
+    thumbnails.info("thumbnail of %s ready", url)
+    return {"url": url, "width": width}
 
 
 @worker.task("sync_tenant", concurrency=4)

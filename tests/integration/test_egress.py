@@ -18,6 +18,7 @@ from aiohttp.abc import ResolveResult
 
 from sluiceway.controls.breaker import BreakerConfig, Breakers
 from sluiceway.controls.egress import EgressPolicy, denied_ranges
+from sluiceway.plane import Plane as ExecutionPlane
 from sluiceway.store import definitions
 from sluiceway.store.tenancy import Tenants
 from sluiceway.systemtasks.egress import Egress, EgressRefused
@@ -73,7 +74,7 @@ async def system_tasks(plane: Plane) -> AsyncIterator[Callable[[EgressPolicy], N
     def start(base: EgressPolicy) -> None:
         egress = Egress(base, plane.pool, Tenants(ttl=0))
         runner = SystemTaskRunner(
-            plane.pool,
+            ExecutionPlane(plane.pool),
             [
                 HttpTasks(Breakers(BreakerConfig()), egress=egress),
                 GrpcTasks(Breakers(BreakerConfig()), None, egress=egress),

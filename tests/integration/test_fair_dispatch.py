@@ -14,6 +14,7 @@ from aiohttp import web
 
 from sluiceway.controls.breaker import BreakerConfig, Breakers
 from sluiceway.controls.egress import EgressPolicy
+from sluiceway.plane import Plane as ExecutionPlane
 from sluiceway.store import definitions, executions, workflows
 from sluiceway.store.tenancy import Tenants
 from sluiceway.systemtasks.egress import Egress
@@ -80,9 +81,8 @@ async def _at_least(plane: Plane, query: str, count: int) -> bool | None:
 async def run_until(plane: Plane, recorder: Recorder, total: int) -> None:
     stop = asyncio.Event()
     egress = Egress(EgressPolicy(allowed=("127.0.0.1",)))
-    runner = SystemTaskRunner(
-        plane.pool, [HttpTasks(Breakers(BreakerConfig()), egress=egress)], concurrency=2, tenants=Tenants(ttl=0)
-    )
+    core = ExecutionPlane(plane.pool, tenants=Tenants(ttl=0))
+    runner = SystemTaskRunner(core, [HttpTasks(Breakers(BreakerConfig()), egress=egress)], concurrency=2)
     running = asyncio.create_task(runner.run(stop))
     try:
         await eventually_async(lambda: _done(recorder, total), timeout=120, what=f"{total} calls", interval=0.1)

@@ -26,6 +26,7 @@ from sluiceway.controls.egress import EgressPolicy
 from sluiceway.kubeapi.secrets import StaticSecrets
 from sluiceway.model.webhook import WebhookSpec
 from sluiceway.observability import tracing
+from sluiceway.plane import Plane as ExecutionPlane
 from sluiceway.systemtasks.egress import Egress
 from sluiceway.systemtasks.grpc import GrpcTasks, classify
 from sluiceway.systemtasks.http import HttpTasks
@@ -117,7 +118,7 @@ async def system_tasks(plane: Plane) -> AsyncIterator[Callable[[], tuple[Breaker
         # The test servers listen on loopback, which the egress policy denies by default.
         egress = Egress(EgressPolicy(allowed=("127.0.0.1",)))
         runner = SystemTaskRunner(
-            plane.pool,
+            ExecutionPlane(plane.pool),
             [
                 HttpTasks(by_host, egress=egress),
                 WebhookTasks(by_host, secrets, egress=egress),

@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from sluiceway.controls.breaker import BreakerConfig, Breakers, BreakerState
 from sluiceway.controls.egress import EgressPolicy
 from sluiceway.observability import tracing
+from sluiceway.plane import Plane as ExecutionPlane
 from sluiceway.systemtasks.egress import Egress
 from sluiceway.systemtasks.http import HttpTaskRunner
 from tests.integration.test_metrics import added, scrape, value
@@ -65,7 +66,7 @@ async def http_runner(plane: Plane) -> AsyncIterator[Callable[[BreakerConfig], H
     def start(config: BreakerConfig = BreakerConfig()) -> HttpTaskRunner:
         # The test servers listen on loopback, which the egress policy denies by default.
         egress = Egress(EgressPolicy(allowed=("127.0.0.1",)))
-        runner = HttpTaskRunner(plane.pool, Breakers(config), concurrency=4, egress=egress)
+        runner = HttpTaskRunner(ExecutionPlane(plane.pool), Breakers(config), concurrency=4, egress=egress)
         tasks.append(asyncio.create_task(runner.run(stop)))
         return runner
 

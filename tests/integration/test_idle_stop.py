@@ -11,6 +11,7 @@ import pytest
 from asyncpg import Pool
 
 from sluiceway.controls.breaker import BreakerConfig, Breakers
+from sluiceway.plane import Plane as ExecutionPlane
 from sluiceway.runtime import loops
 from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.notifications import Notifications
@@ -30,7 +31,7 @@ async def test_an_idle_decider_and_system_task_runner_end_when_stopped(
     notifications = Notifications(database_url)
     await notifications.start()
     stop = asyncio.Event()
-    runner = SystemTaskRunner(pool, [HttpTasks(Breakers(BreakerConfig()))], notifications=notifications)
+    runner = SystemTaskRunner(ExecutionPlane(pool, notifications), [HttpTasks(Breakers(BreakerConfig()))])
     running = [
         asyncio.create_task(loops.run_decider(pool, notifications, DeciderConfig(), stop)),
         asyncio.create_task(runner.run(stop)),

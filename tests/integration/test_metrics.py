@@ -26,6 +26,7 @@ from sluiceway.controls.webhooks import signed_headers
 from sluiceway.model.execution import MAX_QUEUED_MESSAGES, ResultStatus
 from sluiceway.observability import metrics
 from sluiceway.observability.logs import JsonFormatter
+from sluiceway.plane import Plane as ExecutionPlane
 from sluiceway.runtime import loops
 from sluiceway.store import mirroring, schedules, webhooks
 from sluiceway.store.deciding import DeciderConfig
@@ -356,7 +357,7 @@ async def test_loop_failures_count_a_pass_that_raised_and_the_loop_goes_on(
 
     before = scrape()
     await running_loop(
-        loops.run_scheduler(pool, asyncio.Event(), on_report=flaky, batch=1),
+        loops.run_scheduler(ExecutionPlane(pool), asyncio.Event(), on_report=flaky, batch=1),
         lambda: len(passes) >= 3,
         "two more scheduler passes after the failed one",
     )

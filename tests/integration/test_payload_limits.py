@@ -6,14 +6,20 @@ request limit is refused as it arrives, declared or not."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
+import asyncpg
 import pytest
 
 from sluiceway.store import definitions
 from sluiceway.store.database import Pool
+from sluiceway.store.definitions import DEFINITIONS_CHANNEL
+from sluiceway.store.notifications import Notifications
+from sluiceway.store.tenancy import Tenants
 from tests.support.plane import Plane, execution_plane, finished, get, post
 from tests.support.store import NS, define_workflow, fetchval
 from tests.support.waiting import eventually_async
@@ -72,6 +78,98 @@ async def test_a_quota_lowers_the_limit_of_its_namespace_only(plane: Plane) -> N
     # Another namespace keeps the operator's limit (its workflow is unknown: 404, past the size check).
     status, body = await post(plane, "/v1/ns/team-b/executions", {"name": "w", "input": blob(QUOTA_LIMIT + 1)})
     assert status == 404, body
+
+
+async def test_a_quota_applies_to_the_very_next_start_once_stored(plane: Plane) -> None:
+    await define_workflow(plane.pool, "w", [{"name": "work", "taskReferenceName": "work"}])
+    status, body = await post(plane, f"{API}/executions", {"name": "w", "input": blob(QUOTA_LIMIT + 1)})
+    assert status == 201, body  # and the namespace's rules (no Quota yet) are now cached
+    await quota(plane, QUOTA_LIMIT)
+    status, body = await post(plane, f"{API}/executions", {"name": "w", "input": blob(QUOTA_LIMIT + 1)})
+    assert_too_large(status, body, "input", QUOTA_LIMIT, "Quota tenant maxPayloadBytes")
+    async with plane.pool.acquire() as conn:
+        await definitions.delete_quota(conn, NS, "tenant")
+    status, body = await post(plane, f"{API}/executions", {"name": "w", "input": blob(QUOTA_LIMIT + 1)})
+    assert status == 201, "a deleted Quota stops limiting at once too"
+
+
+async def test_another_replica_drops_its_rules_when_a_quota_is_stored(pool: Pool, database_url: str) -> None:
+    """The replica that stores a Quota applies it before the store returns;
+    another replica learns it from the notification the store's transaction
+    sends. Here the other replica is a Notifications listener with its own
+    rules cache, kept for an hour so only the notification can refresh it;
+    the Quota is written as another replica's store writes it, in SQL, with
+    the notification of that same transaction."""
+    other = Notifications(database_url)
+    rules = Tenants(ttl=3600)
+    other.caches.append(rules)
+    await other.start()
+    try:
+        assert (await rules.of(pool, NS)).payload_limits == ()
+        async with pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO quotas (namespace, resource_name, generation, max_payload_bytes)"
+                " VALUES ($1, 'far', 1, $2)",
+                NS,
+                QUOTA_LIMIT,
+            )
+            await conn.execute("SELECT pg_notify($1, $2)", DEFINITIONS_CHANNEL, NS)
+
+        async def limits_seen() -> tuple[tuple[str, int | None], ...] | None:
+            return (await rules.of(pool, NS)).payload_limits or None
+
+        assert await eventually_async(limits_seen, what="the other replica to read the Quota") == (
+            ("far", QUOTA_LIMIT),
+        )
+    finally:
+        await other.stop()
+
+
+async def test_rules_read_across_a_change_are_answered_but_not_kept(pool: Pool) -> None:
+    """A read of the rules that began before a Quota was stored and ends after
+    answers its request, but the next request reads the Quota."""
+    read, go_on = asyncio.Event(), asyncio.Event()
+
+    class PausedAfterReading:
+        """A real connection whose reads, once done, wait for the test."""
+
+        def __init__(self, conn: Any) -> None:
+            self.conn = conn
+
+        async def fetch(self, *args: Any) -> Any:
+            rows = await self.conn.fetch(*args)
+            read.set()
+            await go_on.wait()
+            return rows
+
+    class PausingPool:
+        @contextlib.asynccontextmanager
+        async def acquire(self) -> AsyncIterator[PausedAfterReading]:
+            async with pool.acquire() as conn:
+                yield PausedAfterReading(conn)
+
+    rules = Tenants(ttl=3600)
+    reading = asyncio.create_task(rules.of(cast(Pool, PausingPool()), NS))
+    await read.wait()
+    async with pool.acquire() as conn:
+        await definitions.upsert_quota(conn, NS, "tenant", 1, None, None, None, None, max_payload_bytes=QUOTA_LIMIT)
+    go_on.set()
+    assert (await reading).payload_limits == (), "read before the Quota was stored"
+    assert (await rules.of(pool, NS)).payload_limits == (("tenant", QUOTA_LIMIT),)
+
+
+async def test_storing_a_quota_notifies_every_replica(pool: Pool, database_url: str) -> None:
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    listener = await asyncpg.connect(database_url)
+    await listener.add_listener(DEFINITIONS_CHANNEL, lambda *args: heard.put_nowait(args[-1]))
+    try:
+        async with pool.acquire() as conn:
+            await definitions.upsert_quota(conn, NS, "tenant", 1, None, None, None, None, max_payload_bytes=QUOTA_LIMIT)
+            assert await asyncio.wait_for(heard.get(), timeout=30) == NS
+            await definitions.delete_quota(conn, NS, "tenant")
+            assert await asyncio.wait_for(heard.get(), timeout=30) == NS
+    finally:
+        await listener.close()
 
 
 async def test_a_body_over_the_request_limit_is_refused_as_it_arrives(plane: Plane) -> None:

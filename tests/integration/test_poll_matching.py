@@ -20,8 +20,7 @@ import aiohttp
 import pytest
 from prometheus_client import REGISTRY
 
-from sluiceway.api import executions as api_executions
-from sluiceway.store import matching
+from sluiceway.store import audit, matching
 from sluiceway.store.database import Pool
 from tests.support.plane import Plane, execution_plane, post
 from tests.support.store import NS, define_task, define_workflow
@@ -206,14 +205,14 @@ async def test_inline_a_start_rolled_back_answers_its_claimed_poll_with_nothing(
     waits again; the next start's task is its own."""
     plane = inline_plane
     await define_workflow(plane.pool, "one", [{"name": "work", "taskReferenceName": "one"}])
-    audit_start = api_executions._audit_start
+    record = audit.record  # the last thing a command's transaction does, after its inline decisions
     failed: list[int] = []
 
     async def fail_once(*args: Any) -> Any:
         if not failed:
             failed.append(1)
             raise RuntimeError("injected: the start fails after deciding its run inline")
-        return await audit_start(*args)
+        return await record(*args)
 
     lease_to = matching.lease_to
     leased: list[int] = []
@@ -222,7 +221,7 @@ async def test_inline_a_start_rolled_back_answers_its_claimed_poll_with_nothing(
         leased.append(await lease_to(conn, claimed, tasks))
         return leased[-1]
 
-    monkeypatch.setattr(api_executions, "_audit_start", fail_once)
+    monkeypatch.setattr(audit, "record", fail_once)
     monkeypatch.setattr(matching, "lease_to", counted)
     waiting = asyncio.create_task(long_poll(plane))
     await polls_waiting(plane, 1)

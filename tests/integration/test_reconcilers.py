@@ -25,6 +25,7 @@ from sluiceway.model.resources import (
     WORKFLOW_RUN,
     ResourceKind,
 )
+from sluiceway.plane import Plane
 from sluiceway.store import definitions as stored
 from sluiceway.store import diagnostics, executions
 
@@ -54,7 +55,7 @@ def handler_kwargs(
         "namespace": NAMESPACE,
         "uid": body.meta.uid,
         "patch": kopf.Patch(),
-        "memo": kopf.Memo(context=Context(pool=pool, clock=lambda: NOW)),
+        "memo": kopf.Memo(context=Context(plane=Plane(pool), clock=lambda: NOW)),
         "logger": logging.getLogger("test"),
     }
 
@@ -179,12 +180,26 @@ async def test_a_workflow_run_over_a_quota_is_refused_with_the_quotas_answer(poo
         assert await executions.get_run(conn, NAMESPACE, second["uid"]) is None
 
 
-async def test_a_workflow_run_of_an_unknown_workflow_waits_and_is_retried(pool: asyncpg.Pool) -> None:
-    kwargs = handler_kwargs(WORKFLOW_RUN, "early", {"workflow": "not_yet"}, pool)
-    with pytest.raises(kopf.TemporaryError):
-        await workflows.start_workflow_run(**kwargs)
-    assert kwargs["patch"].status["phase"] == "Pending"
-    assert "not_yet" in kwargs["patch"].status["reasonForIncompletion"]
+async def test_a_workflow_run_of_an_unknown_workflow_waits_saying_so_and_starts_once_it_exists(
+    pool: asyncpg.Pool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Applied before its Workflow (one `kubectl apply` of both): an expected
+    wait, said on the WorkflowRun and logged at INFO, not an error kopf retries."""
+    early = handler_kwargs(WORKFLOW_RUN, "early", {"workflow": "export"}, pool)
+    with caplog.at_level(logging.INFO):
+        await workflows.start_workflow_run(**early)
+    status = early["patch"].status
+    assert status["phase"] == "Pending" and "export" in status["reasonForIncompletion"]
+    assert "executionId" not in status
+    said = [r for r in caplog.records if "early" in r.getMessage()]
+    assert said and {r.levelno for r in said} == {logging.INFO}, [r.getMessage() for r in caplog.records]
+    assert workflows.awaiting_workflow(status=status), "its timer looks again"
+    await _store_workflow(pool)
+    again = handler_kwargs(WORKFLOW_RUN, "early", {"workflow": "export"}, pool, status=dict(status))
+    again["uid"] = early["uid"]
+    await workflows.start_waiting_workflow_run(**again)
+    assert again["patch"].status["executionId"] == early["uid"]
+    assert not workflows.awaiting_workflow(status={**status, **again["patch"].status})
 
 
 async def test_a_workflow_with_a_broken_reference_is_an_invalid_spec_and_is_not_stored(pool: asyncpg.Pool) -> None:

@@ -5,6 +5,7 @@ serve them, idempotent starts under concurrency, and 4xx naming the field."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime
 import json
 import logging
@@ -128,6 +129,29 @@ async def test_bad_filters_are_refused_naming_the_field(plane: Plane, params: di
     status, body = await runs(plane, **params)
     assert status == 422, body
     assert body["fields"][0]["field"] == field, body
+
+
+def forged_cursor(raw: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(raw).encode()).decode().rstrip("=")
+
+
+FORGED_CURSORS = [
+    {"t": "2026-11-02T08:00:00+00:00", "i": 5, "o": "newest"},
+    {"t": "2026-11-02T08:00:00+00:00", "i": {"id": 5}, "o": "newest"},
+    {"t": 5, "i": "0b7e3c1a-5d2f-4e8a-9c61-2f0d8a4b7e10", "o": "newest"},
+    {"t": "2026-11-02T08:00:00+00:00", "i": "0b7e3c1a-5d2f-4e8a-9c61-2f0d8a4b7e10", "o": {}},
+    # Aware, but not an instant once in UTC, which is how PostgreSQL is sent it.
+    {"t": "0001-01-01T00:00:00+14:00", "i": "0b7e3c1a-5d2f-4e8a-9c61-2f0d8a4b7e10", "o": "newest"},
+    ["2026-11-02T08:00:00+00:00", "0b7e3c1a-5d2f-4e8a-9c61-2f0d8a4b7e10", "newest"],
+]
+
+
+@pytest.mark.parametrize("path", ["executions", "tasks"])
+@pytest.mark.parametrize("raw", FORGED_CURSORS, ids=repr)
+async def test_a_forged_cursor_of_any_shape_is_a_422_naming_the_cursor(plane: Plane, path: str, raw: Any) -> None:
+    status, body = await call(plane, "GET", f"{API}/{path}?{urlencode({'cursor': forged_cursor(raw)})}")
+    assert status == 422, body
+    assert body["fields"][0]["field"] == "cursor", body
 
 
 async def test_pages_are_stable_while_runs_are_added(plane: Plane) -> None:

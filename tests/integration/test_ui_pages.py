@@ -4,6 +4,7 @@ tokens, and the refusals (4xx pages naming what was wrong, nothing changed)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -16,9 +17,11 @@ from sluiceway.api.services import Services
 from sluiceway.controls.policy import Gates
 from sluiceway.model.execution import ResultStatus, RunStatus
 from sluiceway.model.schedule import ScheduleSpec
+from sluiceway.plane import Plane
 from sluiceway.store import definitions, leasing, schedules
 from tests.support.store import NS, define_task, define_workflow, lease, report, run_status, settle, start
 from tests.support.ui import Browser, serve_ui
+from tests.support.waiting import eventually_async
 
 
 def simple(ref: str, **inputs: Any) -> dict[str, Any]:
@@ -40,7 +43,7 @@ FAN = [
 
 @pytest.fixture
 async def browser(pool: asyncpg.Pool) -> AsyncIterator[Browser]:
-    async with serve_ui(Services(pool)) as base:
+    async with serve_ui(Services(Plane(pool))) as base:
         found = Browser(base)
         yield found
         await found.close()
@@ -137,6 +140,47 @@ async def test_a_run_page_colours_its_graph_folds_a_fan_out_and_pages_its_branch
     direct = await browser.get(f"/ui/ns/{NS}/runs/{run_id}/tasks/prepare")
     assert direct.url.endswith(f"/runs/{run_id}?task=prepare#task") or "task=prepare" in direct.url
     assert "&#34;ready&#34;: true" in direct.text  # the output, escaped
+
+
+async def test_a_run_page_shows_one_moment_of_its_run_in_the_header_and_the_why(
+    pool: asyncpg.Pool, browser: Browser
+) -> None:
+    """A decision lands while the page is being read (as right after a HUMAN
+    task is completed from the UI, whose redirect reads the run as the decider
+    ends it): the header and the "why" still tell the same status. The page's
+    reads are made to straddle the decision's commit: the decision holds a
+    lock on a table the page reads after the run and before the why."""
+    await define_workflow(pool, "one", [simple("pick")])
+    run_id = await start(pool, "one")
+    await settle(pool)
+    async with pool.acquire() as decision:
+        deciding = decision.transaction()
+        await deciding.start()
+        await decision.execute("LOCK TABLE workflow_versions IN ACCESS EXCLUSIVE MODE")
+        await decision.execute(
+            "UPDATE executions SET status = 'COMPLETED', ended_at = now() WHERE id = $1", uuid.UUID(run_id)
+        )
+        reading = asyncio.create_task(browser.get(f"/ui/ns/{NS}/runs/{run_id}"))
+
+        async def page_waits_for_the_decision() -> bool:
+            async with pool.acquire() as conn:
+                return bool(
+                    await conn.fetchval(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                        " AND query LIKE '%workflow_versions%' AND pid <> pg_backend_pid()"
+                    )
+                )
+
+        await eventually_async(page_waits_for_the_decision, what="the page to read past the run's row")
+        await deciding.commit()
+    page = await reading
+    assert page.status == 200, page.text
+    title = re.search(r'<h1 id="run-title">(.*?)</h1>', page.text, re.S)
+    why = re.search(r'<section aria-labelledby="why-title">(.*?)</section>', page.text, re.S)
+    assert title and why, page.text
+    header_says_completed = "completed" in title.group(1)
+    why_says_completed = f"run {run_id} is COMPLETED" in why.group(1)
+    assert header_says_completed == why_says_completed, (title.group(1), why.group(1))
 
 
 async def test_retry_from_failed_needs_a_confirmation_and_a_csrf_token(pool: asyncpg.Pool, browser: Browser) -> None:
@@ -244,6 +288,57 @@ async def test_gates_show_queues_caps_and_who_holds_a_semaphore(pool: asyncpg.Po
     other = waiting if leased.leases[0].execution_id == holder else holder
     run = await browser.get(f"/ui/ns/{NS}/runs/{other}?task=export")
     assert "semaphore legacy_erp: 1/1 held by export" in run.text
+
+
+def caps_section(html: str) -> str:
+    """The gates page's table of caps and rate windows."""
+    return html[html.index('id="caps-title"') : html.index('id="sem-title"')]
+
+
+async def test_held_back_is_shown_only_for_ready_tasks_behind_a_closed_gate(
+    pool: asyncpg.Pool, browser: Browser
+) -> None:
+    await define_task(pool, "capped", concurrentExecLimit=1)
+    await define_task(pool, "roomy", concurrentExecLimit=5)
+    await define_task(pool, "idle", concurrentExecLimit=5)
+    await define_task(pool, "paced", rateLimitPerFrequency=1, rateLimitFrequencySeconds=60)
+    await define_workflow(pool, "one_capped", [simple("capped")])
+    await define_workflow(pool, "one_roomy", [simple("roomy")])
+    await define_workflow(pool, "one_paced", [simple("paced")])
+    for workflow in ("one_capped", "one_capped", "one_roomy", "one_roomy", "one_paced"):
+        await start(pool, workflow)
+    await settle(pool)
+    async with pool.acquire() as conn, conn.transaction():
+        taken = await leasing.lease(conn, NS, "capped", "w1", 5, Gates(concurrent_exec_limit=1))
+        # The window a lease of `paced` spent a day ago: spent, but not the current one.
+        await conn.execute(
+            "INSERT INTO rate_windows VALUES ($1, 'paced', date_trunc('minute', now()) - interval '1 day', 1)", NS
+        )
+    assert len(taken.leases) == 1, "the cap of one is full; the other capped task is ready and held back"
+
+    caps = caps_section((await browser.get(f"/ui/ns/{NS}/gates")).text)
+    link = r'<code>(\w+)</code> <a href="[^"]+taskType=\1&amp;status=SCHEDULED[^"]*">(\d+) held back'
+    held = re.findall(link, caps)
+    assert held == [("capped", "1")], "only the type whose cap is full holds a ready task back"
+    assert "by <code>concurrentExecLimit</code>" in caps
+    assert "<code>idle</code></td>" in caps, "a gated type with no task has no link"
+    assert "<code>roomy</code></td>" in caps, "ready tasks under an open gate are not held back"
+    assert "<code>paced</code></td>" in caps and "0/1 per 60 s" in caps, "a past window spent nothing of this one"
+
+
+async def test_a_quota_shows_each_limit_it_sets_and_never_an_empty_entry(pool: asyncpg.Pool, browser: Browser) -> None:
+    async with pool.acquire() as conn:
+        await definitions.upsert_quota(conn, NS, "payloads", 1, None, None, None, None, max_payload_bytes=1_048_576)
+        await definitions.upsert_quota(conn, NS, "schedules", 1, None, None, None, 4)
+        await definitions.upsert_quota(conn, NS, "weights", 1, None, None, None, None, dispatch_weight=3)
+    page = (await browser.get(f"/ui/ns/{NS}/gates")).text
+    quotas = page[page.index('id="quota-title"') :]
+    entries = dict(re.findall(r"<h3>(\w+)</h3>\s*<ul class=\"plain\">(.*?)</ul>", quotas, re.S))
+    assert set(entries) == {"payloads", "schedules", "weights"}
+    assert "payload limit: 1,048,576 bytes" in entries["payloads"]
+    assert 'aria-label="schedules"></meter> 0/4' in entries["schedules"]
+    assert "sets no run, definition, schedule or payload limit" in entries["weights"]
+    assert all("<li" in entry for entry in entries.values()), "no Quota shows as an empty entry"
 
 
 async def test_definitions_show_the_effective_policy_and_the_yaml_of_each_version(

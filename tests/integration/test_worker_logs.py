@@ -10,14 +10,19 @@ import json
 import logging
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from sluiceway.worker import Task, Worker
 from sluiceway.worker import logs as worker_logs
-from tests.support.plane import Plane, Running, finished, post
+from sluiceway.worker.cli import load_worker
+from tests.support.plane import Plane, Running, finished, get, post
 from tests.support.store import NS, define_task, define_workflow
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture
@@ -65,3 +70,24 @@ async def test_every_line_about_a_task_names_its_run_task_and_trace(plane: Plane
     assert charging["logger"] == "shop" and not_json["logger"] == "sluiceway.worker.runner"
     polling = next(line for line in lines if line["message"].startswith("worker "))
     assert "run_id" not in polling, "a line about no task names none"
+
+
+async def test_the_readme_s_album_run_logs_what_each_resize_did(plane: Plane, worker_stderr: io.StringIO) -> None:
+    """The README's `sluiceway logs workflowrun/album-2026-11`: the example
+    workers, run as `sluiceway worker examples/workers.py` runs them, on the
+    thumbnails workflow and the album's input as the examples declare them."""
+    documents = [*yaml.safe_load_all((EXAMPLES / "05-fan-out.yaml").read_text())]
+    thumbnails = next(d for d in documents if d["kind"] == "Workflow")
+    album = yaml.safe_load((EXAMPLES / "06-run.yaml").read_text())
+    await define_workflow(plane.pool, "thumbnails", **thumbnails["spec"])
+    worker = load_worker(str(EXAMPLES / "workers.py"))
+    worker.url, worker.namespace, worker.poll_timeout = plane.url, NS, 2
+    async with Running(worker):
+        _, started = await post(
+            plane, f"/v1/ns/{NS}/executions", {"name": "thumbnails", "input": album["spec"]["input"]}
+        )
+        assert (await finished(plane, started["id"]))["status"] == "COMPLETED"
+    _, logged = await get(plane, f"/v1/ns/{NS}/executions/{started['id']}/logs")
+    messages = [line["message"] for line in logged["lines"]]
+    for image in album["spec"]["input"]["images"]:
+        assert any(image["url"] in message for message in messages), (image, messages)

@@ -18,14 +18,19 @@ from sluiceway.api.app import create_app
 from sluiceway.api.services import Services
 from sluiceway.devenv.processes import free_port
 from sluiceway.kubeapi.secrets import StaticSecrets
+from sluiceway.plane import Plane as ExecutionPlane
 from sluiceway.runtime import loops
 from sluiceway.store.database import Pool
 from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.matching import Offers
 from sluiceway.store.notifications import Notifications
+from sluiceway.ui.web import install as install_ui
 from sluiceway.worker import Worker
 from tests.support.store import NS
 from tests.support.waiting import eventually_async
+
+# The options of execution_plane that are the HTTP edge's, not the plane's.
+_EDGE_OPTIONS = ("rate_limits", "max_request_bytes", "authenticate", "authenticator")
 
 
 @dataclass
@@ -34,6 +39,7 @@ class Plane:
     pool: Pool
     secrets: StaticSecrets  # what webhooks verify with: put Secrets in it, by (namespace, name)
     offers: Offers | None = None  # the polls waiting as offers to the decider (store.matching)
+    core: ExecutionPlane | None = None  # the plane's commands, as the API calls them
 
 
 class _QuietServer(uvicorn.Server):
@@ -50,14 +56,17 @@ async def execution_plane(
     decide_inline: bool = False,
     decider_loop: bool = True,
     match_polls: bool = True,
+    ui: bool = False,
     decider_recheck: float | None = None,
     **options: Any,
 ) -> AsyncIterator[Plane]:
-    """`options`: Services fields to set (limits, say). `decide_inline` as
+    """`options`: fields of the execution plane (limits, say) or of the API's
+    Services (rate limits) to set. `decide_inline` as
     SLUICEWAY_DECIDE_INLINE, `match_polls` as SLUICEWAY_MATCH_POLLS;
     `decider_loop=False` runs no decider loop, so only what starts and results
-    decide inline moves on. `decider_recheck`: how long an idle decider loop
-    waits without a notification (the operator's default when None)."""
+    decide inline moves on; `ui` serves the web UI at /ui too. `decider_recheck`:
+    how long an idle decider loop waits without a notification (the
+    operator's default when None)."""
     notifications = Notifications(database_url)
     await notifications.start()
     port = free_port()
@@ -71,9 +80,14 @@ async def execution_plane(
     )
     notifications.caches.append(config.policies)
     decider = config if decide_inline else None
+    edge = {name: options.pop(name) for name in _EDGE_OPTIONS if name in options}
+    core = ExecutionPlane(pool, notifications, decider=decider, offers=offers, **options)
+    app = create_app(Services(core, secrets=secrets, **edge))
+    if ui:
+        install_ui(app)
     server = _QuietServer(
         uvicorn.Config(
-            create_app(Services(pool, notifications, secrets=secrets, decider=decider, offers=offers, **options)),
+            app,
             host="127.0.0.1",
             port=port,
             log_level="warning",
@@ -87,7 +101,7 @@ async def execution_plane(
     while not server.started:
         await asyncio.sleep(0.01)
     try:
-        yield Plane(f"http://127.0.0.1:{port}", pool, secrets, offers)
+        yield Plane(f"http://127.0.0.1:{port}", pool, secrets, offers, core)
     finally:
         stop.set()
         server.should_exit = True

@@ -17,6 +17,7 @@ import uvicorn
 
 from sluiceway.api.app import create_app
 from sluiceway.api.services import Services
+from sluiceway.plane import Plane
 from sluiceway.ui.web import install
 
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
@@ -83,4 +84,4 @@ class Browser:
 
 
 async def ui_services(pool: asyncpg.Pool) -> Services:
-    return Services(pool)
+    return Services(Plane(pool))

@@ -4,8 +4,6 @@ ranked reasons for one run or task."""
 
 from __future__ import annotations
 
-import datetime
-
 from fastapi import APIRouter, Depends
 
 from sluiceway.api.access import Names
@@ -14,6 +12,7 @@ from sluiceway.api.guards import requires
 from sluiceway.api.params import EXECUTION_ID, NAME, NAMESPACE, TASK_ID
 from sluiceway.api.services import Services, services
 from sluiceway.controls.why import Reason, explain, explain_task
+from sluiceway.model.common import wire_time
 from sluiceway.store import diagnostics
 
 router = APIRouter(prefix="/v1/ns/{namespace}", tags=["diagnostics"], responses=INVALID)
@@ -24,10 +23,6 @@ router = APIRouter(prefix="/v1/ns/{namespace}", tags=["diagnostics"], responses=
 WHY_TASKS = 100
 
 
-def _time(value: datetime.datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value else None
-
-
 def _queue(q: diagnostics.Queue) -> dict[str, object]:
     return {
         "name": q.name,
@@ -35,7 +30,7 @@ def _queue(q: diagnostics.Queue) -> dict[str, object]:
         "delayed": q.delayed,
         "inFlight": q.in_flight,
         "pollers": q.pollers,
-        "lastPollTime": _time(q.last_poll),
+        "lastPollTime": wire_time(q.last_poll),
     }
 
 
@@ -55,7 +50,7 @@ async def queues(namespace: NAMESPACE, svc: Services = Depends(services)) -> lis
 async def workers(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, object]]:
     async with svc.pool.acquire() as conn:
         return [
-            {"queue": queue, "workerId": worker, "lastPollTime": _time(at)}
+            {"queue": queue, "workerId": worker, "lastPollTime": wire_time(at)}
             for queue, worker, at in await diagnostics.workers(conn, namespace)
         ]
 
@@ -97,7 +92,7 @@ async def semaphore(namespace: NAMESPACE, name: NAME, svc: Services = Depends(se
         "permits": found[0].permits,
         "held": found[0].held,
         "holders": [
-            {"taskId": h.task_id, "executionId": h.execution_id, "taskType": h.task_type, "since": _time(h.since)}
+            {"taskId": h.task_id, "executionId": h.execution_id, "taskType": h.task_type, "since": wire_time(h.since)}
             for h in holders
         ],
     }
@@ -124,7 +119,7 @@ async def why_run(
     namespace: NAMESPACE, execution_id: EXECUTION_ID, svc: Services = Depends(services)
 ) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
-        facts = await diagnostics.run_facts(conn, namespace, execution_id, svc.policies, limit=WHY_TASKS)
+        facts = await diagnostics.run_facts(conn, namespace, execution_id, svc.plane.policies, limit=WHY_TASKS)
     if facts is None:
         raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
     return {
@@ -150,7 +145,9 @@ async def why_run(
 async def why_task(namespace: NAMESPACE, task_id: TASK_ID, svc: Services = Depends(services)) -> dict[str, object]:
     async with svc.pool.acquire() as conn:
         found = await diagnostics.run_and_ref_of_task(conn, namespace, task_id)
-        facts = await diagnostics.run_facts(conn, namespace, found[0], svc.policies, ref=found[1]) if found else None
+        facts = (
+            await diagnostics.run_facts(conn, namespace, found[0], svc.plane.policies, ref=found[1]) if found else None
+        )
     if facts is None:
         raise ApiError(404, "NOT_FOUND", f"no task {task_id} in namespace {namespace}")
     task = next((t for t in facts.tasks if t.task_id == str(task_id)), None)

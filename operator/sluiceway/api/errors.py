@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from sluiceway.model.execution import FieldError, dotted
+from sluiceway.plane.errors import Invalid
 from sluiceway.store.errors import StoreUnavailable
 
 
@@ -38,6 +39,11 @@ class ErrorBody(BaseModel):
     error: str = Field(description="A stable code: INVALID_REQUEST, NOT_FOUND, STALE_LEASE, LIMIT_EXCEEDED, ...")
     message: str = Field(description="What went wrong, naming the field or the control.")
     fields: list[FieldError] | None = Field(None, description="INVALID_REQUEST: every invalid field.")
+
+
+def invalid(field: str, message: str) -> ApiError:
+    """A 422 naming the field."""
+    return ApiError(422, "INVALID_REQUEST", f"{field}: {message}", fields=[{"field": field, "message": message}])
 
 
 def refusal(description: str) -> dict[str, Any]:
@@ -81,6 +87,11 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, error: ApiError) -> JSONResponse:
         return JSONResponse(error.body, status_code=error.status)
+
+    # A filter or cursor the plane could not read.
+    @app.exception_handler(Invalid)
+    async def invalid_field(_: Request, error: Invalid) -> JSONResponse:
+        return invalid_request([{"field": error.field, "message": error.message}])
 
     @app.exception_handler(OSError)
     async def connection_failed(_: Request, error: OSError) -> JSONResponse:

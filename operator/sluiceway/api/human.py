@@ -9,27 +9,26 @@ its holder decide any)."""
 
 from __future__ import annotations
 
-import datetime
 import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
 from sluiceway.api.access import Names, Rule
-from sluiceway.api.audit import announce, audited
-from sluiceway.api.errors import INVALID, ApiError, refusal
-from sluiceway.api.guards import Authorize, identity_of, requires
+from sluiceway.api.actors import actor_of
+from sluiceway.api.errors import INVALID, refusal
+from sluiceway.api.guards import Authorize, requires
+from sluiceway.api.outcomes import error_of
 from sluiceway.api.params import NAMESPACE, TASK_ID
-from sluiceway.api.payloads import check_payload
-from sluiceway.api.services import Services, services, services_of
+from sluiceway.api.services import Services, services
+from sluiceway.model.common import wire_time
 from sluiceway.model.execution import (
     HumanCompletion,
     HumanRejection,
     WaitingTaskView,
 )
-from sluiceway.model.workflow import TaskType
-from sluiceway.observability import metrics
-from sluiceway.store import human
+from sluiceway.plane import human
+from sluiceway.plane.human import Decision
 
 router = APIRouter(prefix="/v1/ns/{namespace}/tasks", tags=["human tasks"], responses=INVALID)
 
@@ -38,11 +37,6 @@ MAY_DECIDE = Annotated[Authorize, requires("update", "workflowruns", Names.REQUE
 # What one must hold to be told that a task does not exist or is not a HUMAN task:
 # the right to read the namespace's runs, which would show it anyway.
 MAY_READ_RUNS = Rule("get", "workflowruns")
-_ANONYMOUS = "anonymous (authentication is off)"
-
-
-def _time(value: datetime.datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value else None
 
 
 def _view(task: human.WaitingTask) -> WaitingTaskView:
@@ -58,58 +52,35 @@ def _view(task: human.WaitingTask) -> WaitingTaskView:
         input=task.input,
         output=task.output,
         reason=task.reason,
-        scheduled_at=_time(task.created_at) or "",
-        ended_at=_time(task.ended_at),
+        scheduled_at=wire_time(task.created_at) or "",
+        ended_at=wire_time(task.ended_at),
         completed_by=task.completed_by,
     )
 
 
-async def _waiting_human(request: Request, svc: Services, namespace: str, task_id: uuid.UUID) -> human.WaitingTask:
-    """The HUMAN task, or 404 or 409 saying why not, but only to a caller who
-    may read the namespace's runs: to anyone else (403) those answers would
-    tell which task ids exist in a namespace they hold no right in, and of
-    what kind."""
-    async with svc.pool.acquire() as conn:
-        task = await human.find(conn, namespace, task_id)
-    if task is None or task.type != TaskType.HUMAN.value:
-        await Authorize(MAY_READ_RUNS, request)()
-    if task is None:
-        raise ApiError(404, "NOT_FOUND", f"no task {task_id} in namespace {namespace}")
-    if task.type != TaskType.HUMAN.value:
-        raise ApiError(409, "NOT_A_HUMAN_TASK", f"task {task_id} is a {task.type} task, not HUMAN")
-    return task
-
-
-def _who(request: Request) -> str:
-    return identity_of(request).user if services_of(request).authenticate else _ANONYMOUS
-
-
-async def _settle(
+async def _decide(
     request: Request,
     svc: Services,
     authorize: Authorize,
     namespace: str,
     task_id: uuid.UUID,
-    decision: tuple[str, dict[str, object], str],
+    decision: Decision,
+    body: HumanCompletion | HumanRejection,
 ) -> WaitingTaskView:
-    """Record (status, output, reason) on a waiting HUMAN task, as the caller."""
-    task = await _waiting_human(request, svc, namespace, task_id)
+    """The person's decision on a waiting HUMAN task, as the caller. Why there
+    is no such task to decide is told only to a caller who may read the
+    namespace's runs: to anyone else (403) it would tell which task ids exist
+    in a namespace they hold no right in, and of what kind."""
+    task = await human.human_task(svc.plane, namespace, str(task_id))
+    if not isinstance(task, human.WaitingTask):
+        await Authorize(MAY_READ_RUNS, request)()
+        raise error_of(task)
     await authorize([task.workflow_name])
-    status, output, reason = decision
-    await check_payload(svc, namespace, "output", output)
-    async with svc.pool.acquire() as conn, conn.transaction():
-        settled = await human.settle(conn, namespace, task_id, status, output, reason, _who(request))
-        after = await human.find(conn, namespace, task_id)
-        event = None
-        if settled:
-            operation = "complete" if status == "COMPLETED" else "reject"
-            detail = {"taskId": str(task_id), "taskReferenceName": task.ref}
-            event = await audited(conn, request, namespace, task.execution_id, operation, detail)
-    announce(request, event)
-    if not settled or after is None:
-        raise ApiError(409, "NOT_WAITING", f"task {task_id} is {task.status}: it no longer waits for a person")
-    metrics.HUMAN_DECISIONS.labels(status).inc()
-    return _view(after)
+    reason = body.reason if isinstance(body, HumanRejection) else ""
+    outcome = await human.decide(svc.plane, actor_of(request), namespace, task, decision, body.output, reason)
+    if not isinstance(outcome, human.WaitingTask):
+        raise error_of(outcome)
+    return _view(outcome)
 
 
 _DECISION_RESPONSES: dict[int | str, dict[str, object]] = {
@@ -138,7 +109,7 @@ async def complete(
     authorize: MAY_DECIDE,
     svc: Services = Depends(services),
 ) -> WaitingTaskView:
-    return await _settle(request, svc, authorize, namespace, task_id, ("COMPLETED", body.output, ""))
+    return await _decide(request, svc, authorize, namespace, task_id, Decision.COMPLETE, body)
 
 
 @router.post(
@@ -156,7 +127,4 @@ async def reject(
     authorize: MAY_DECIDE,
     svc: Services = Depends(services),
 ) -> WaitingTaskView:
-    reason = f"rejected by {_who(request)}: {body.reason}"
-    return await _settle(
-        request, svc, authorize, namespace, task_id, ("FAILED_WITH_TERMINAL_ERROR", body.output, reason)
-    )
+    return await _decide(request, svc, authorize, namespace, task_id, Decision.REJECT, body)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from sluiceway.kubeapi.auth import SERVICE_ACCOUNT_ANNOTATION, KeySecret
+from sluiceway.model.common import DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +29,8 @@ MIN_KEY_LENGTH = 16
 # deleted while the API server was unreachable must not keep working.
 KEYS_STALE_AFTER = 60.0
 SA_PREFIX = "system:serviceaccount:"
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_DNS_LABEL = re.compile(DNS_LABEL_PATTERN)
+_DNS_SUBDOMAIN = re.compile(DNS_SUBDOMAIN_PATTERN)
 
 
 @dataclass(frozen=True)

@@ -14,17 +14,19 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from sluiceway.api.access import Names
+from sluiceway.api.actors import actor_of
 from sluiceway.api.definitions import WRITE_OUTCOMES, caller, kube_error, write_resource
 from sluiceway.api.errors import INVALID, ApiError, refusal
 from sluiceway.api.guards import requires, writes_as_caller
 from sluiceway.api.params import NAME, NAMESPACE
 from sluiceway.api.services import Services, services
 from sluiceway.controls.calendar import CalendarError
-from sluiceway.controls.schedules import calendar_of, upcoming
+from sluiceway.controls.schedules import calendar_of
 from sluiceway.kubeapi.client import KubeError
 from sluiceway.model.common import Spec
 from sluiceway.model.resources import SCHEDULE
 from sluiceway.model.schedule import UPCOMING, OverlapPolicy, ScheduleSpec
+from sluiceway.plane import schedules as firing
 from sluiceway.store import schedules
 
 router = APIRouter(prefix="/v1/ns/{namespace}/schedules", tags=["schedules"], responses=INVALID)
@@ -43,40 +45,6 @@ class BackfillRequest(Spec):
     )
 
 
-def _time(value: datetime.datetime | None) -> str | None:
-    return value.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z") if value else None
-
-
-def fire_view(fire: schedules.Fire) -> dict[str, Any]:
-    view: dict[str, Any] = {"fireTime": _time(fire.fire_at), "kind": fire.kind, "outcome": fire.outcome}
-    if fire.run_id:
-        view["runId"] = fire.run_id
-    if fire.reason:
-        view["reason"] = fire.reason
-    return view
-
-
-def schedule_view(state: schedules.ScheduleState, count: int = UPCOMING) -> dict[str, Any]:
-    try:
-        fires = upcoming(state.spec, state.next_fire_at, state.runs_started, count) if state.spec else []
-    except CalendarError:
-        fires = []
-    return {
-        "name": state.name,
-        "spec": state.raw_spec,
-        "nextFireTimes": [_time(f) for f in fires],
-        "lastFireTime": _time(state.last_fire_at),
-        "lastRunId": state.last_run_id,
-        "activeRuns": state.active_runs,
-        "buffered": state.buffered,
-        "suspended": bool(state.spec and state.spec.suspend),
-        "runsStarted": state.runs_started,
-        "missed": state.missed,
-        "skipped": state.skipped,
-        "recent": [fire_view(f) for f in state.recent],
-    }
-
-
 async def _state(svc: Services, namespace: str, name: str, recent: int | None = None) -> schedules.ScheduleState:
     async with svc.pool.acquire() as conn:
         found = await schedules.states(conn, namespace, name, recent)
@@ -89,7 +57,7 @@ async def _state(svc: Services, namespace: str, name: str, recent: int | None = 
 async def list_schedules(namespace: NAMESPACE, svc: Services = Depends(services)) -> list[dict[str, Any]]:
     async with svc.pool.acquire() as conn:
         found = await schedules.states(conn, namespace, recent=1)
-    return [schedule_view(s) for s in found]
+    return [firing.schedule_view(s) for s in found]
 
 
 @router.get(
@@ -104,7 +72,7 @@ async def get_schedule(
     upcoming_count: int = Query(UPCOMING, alias="upcoming", ge=1, le=100, description="Next fire times to list."),
     svc: Services = Depends(services),
 ) -> dict[str, Any]:
-    return schedule_view(await _state(svc, namespace, name), upcoming_count)
+    return firing.schedule_view(await _state(svc, namespace, name), upcoming_count)
 
 
 @router.put(
@@ -206,14 +174,18 @@ async def resume_schedule(
     dependencies=[requires("update", "schedules", Names.PATH)],
 )
 async def trigger_schedule(
-    namespace: NAMESPACE, name: NAME, body: TriggerRequest | None = None, svc: Services = Depends(services)
+    namespace: NAMESPACE,
+    name: NAME,
+    request: Request,
+    body: TriggerRequest | None = None,
+    svc: Services = Depends(services),
 ) -> dict[str, Any]:
+    policy = body.overlap_policy if body else None
     try:
-        async with svc.pool.acquire() as conn, conn.transaction():
-            fire = await schedules.trigger(conn, namespace, name, body.overlap_policy if body else None)
-    except schedules.ScheduleNotFound as error:
+        fire = await firing.trigger(svc.plane, actor_of(request), namespace, name, policy)
+    except firing.ScheduleNotFound as error:
         raise ApiError(404, "NOT_FOUND", str(error)) from error
-    return fire_view(fire)
+    return firing.fire_view(fire)
 
 
 @router.post(
@@ -225,7 +197,7 @@ async def trigger_schedule(
     dependencies=[requires("update", "schedules", Names.PATH)],
 )
 async def backfill_schedule(
-    namespace: NAMESPACE, name: NAME, body: BackfillRequest, svc: Services = Depends(services)
+    namespace: NAMESPACE, name: NAME, body: BackfillRequest, request: Request, svc: Services = Depends(services)
 ) -> dict[str, Any]:
     for field, value in (("startTime", body.start_time), ("endTime", body.end_time)):
         problem = "give a time zone (Z or an offset)" if value.tzinfo is None else None
@@ -234,15 +206,16 @@ async def backfill_schedule(
         if problem:
             raise ApiError(422, "INVALID_REQUEST", f"{field}: {problem}", fields=[{"field": field, "message": problem}])
     try:
-        async with svc.pool.acquire() as conn, conn.transaction():
-            fires = await schedules.backfill(conn, namespace, name, body.start_time, body.end_time, body.overlap_policy)
-    except schedules.ScheduleNotFound as error:
+        fires = await firing.backfill(
+            svc.plane, actor_of(request), namespace, name, body.start_time, body.end_time, body.overlap_policy
+        )
+    except firing.ScheduleNotFound as error:
         raise ApiError(404, "NOT_FOUND", str(error)) from error
-    except schedules.BackfillError as error:
+    except firing.BackfillError as error:
         field, _, message = str(error).partition(": ")
         raise ApiError(422, "INVALID_REQUEST", str(error), fields=[{"field": field, "message": message}]) from error
     return {
-        "fires": [fire_view(f) for f in fires],
+        "fires": [firing.fire_view(f) for f in fires],
         "started": sum(1 for f in fires if f.outcome == "started"),
         "alreadyFired": sum(1 for f in fires if f.outcome == "duplicate"),
     }

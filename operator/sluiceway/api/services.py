@@ -1,149 +1,36 @@
-"""What the API handlers need, built once by the composition root."""
+"""What the API handlers need, built once by the composition root: the
+execution plane they call, and what only the HTTP edge uses (who the caller
+is and what they may do, the Secrets webhooks verify with, request limits)."""
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import time
-import uuid
-from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
-from typing import Any
 
 from fastapi import Request
 
 from sluiceway.api.authenticator import Authenticator
-from sluiceway.controls.payloads import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_REQUEST_BYTES
+from sluiceway.controls.payloads import DEFAULT_MAX_REQUEST_BYTES
 from sluiceway.controls.ratelimits import RateLimits
 from sluiceway.kubeapi.client import KubeClient
 from sluiceway.kubeapi.secrets import SecretSource
-from sluiceway.store import deciding, executions, matching
+from sluiceway.plane import Plane
 from sluiceway.store.database import Pool
-from sluiceway.store.deciding import DeciderConfig
-from sluiceway.store.executions import IDEMPOTENCY_WINDOW_SECONDS
-from sluiceway.store.logs import DEFAULT_CAP_BYTES
-from sluiceway.store.matching import Offers
-from sluiceway.store.notifications import Notifications
-from sluiceway.store.policies import Policies
-from sluiceway.store.tenancy import Tenants
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
 class Services:
-    pool: Pool
-    notifications: Notifications | None = None
-    policies: Policies = field(default_factory=Policies)  # the process's one, shared with the decider
+    plane: Plane
     kube: KubeClient | None = None  # the operator's own client; None without Kubernetes
     authenticate: bool = False  # False: local development, writes use the operator's identity
     authenticator: Authenticator | None = None  # identities and access decisions when authenticate is on
-    idempotency_window: float = IDEMPOTENCY_WINDOW_SECONDS  # how long a requestId names its run
-    log_cap_bytes: int = DEFAULT_CAP_BYTES  # what one task may keep of its log
-    gate_handover: bool = True  # freed gated slots pass to their next task without the gate's locks
-    # This process's waiting polls of ungated queues, which the decider leases
-    # the tasks it schedules (store.matching); None: polls wake and lease.
-    offers: Offers | None = None
     secrets: SecretSource | None = None  # the Secrets webhooks verify with; None: no webhook verifies
-    tenants: Tenants = field(default_factory=Tenants)  # what each namespace's Quotas allow
-    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES  # one JSON value; a Quota may lower it
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES  # one request body
     rate_limits: RateLimits = field(default_factory=RateLimits.off)  # per identity and namespace, in this replica
-    # Poller bookkeeping ("who polled and when") needs seconds, not every poll:
-    # the polls seen are written together, one statement per interval for the
-    # whole process, so idle pollers cost one write per interval, not one each.
-    # A worker or queue not written before is written at once.
-    poll_record_interval: float = 5.0
-    # Set: starts and results decide the runs they queue in their own
-    # transaction (SLUICEWAY_DECIDE_INLINE), with the decider loop's config
-    # (the same hooks, metrics and wake-ups); None: the loop decides them all.
-    decider: DeciderConfig | None = None
-    _polls_seen: dict[tuple[str, str, str], None] = field(default_factory=dict)
-    _polls_written: set[tuple[str, str, str]] = field(default_factory=set)
-    _polls_written_at: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.notifications is not None and self.policies not in self.notifications.caches:
-            self.notifications.caches.append(self.policies)
-
-    def polls_to_record(self, namespace: str, task_types: list[str], worker_id: str) -> list[tuple[str, str, str]]:
-        """Note this poll; when a write is due, every poll noted since the last
-        one as (namespace, task type, worker id), to write now."""
-        now = time.monotonic()
-        fresh = False
-        for task_type in task_types:
-            key = (namespace, task_type, worker_id)
-            self._polls_seen[key] = None
-            fresh = fresh or key not in self._polls_written
-        if not fresh and now - self._polls_written_at < self.poll_record_interval:
-            return []
-        due = list(self._polls_seen)
-        self._polls_seen.clear()
-        self._polls_written_at = now
-        if len(self._polls_written) > 100_000:  # forget long-gone workers
-            self._polls_written.clear()
-        self._polls_written.update(due)
-        return due
 
     @property
-    def decides_inline(self) -> bool:
-        return self.decider is not None
-
-    @contextlib.asynccontextmanager
-    async def inline_decisions(self) -> AsyncIterator[InlineDecisions]:
-        """Around one transaction (entered before it, so left once it has ended):
-        the runs it decides inline, and the waiting polls those decisions leased
-        tasks to, answered with their leases if it committed, with none if not."""
-        inline = InlineDecisions(self.decider)
-        try:
-            yield inline
-        except BaseException:
-            inline.settle(committed=False)
-            raise
-        inline.settle(committed=True)
-
-    async def committed(self, decided: deciding.Decided | None, queued: bool) -> None:
-        """Once a transaction that queued runs for the decider has committed:
-        report what it decided inline, as the decider loop would (metrics,
-        logs, woken pollers, traces), and wake this process's decider at once
-        for the runs it left, or `queued` without deciding (the NOTIFY wakes
-        the other replicas')."""
-        left = queued or (decided is not None and bool(decided.left))
-        if left and self.notifications is not None:
-            self.notifications.wake_decider()
-        if decided is not None and self.decider is not None:
-            deciding.report(decided, self.decider)
-            if decided.decisions:
-                try:
-                    await deciding.trace_pass(self.pool, decided.started_ns, decided.traced())
-                except Exception as error:  # noqa: BLE001 - committed already: a lost span never fails the request
-                    log.warning("inline decisions: their spans were not written (%s)", error)
-
-
-@dataclass
-class InlineDecisions:
-    """What one transaction decided inline (Services.inline_decisions)."""
-
-    config: DeciderConfig | None  # None: inline deciding is off
-    decided: deciding.Decided | None = None
-
-    async def decide(
-        self, conn: Any, run_ids: Collection[uuid.UUID], unmatched: Collection[tuple[str, str]] = ()
-    ) -> None:
-        """Decide these runs, just queued, in the caller's transaction; tell
-        every decider of those it leaves. Nothing when inline deciding is off.
-        `unmatched`: queues (namespace, task type) whose new tasks the caller
-        leases itself, not to be leased to waiting polls."""
-        if self.config is None or not run_ids:
-            return
-        self.decided = await deciding.decide_inline(conn, run_ids, self.config, unmatched)
-        if self.decided.left:
-            await executions.notify_decider(conn)
-
-    def settle(self, committed: bool) -> None:
-        if self.decided is not None:
-            matching.settle(self.decided.claimed, committed)
-            self.decided.claimed = []
+    def pool(self) -> Pool:
+        """The plane's pool, for the routes that only read."""
+        return self.plane.pool
 
 
 def services_of(request: Request) -> Services:

@@ -11,7 +11,6 @@ transaction, every WAIT_FOR_WEBHOOK task waiting on the endpoint whose
 
 from __future__ import annotations
 
-import datetime
 import logging
 import time
 from typing import Any
@@ -20,19 +19,17 @@ import orjson
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from sluiceway.api.audit import announce, audited
 from sluiceway.api.errors import INVALID, ApiError, refusal
 from sluiceway.api.guards import verified_by_signature
+from sluiceway.api.outcomes import error_of
 from sluiceway.api.params import NAME, NAMESPACE
-from sluiceway.api.payloads import check_payload
 from sluiceway.api.services import Services, services
 from sluiceway.controls import webhooks as verification
 from sluiceway.kubeapi.secrets import SecretUnavailable
 from sluiceway.model.common import unstorable
 from sluiceway.model.webhook import WebhookSpec
 from sluiceway.observability import metrics
-from sluiceway.store import webhooks
-from sluiceway.store.audit import Actor
+from sluiceway.plane import webhooks
 
 log = logging.getLogger(__name__)
 
@@ -105,32 +102,15 @@ async def deliver(
     """A call a third party makes. It needs no Kubernetes credential: it is
     verified against the Webhook's secret (HMAC of the body with a timestamp,
     GitHub's or Stripe's signature header, or a token header)."""
-    async with svc.pool.acquire() as conn:
-        spec = await webhooks.get(conn, namespace, name)
+    spec = await webhooks.endpoint(svc.plane, namespace, name)
     if spec is None:
         raise ApiError(404, "NOT_FOUND", f"no webhook {name} in namespace {namespace}")
     body = await _body(request, spec.max_payload_bytes)
     await _verified(svc, namespace, name, spec, request, body)
-    payload = _payload(body)
-    await check_payload(svc, namespace, "body", payload)
     headers = {k.lower(): v for k, v in request.headers.items()}
-
-    def accepts(task: webhooks.Waiting) -> bool:
-        inputs = {k: v for k, v in task.input.items() if k not in ("matches", "webhook")}
-        return verification.matches(task.input.get("matches"), payload, headers, inputs)
-
-    received = datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
-    output = {"payload": payload, "webhook": name, "receivedAt": received}
-    async with svc.pool.acquire() as conn, conn.transaction():
-        completed = await webhooks.complete_matching(conn, namespace, name, accepts, output)
-        # Third parties hold no identity here: the verified signature of this Webhook is the actor.
-        actor = Actor(f"webhook {name} (signature verified)", "signature")
-        events = [
-            await audited(conn, actor, namespace, t.execution_id, "webhook", {"taskReferenceName": t.ref})
-            for t in completed
-        ]
-    announce(request, *events)
-    metrics.WEBHOOK_CALLS.labels("matched" if completed else "unmatched").inc()
+    completed = await webhooks.deliver(svc.plane, namespace, name, _payload(body), headers)
+    if not isinstance(completed, list):
+        raise error_of(completed)
     return JSONResponse(
         {
             "matched": len(completed),

@@ -3,7 +3,7 @@ operate runs, read their logs, ask why one is stuck, decide HUMAN tasks,
 list definitions, read and fire Schedules. The same commands run as
 `kubectl sluiceway ...`. The composition root
 (`sluiceway.runtime.main`) adds the commands that run parts of the system
-(`operator`, `worker`, `up`, `crds`)."""
+(`operator`, `worker`, `up`, `crds`, `schema`)."""
 
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ import typer
 from sluiceway.cli import output
 from sluiceway.cli.client import CommandError, ExitCode, get_resource
 from sluiceway.cli.config import Connection, Flags, resolve
+from sluiceway.model.common import DNS_SUBDOMAIN_PATTERN
 
 T = TypeVar("T")
 
@@ -165,7 +166,7 @@ def run(body: Awaitable[T]) -> T:
 
 
 WORKFLOW_RUN_KINDS = frozenset({"workflowrun", "workflowruns", "wfr", "run", "workflowrun.sluiceway.dev"})
-OBJECT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+OBJECT_NAME = re.compile(DNS_SUBDOMAIN_PATTERN)
 
 
 async def run_id(text: str, conn: Connection) -> str:

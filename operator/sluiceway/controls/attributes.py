@@ -15,7 +15,7 @@ from typing import Any
 
 from sluiceway.controls.expressions import ExpressionError, resolve
 from sluiceway.model.attributes import ATTRIBUTE_NAME_PATTERN, MAX_KEYWORD, MAX_PER_RUN, AttributeType, SearchAttribute
-from sluiceway.model.common import INT64_MAX, INT64_MIN
+from sluiceway.model.common import INT64_MAX, INT64_MIN, wire_time
 
 Declared = Sequence[SearchAttribute]  # a workflow version's searchAttributes
 
@@ -33,7 +33,7 @@ class Attribute:
     def wire(self) -> Any:
         """The JSON form: datetimes as ISO 8601 in UTC, the rest as they are."""
         if isinstance(self.value, datetime.datetime):
-            return self.value.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
+            return wire_time(self.value)
         return self.value
 
 

@@ -21,6 +21,8 @@ from typing import Any
 
 import cel
 
+from sluiceway.model.common import wire_time
+
 _WHOLE = re.compile(r"^\$\{([^{}]+)\}$")
 _EMBEDDED = re.compile(r"\$\{([^{}]+)\}")
 _STEP = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
@@ -166,7 +168,7 @@ def _json_value(value: Any, expression: str) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, datetime.datetime):
-        return value.isoformat().replace("+00:00", "Z")
+        return wire_time(value)
     if isinstance(value, datetime.timedelta):
         return f"{value.total_seconds():g}s"
     if isinstance(value, (list, tuple)):

@@ -10,8 +10,12 @@ arithmetic and the wording."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
+
+import orjson
 
 OPERATOR_SETTING = "SLUICEWAY_MAX_PAYLOAD_BYTES"
 DEFAULT_MAX_PAYLOAD_BYTES = 2 * 1024 * 1024
@@ -20,6 +24,14 @@ DEFAULT_MAX_REQUEST_BYTES = 8 * 1024 * 1024
 CONTROL = "maxPayloadBytes"
 # Where users read how to pass large data: by reference, to object storage.
 LARGE_DATA_DOC = "docs/payloads.md"
+
+
+def json_size(value: Any) -> int:
+    """Bytes of `value` as compact JSON: what the store would keep."""
+    try:
+        return len(orjson.dumps(value))
+    except TypeError:  # orjson holds integers to 64 bits; the models refuse larger ones, but never guess
+        return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 @dataclass(frozen=True)
@@ -70,3 +82,8 @@ class Oversized:
 
 def oversized(field: str, size: int, limit: PayloadLimit) -> Oversized | None:
     return Oversized(field, size, limit) if size > limit.limit else None
+
+
+def oversized_value(field: str, value: Any, limit: PayloadLimit) -> Oversized | None:
+    """`value` measured against `limit`; None when it fits (or is None: nothing sent)."""
+    return None if value is None else oversized(field, json_size(value), limit)

@@ -1,7 +1,7 @@
 """Why is my task not running? Facts about a run go in; ranked reasons come
 out, each naming its control and its numbers, like Kueue's pending reasons but
 in one answer. Pure: the store gathers the facts, and controls.gates says
-which dequeue gates hold."""
+which gates hold and how each one's sentence reads (its table, `GATES`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sluiceway.controls import webhooks
-from sluiceway.controls.gates import GateHold, GateState, SemaphoreState, closed
+from sluiceway.controls.gates import (
+    MAX_CONCURRENT_TASKS,
+    RATE_LIMIT_CONFIG,
+    SEMAPHORE,
+    GateHold,
+    GateState,
+    Held,
+    SemaphoreState,
+    closed,
+    spoken_seconds,
+)
 from sluiceway.controls.policy import Gates
 from sluiceway.model.workflow import Executor, TaskType
 
@@ -91,15 +101,11 @@ def _executor(task: TaskFacts) -> Executor:
         return Executor.ENGINE
 
 
-def _seconds(value: float) -> str:
-    return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
-
-
 def _since(task: TaskFacts) -> str:
     """` since 10:02:03Z`, and the timeout ahead when one is armed."""
     since = f" since {task.scheduled_at.astimezone(datetime.UTC):%H:%M:%SZ}" if task.scheduled_at else ""
     if task.seconds_until_timeout is not None:
-        since += f"; timeoutSeconds ends the wait in {_seconds(max(task.seconds_until_timeout, 0.0))}"
+        since += f"; timeoutSeconds ends the wait in {spoken_seconds(max(task.seconds_until_timeout, 0.0))}"
     return since
 
 
@@ -158,7 +164,7 @@ def explain_task(task: TaskFacts) -> list[Reason]:
         if waiting is not None:
             return [waiting]
         beat = (
-            f", last heartbeat {_seconds(task.seconds_since_heartbeat)} ago"
+            f", last heartbeat {spoken_seconds(task.seconds_since_heartbeat)} ago"
             if task.seconds_since_heartbeat is not None
             else ""
         )
@@ -166,7 +172,7 @@ def explain_task(task: TaskFacts) -> list[Reason]:
             reason(
                 "running",
                 f"{task.ref} ({task.name}){_iteration(task)} attempt {task.attempt} is leased to "
-                f"{task.worker_id} for {_seconds(task.seconds_leased or 0)}{beat}",
+                f"{task.worker_id} for {spoken_seconds(task.seconds_leased or 0)}{beat}",
                 blocking=False,
             )
         ]
@@ -181,13 +187,13 @@ def explain_task(task: TaskFacts) -> list[Reason]:
             reason(
                 control,
                 f"{task.ref} ({task.name}){_iteration(task)}: {what}; leasable in "
-                f"{_seconds(task.seconds_until_available)}",
+                f"{spoken_seconds(task.seconds_until_available)}",
             )
         ]
-    found = [reason(hold.control, _gate_message(task, hold)) for hold in closed(task.gates, task.gate_state())]
+    found = [reason(hold.control, _held(task, hold)) for hold in closed(task.gates, task.gate_state())]
     if _executor(task) is Executor.WORKER and task.recent_pollers == 0:
         last = (
-            f"last poll {_seconds(task.seconds_since_last_poll)} ago"
+            f"last poll {spoken_seconds(task.seconds_since_last_poll)} ago"
             if task.seconds_since_last_poll is not None
             else "never polled"
         )
@@ -209,18 +215,10 @@ def explain_task(task: TaskFacts) -> list[Reason]:
     return found
 
 
-def _gate_message(task: TaskFacts, hold: GateHold) -> str:
-    if hold.control == "concurrentExecLimit":
-        return f"concurrentExecLimit {task.name}: {hold.used}/{hold.limit} in flight"
-    if hold.control == "rateLimit":
-        return (
-            f"rate limit {task.name}: {hold.used}/{hold.limit} this window, "
-            f"next window in {_seconds(hold.retry_in or 0.0)}"
-        )
-    semaphore = hold.control.removeprefix("semaphore:")
-    holders = task.semaphore_holders.get(semaphore, [])
-    held_by = f" held by {', '.join(holders[:5])}" + (" ..." if len(holders) > 5 else "") if holders else ""
-    return f"semaphore {semaphore}: {hold.used}/{hold.limit}{held_by}"
+def _held(task: TaskFacts, hold: GateHold) -> str:
+    """A closed dequeue gate's sentence; a semaphore's names the tasks that hold its permits."""
+    holders = task.semaphore_holders.get(hold.name, []) if hold.gate is SEMAPHORE else []
+    return hold.sentence(Held(task.name, holders))
 
 
 def explain(run: RunFacts) -> list[Reason]:
@@ -242,32 +240,21 @@ def explain(run: RunFacts) -> list[Reason]:
         return [
             Reason(
                 "paused",
-                f"run {run.execution_id} is paused (for {_seconds(run.seconds_paused)}){why}; nothing new is "
+                f"run {run.execution_id} is paused (for {spoken_seconds(run.seconds_paused)}){why}; nothing new is "
                 f"scheduled and its clocks are stopped until it is resumed (sluiceway runs resume "
                 f"{run.execution_id}, or POST .../executions/{run.execution_id}/resume)",
             )
         ]
     if run.awaiting_admission:
-        holders = f"; admitted: {', '.join(run.admission_holders[:5])}" if run.admission_holders else ""
-        return [
-            Reason(
-                "rateLimitConfig",
-                f"rateLimitConfig {run.workflow} key {run.admission_key!r}: "
-                f"{len(run.admission_holders)}/{run.admission_limit} runs admitted; this run waits its "
-                f"turn{holders}",
-            )
-        ]
+        key = GateHold(RATE_LIMIT_CONFIG, len(run.admission_holders), run.admission_limit)
+        held = Held(f"{run.workflow} key {run.admission_key!r}", run.admission_holders)
+        return [Reason(key.control, key.sentence(held))]
     reasons: list[Reason] = []
     for task in run.tasks:
         reasons.extend(explain_task(task))
     if run.max_concurrent_tasks and run.active_worker_tasks >= run.max_concurrent_tasks:
-        reasons.append(
-            Reason(
-                "maxConcurrentTasks",
-                f"maxConcurrentTasks {run.workflow}: {run.active_worker_tasks}/"
-                f"{run.max_concurrent_tasks} tasks of this run are scheduled; more wait their turn",
-            )
-        )
+        cap = GateHold(MAX_CONCURRENT_TASKS, run.active_worker_tasks, run.max_concurrent_tasks)
+        reasons.append(Reason(cap.control, cap.sentence(Held(run.workflow))))
     if not reasons:
         reasons.append(
             Reason(

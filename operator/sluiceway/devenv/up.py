@@ -10,14 +10,16 @@ address."""
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from sluiceway import __version__
@@ -25,7 +27,7 @@ from sluiceway.cli.config import write_server
 from sluiceway.devenv.controlplane import REPO_ROOT, ControlPlane
 from sluiceway.devenv.node import Node, NodeNetwork, build_images
 from sluiceway.devenv.postgres import LocalPostgres
-from sluiceway.devenv.processes import Child, free_port, wait_until
+from sluiceway.devenv.processes import Child, Lock, Reservation, can_bind, listens, reserve_port, try_lock, wait_until
 
 BANNER = """
 Sluiceway is up: a local kube-apiserver, PostgreSQL and the operator.
@@ -72,14 +74,37 @@ The same cluster takes the Helm chart with its pods (docs/local-node.md).
 """
 
 
-def api_port(host: str = "127.0.0.1", preferred: int = 8080) -> int:
-    """8080 when it is free, else any free port."""
-    with socket.socket() as probe:
+def serve_api(
+    start: Callable[[int], Child], host: str = "127.0.0.1", preferred: int | None = 8080, attempts: int = 5
+) -> tuple[Child, Reservation]:
+    """Start the API server with `start(port)` on a port of its own, and return
+    once the child listens there: 8080 when it is free, else any free port.
+    Another `make up` choosing at the same time never gets the same port (a
+    reservation); a process that takes the port before the child binds it
+    makes the child exit, and the next port is tried. Nobody is told an
+    address before the child is the one listening on it."""
+    for _ in range(attempts):
+        reservation = reserve_port(host, preferred)
+        child = start(reservation.port)
         try:
-            probe.bind((host, preferred))
-            return preferred
-        except OSError:
-            return free_port()
+            wait_until(
+                functools.partial(listens, child, reservation.port, host),
+                timeout=60,
+                what=f"the API to listen on {host}:{reservation.port}",
+                child=child,
+            )
+            return child, reservation
+        except RuntimeError:  # the child exited
+            child.stop()
+            reservation.release()
+            if can_bind(host, reservation.port):
+                raise  # not because another process took its port: the child's log says why
+            preferred = None  # taken after it was chosen: a port the kernel offers next
+        except BaseException:
+            child.stop()
+            reservation.release()
+            raise
+    raise RuntimeError(f"the API could not listen on {host}: {attempts} ports were taken as it started")
 
 
 def start_operator(
@@ -95,8 +120,27 @@ def start_operator(
     return Child("operator", [sys.executable, "-m", "sluiceway", "operator"], state, env=env)
 
 
+def claim_state(state: Path) -> Lock | None:
+    """The state directory, for this `sluiceway up` alone (None: another one
+    runs with it). Two in one checkout would share, and delete, one."""
+    return try_lock(f"state-{hashlib.sha256(str(state.resolve()).encode()).hexdigest()[:16]}")
+
+
 def main(state: Path, node: bool = False) -> int:
     state = state.resolve()
+    in_use = claim_state(state)
+    if in_use is None:
+        print(
+            f"another `sluiceway up` is running with the state directory {state}: "
+            "stop it first, or start this one with --state-dir elsewhere",
+            file=sys.stderr,
+        )
+        return 1
+    with in_use:
+        return _up(state, node)
+
+
+def _up(state: Path, node: bool) -> int:
     if state.exists():
         shutil.rmtree(state)
     state.mkdir(parents=True)
@@ -143,11 +187,18 @@ def main(state: Path, node: bool = False) -> int:
             check=True,
             stdout=subprocess.DEVNULL,
         )
-        port = api_port(host)
-        api = f"http://{host}:{port}"
-        # Worker pods call the API where they can reach it: the node link's host address.
-        operator_env |= {"SLUICEWAY_API_ADDRESS": f"{host}:{port}", "SLUICEWAY_API_URL": api}
-        operator = start_operator(state, kubeconfig, pg.dsn, port, operator_env)
+
+        def operator_on(port: int) -> Child:
+            # Worker pods call the API where they can reach it: the node link's host address.
+            env = operator_env | {
+                "SLUICEWAY_API_ADDRESS": f"{host}:{port}",
+                "SLUICEWAY_API_URL": f"http://{host}:{port}",
+            }
+            return start_operator(state, kubeconfig, pg.dsn, port, env)
+
+        operator, reservation = serve_api(operator_on, host)
+        started.callback(reservation.release)
+        api = f"http://{host}:{reservation.port}"
         try:
             wait_until(
                 lambda: urllib.request.urlopen(f"{api}/readyz", timeout=2).status == 200,

@@ -8,8 +8,9 @@ import asyncio
 import logging
 
 from sluiceway.k8s.events import EventRecorder
-from sluiceway.k8s.runs import run_status, timestamp
+from sluiceway.k8s.runs import run_status
 from sluiceway.kubeapi.client import KubeClient, KubeError
+from sluiceway.model.common import kube_time
 from sluiceway.model.execution import RunStatus
 from sluiceway.model.resources import WORKFLOW_RUN
 from sluiceway.model.workflowrun import STALE_MIRROR
@@ -95,7 +96,7 @@ async def mirror_once(pool: Pool, kube: KubeClient, batch: int = 100, recorder: 
                 run.id,
                 True,
                 "SlaBreached",
-                f"run {run.id} passed its SLA at {timestamp(run.sla_breached_at)}; it runs on",
+                f"run {run.id} passed its SLA at {kube_time(run.sla_breached_at)}; it runs on",
             )
         ending = _ENDINGS.get(RunStatus(run.status))
         if recorder is not None and run.quarantined_at is not None and ending is None:

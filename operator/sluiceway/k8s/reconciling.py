@@ -24,9 +24,10 @@ from sluiceway.k8s.events import EventRecorder
 from sluiceway.k8s.validation import describe
 from sluiceway.kubeapi.client import KubeClient
 from sluiceway.model import GROUP, VERSION
-from sluiceway.model.common import Spec
+from sluiceway.model.common import Spec, kube_time
 from sluiceway.model.resources import ResourceKind
 from sluiceway.observability import metrics
+from sluiceway.plane import Plane
 from sluiceway.store import definitions
 from sluiceway.store.database import Pool
 from sluiceway.store.errors import StoreUnavailable
@@ -42,13 +43,18 @@ Handler = Callable[..., Awaitable[None]]
 class Context:
     """What the handlers need, passed to kopf as the operator's memo (`memo.context`)."""
 
-    pool: Pool
+    plane: Plane  # what WorkflowRuns do to runs goes through its commands
     clock: Callable[[], datetime.datetime]
     events: EventRecorder | None = None
     kube: KubeClient | None = None  # the operator's own client: deletes WorkflowRuns past their TTL
 
+    @property
+    def pool(self) -> Pool:
+        """The plane's pool, for the definitions the handlers store."""
+        return self.plane.pool
+
     def now(self) -> str:
-        return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        return kube_time(self.clock()) or ""
 
 
 def context_of(memo: kopf.Memo) -> Context:
@@ -168,9 +174,17 @@ def every(
     interval: float,
     initial_delay: float,
     field: str | None = None,
+    when: Callable[..., bool] | None = None,
 ) -> None:
-    """Register `fn` as a timer on every object of `kind` (with `field` set, if given)."""
+    """Register `fn` as a timer on every object of `kind` (with `field` set, or for which `when` holds, if given)."""
     fn = counted(kind, fn)
     kopf.timer(
-        GROUP, VERSION, kind.plural, interval=interval, initial_delay=initial_delay, field=field, registry=registry
+        GROUP,
+        VERSION,
+        kind.plural,
+        interval=interval,
+        initial_delay=initial_delay,
+        field=field,
+        when=when,
+        registry=registry,
     )(fn)

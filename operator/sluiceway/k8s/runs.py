@@ -6,6 +6,7 @@ import datetime
 import json
 from typing import Any
 
+from sluiceway.model.common import kube_time
 from sluiceway.model.execution import RunStatus
 from sluiceway.model.workflowrun import RunPhase, TaskCounts, WorkflowRunStatus
 
@@ -21,10 +22,6 @@ PHASES = {
     RunStatus.TIMED_OUT: RunPhase.TIMED_OUT,
     RunStatus.TERMINATED: RunPhase.TERMINATED,
 }
-
-
-def timestamp(value: datetime.datetime | None) -> str | None:
-    return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
 
 
 def bounded_output(output: dict[str, Any], execution_id: str) -> dict[str, Any]:
@@ -82,14 +79,14 @@ def run_status(
         awaiting_admission=awaiting_admission,
         reason_for_incompletion=(f"quarantined: {quarantine_reason}" if quarantined else reason) or None,
         control=control,
-        quarantined_at=timestamp(quarantined_at) if quarantined else None,
+        quarantined_at=kube_time(quarantined_at) if quarantined else None,
         tasks=counts(task_counts),
         iterations=iterations or None,
-        start_time=timestamp(created_at),
-        end_time=timestamp(ended_at),
+        start_time=kube_time(created_at),
+        end_time=kube_time(ended_at),
         output=bounded_output(output, execution_id) if status.is_terminal() else None,
-        paused_at=timestamp(paused_at) if paused else None,
-        sla_breached_at=timestamp(sla_breached_at),
+        paused_at=kube_time(paused_at) if paused else None,
+        sla_breached_at=kube_time(sla_breached_at),
         mirror_seq=mirror_seq,
     ).model_dump(mode="json", by_alias=True)
     for written_elsewhere in ("conditions", "observedGeneration", "refusal", "retry"):

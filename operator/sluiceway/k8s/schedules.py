@@ -12,7 +12,7 @@ from typing import Any
 import kopf
 
 from sluiceway.controls.calendar import CalendarError
-from sluiceway.controls.schedules import calendar_of, upcoming
+from sluiceway.controls.schedules import calendar_of
 from sluiceway.k8s.events import EventRecorder
 from sluiceway.k8s.reconciling import (
     Lifecycle,
@@ -23,9 +23,10 @@ from sluiceway.k8s.reconciling import (
     retrying_outages,
     set_ready,
 )
-from sluiceway.k8s.runs import timestamp
+from sluiceway.model.common import kube_time
 from sluiceway.model.resources import SCHEDULE
 from sluiceway.model.schedule import UPCOMING, ScheduleSpec
+from sluiceway.plane.schedules import schedule_view
 from sluiceway.store import schedules
 
 QUOTA_RETRY_SECONDS = 30  # a refused Schedule is tried again: a slot frees when another one is deleted
@@ -67,15 +68,6 @@ async def delete_schedule(namespace: str, name: str, memo: kopf.Memo, **_: Any) 
     await retrying_outages(remove())
 
 
-def fire_view(fire: schedules.Fire) -> dict[str, Any]:
-    view: dict[str, Any] = {"fireTime": timestamp(fire.fire_at), "outcome": fire.outcome, "kind": fire.kind}
-    if fire.run_id:
-        view["runId"] = fire.run_id
-    if fire.reason:
-        view["reason"] = fire.reason
-    return view
-
-
 async def report_schedule(
     status: kopf.Status, namespace: str, name: str, patch: kopf.Patch, memo: kopf.Memo, **_: Any
 ) -> None:
@@ -83,27 +75,8 @@ async def report_schedule(
         found = await schedules.states(conn, namespace, name)
     if not found:
         return  # refused or not stored yet
-    state = found[0]
-    try:
-        fires = upcoming(state.spec, state.next_fire_at, state.runs_started, UPCOMING) if state.spec else []
-    except CalendarError:
-        fires = []
-    changed(
-        patch,
-        status,
-        {
-            "nextFireTimes": [timestamp(f) for f in fires],
-            "lastFireTime": timestamp(state.last_fire_at) if state.last_fire_at else None,
-            "lastRunId": state.last_run_id,
-            "activeRuns": state.active_runs,
-            "buffered": state.buffered,
-            "suspended": bool(state.spec and state.spec.suspend),
-            "runsStarted": state.runs_started,
-            "missed": state.missed,
-            "skipped": state.skipped,
-            "recent": [fire_view(f) for f in state.recent],
-        },
-    )
+    shown = schedule_view(found[0], UPCOMING, kube_time)
+    changed(patch, status, {key: value for key, value in shown.items() if key not in ("name", "spec")})
 
 
 LIFECYCLES = (Lifecycle(SCHEDULE, reconcile_schedule, delete_schedule),)
@@ -127,7 +100,7 @@ def post_events(recorder: EventRecorder, report: schedules.PassReport) -> None:
                 fire.uid,
                 True,
                 "FireSkipped",
-                f"the fire of {timestamp(fire.fire_at)} was skipped: {fire.reason}",
+                f"the fire of {kube_time(fire.fire_at)} was skipped: {fire.reason}",
             )
         elif fire.outcome == "refused":
             recorder.record(
@@ -137,7 +110,7 @@ def post_events(recorder: EventRecorder, report: schedules.PassReport) -> None:
                 fire.uid,
                 True,
                 "FireRefused",
-                f"the fire of {timestamp(fire.fire_at)} started no run: {fire.reason}",
+                f"the fire of {kube_time(fire.fire_at)} started no run: {fire.reason}",
             )
         if fire.kind == "catchup" and fire.outcome != "duplicate":
             caught_up[key] = caught_up.get(key, 0) + 1
@@ -153,6 +126,6 @@ def post_events(recorder: EventRecorder, report: schedules.PassReport) -> None:
             missed.uid,
             True,
             "FiresMissed",
-            f"{missed.count} fires from {timestamp(missed.since)} to {timestamp(missed.until)} were older than the "
+            f"{missed.count} fires from {kube_time(missed.since)} to {kube_time(missed.until)} were older than the "
             "catch-up window and were skipped",
         )

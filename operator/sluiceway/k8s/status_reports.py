@@ -9,8 +9,8 @@ from typing import Any
 import kopf
 
 from sluiceway.k8s.reconciling import Handler, changed, context_of, every
-from sluiceway.k8s.runs import timestamp
 from sluiceway.k8s.schedules import report_schedule
+from sluiceway.model.common import kube_time
 from sluiceway.model.resources import QUOTA, SCHEDULE, SEMAPHORE, TASK_DEFINITION, WORKFLOW, ResourceKind
 from sluiceway.store import diagnostics
 
@@ -36,7 +36,7 @@ async def report_task_definition(
             "ready": queue.ready,
             "inFlight": queue.in_flight,
             "delayed": queue.delayed,
-            "pollers": [{"workerId": w, "lastPollTime": timestamp(at)} for w, at in recent],
+            "pollers": [{"workerId": w, "lastPollTime": kube_time(at)} for w, at in recent],
         },
     )
 
@@ -61,7 +61,7 @@ async def report_semaphore(status: kopf.Status, namespace: str, patch: kopf.Patc
                     "taskId": h.task_id,
                     "executionId": h.execution_id,
                     "taskType": h.task_type,
-                    "since": timestamp(h.since),
+                    "since": kube_time(h.since),
                 }
                 for h in holders
             ],

@@ -1,21 +1,29 @@
 """Workflows (versioned definitions) and WorkflowRuns (the kubectl front door
 to one run): store a Workflow and report its version; start a run for a
 WorkflowRun, once; pause, resume and retry it when its spec asks; delete it
-once its ttlSecondsAfterFinished has passed; end what their deletion ends."""
+once its ttlSecondsAfterFinished has passed; end what their deletion ends.
+
+What a WorkflowRun does to its run goes through the execution plane's
+commands, as the REST API's calls do: limited and audited the same way. The
+actor is the WorkflowRun's spec, naming the field manager that last changed
+it (kubectl, Argo CD, Flux ...)."""
 
 from __future__ import annotations
 
 import datetime
+import logging
 from typing import Any
 
 import kopf
 
+from sluiceway.controls.payloads import Oversized
 from sluiceway.engine.graph import problems
 from sluiceway.k8s.reconciling import (
     Context,
     Handler,
     Lifecycle,
     context_of,
+    every,
     parse,
     register_lifecycles,
     report_claim,
@@ -24,13 +32,38 @@ from sluiceway.k8s.reconciling import (
 )
 from sluiceway.kubeapi.client import KubeError
 from sluiceway.model import GROUP, VERSION
-from sluiceway.model.execution import RunStatus
 from sluiceway.model.resources import WORKFLOW, WORKFLOW_RUN
 from sluiceway.model.workflow import ActiveRunsPolicy, WorkflowSpec
 from sluiceway.model.workflowrun import RetryOutcome, RetryStatus, RunPhase, WorkflowRunSpec
-from sluiceway.store import executions, operations, retention, workflows
+from sluiceway.plane import outcomes, runs, starts
+from sluiceway.plane.audit import Actor, operator_actor
+from sluiceway.store import retention, workflows
+
+log = logging.getLogger(__name__)
 
 _MAX_PROBLEMS = 20  # a condition message is for people; the first twenty say enough
+# How often a WorkflowRun applied before its Workflow looks for it again.
+WAITING_RECHECK_SECONDS = 5.0
+PAUSED_BY_SPEC = "WorkflowRun spec.paused"
+
+
+def spec_manager(meta: Any) -> str | None:
+    """The field manager that last changed the object's spec (`kubectl`,
+    `argocd-controller`, `kustomize-controller` ...), from its managedFields."""
+    changes = [
+        entry
+        for entry in meta.get("managedFields") or []
+        if isinstance(entry, dict) and "f:spec" in (entry.get("fieldsV1") or {})
+    ]
+    latest = max(changes, key=lambda entry: str(entry.get("time") or ""), default=None)
+    return str(latest["manager"]) if latest is not None and latest.get("manager") else None
+
+
+def spec_actor(name: str, meta: Any) -> Actor:
+    """Who acts on a run through a WorkflowRun's spec: that spec, and who last applied it."""
+    manager = spec_manager(meta)
+    applied = f", applied by {manager}" if manager else ""
+    return Actor(f"WorkflowRun {name} spec{applied}", "workflowrun")
 
 
 async def reconcile_workflow(
@@ -72,13 +105,13 @@ async def delete_workflow(
     policy = ActiveRunsPolicy(spec.get("activeRunsPolicy", ActiveRunsPolicy.FINISH.value))
 
     async def remove() -> None:
-        async with context.pool.acquire() as conn, conn.transaction():
+        async with context.pool.acquire() as conn:
             await workflows.delete_workflow(conn, namespace, name)
-            if policy is ActiveRunsPolicy.TERMINATE:
-                stopped = await executions.terminate_all(
-                    conn, namespace, engine_name, f"Workflow {name} was deleted (activeRunsPolicy Terminate)"
-                )
-                logger.info(f"terminating {stopped} active runs of {engine_name}")
+        if policy is ActiveRunsPolicy.TERMINATE:
+            reason = f"Workflow {name} was deleted (activeRunsPolicy Terminate)"
+            actor = operator_actor(f"Workflow {name} deleted")
+            stopped = await runs.terminate_workflow_runs(context.plane, actor, namespace, engine_name, reason)
+            logger.info(f"terminating {len(stopped)} active runs of {engine_name}")
 
     await retrying_outages(remove())
 
@@ -103,60 +136,81 @@ async def start_workflow_run(
         return
 
     async def start() -> None:
-        async with context.pool.acquire() as conn, conn.transaction():
-            outcome = await executions.start_run(
-                conn,
-                namespace,
-                parsed.workflow,
-                parsed.version,
-                parsed.input,
-                correlation_id=parsed.correlation_id,
-                run_id=uid,
-                resource_name=name,
-                search_attributes=parsed.search_attributes,
-                labels=dict(meta.get("labels") or {}),
-                sla_seconds=parsed.sla_seconds,
-                retention_seconds=parsed.ttl_seconds_after_finished,
-                task_overrides=parsed.task_overrides,
-            )
-            if isinstance(outcome, executions.Started) and parsed.paused:
-                await operations.pause(conn, namespace, outcome.id, "WorkflowRun spec.paused")
+        item = starts.StartItem(
+            name=parsed.workflow,
+            version=parsed.version,
+            input=parsed.input,
+            correlation_id=parsed.correlation_id,
+            search_attributes=parsed.search_attributes,
+            sla_seconds=parsed.sla_seconds,
+            task_overrides=parsed.task_overrides or {},
+            run_id=uid,
+            resource_name=name,
+            labels=dict(meta.get("labels") or {}),
+            retention_seconds=parsed.ttl_seconds_after_finished,
+        )
+        paused = PAUSED_BY_SPEC if parsed.paused else None
+        outcome = await starts.start(context.plane, spec_actor(name, meta), namespace, item, paused=paused)
         patch.status["observedGeneration"] = int(meta.get("generation", 1))
         if parsed.retry is not None:  # present at creation: a baseline, not a request
             patch.status["retry"] = _retry_status(
                 parsed.retry.generation, "Baseline", "set when the run started", context
             )
-        if isinstance(outcome, executions.WorkflowNotFound):
-            patch.status["phase"] = RunPhase.PENDING.value
-            patch.status["reasonForIncompletion"] = f"waiting: {outcome.message}"
-            raise kopf.TemporaryError(outcome.message, delay=10)
-        if isinstance(outcome, executions.InvalidStart | executions.RequestReused):
-            patch.status.update({"phase": RunPhase.FAILED.value, "reasonForIncompletion": outcome.message})
-            if context.events is not None:
-                context.events.record("WorkflowRun", namespace, name, uid, True, "InvalidSpec", outcome.message)
-            return
-        if isinstance(outcome, executions.InvalidOverrides):
-            patch.status["phase"] = RunPhase.FAILED.value
-            patch.status["reasonForIncompletion"] = f"spec.{outcome.field}: {outcome.message}"
-            return
-        if isinstance(outcome, executions.Refused):
-            patch.status.update(
-                {
-                    "phase": RunPhase.REFUSED.value,
-                    "control": outcome.control,
-                    "reasonForIncompletion": outcome.message,
-                    "refusal": {"error": outcome.code, **outcome.details()},
-                }
-            )
-            if context.events is not None:
-                context.events.record("WorkflowRun", namespace, name, uid, True, "Refused", outcome.message)
-            return
-        # The run's state (phase, times, admission) is the status mirror's to
-        # write: a run can end before this patch lands, and a phase written
-        # here would then overwrite the mirror's Completed with Running.
-        patch.status.update({"executionId": outcome.id, "reasonForIncompletion": None})
+        _report_start(outcome, patch, context, namespace, name, uid)
 
     await retrying_outages(start())
+
+
+def _report_start(
+    outcome: starts.StartOutcome | Oversized, patch: kopf.Patch, context: Context, namespace: str, name: str, uid: str
+) -> None:
+    """What became of a WorkflowRun's start, on its status (and as an Event when refused)."""
+    if isinstance(outcome, outcomes.WorkflowNotFound):
+        # An expected wait (a Workflow applied with it, or soon after): said on the
+        # WorkflowRun and looked for again every WAITING_RECHECK_SECONDS, not an error.
+        if patch.status.get("phase") != RunPhase.PENDING.value:
+            log.info("workflowrun %s/%s waits: %s", namespace, name, outcome.message)
+        patch.status["phase"] = RunPhase.PENDING.value
+        patch.status["reasonForIncompletion"] = f"waiting: {outcome.message}"
+        return
+    if isinstance(outcome, outcomes.InvalidStart | outcomes.RequestReused):
+        patch.status.update({"phase": RunPhase.FAILED.value, "reasonForIncompletion": outcome.message})
+        if context.events is not None:
+            context.events.record("WorkflowRun", namespace, name, uid, True, "InvalidSpec", outcome.message)
+        return
+    if isinstance(outcome, outcomes.InvalidOverrides):
+        patch.status["phase"] = RunPhase.FAILED.value
+        patch.status["reasonForIncompletion"] = f"spec.{outcome.field}: {outcome.message}"
+        return
+    if isinstance(outcome, outcomes.QuotaExceeded | outcomes.LimitExceeded | Oversized):
+        details = outcome.details()
+        control = str(details.pop("control")) if isinstance(outcome, Oversized) else outcome.control
+        code = "PAYLOAD_TOO_LARGE" if isinstance(outcome, Oversized) else outcome.code
+        patch.status.update(
+            {
+                "phase": RunPhase.REFUSED.value,
+                "control": control,
+                "reasonForIncompletion": outcome.message,
+                "refusal": {"error": code, **details},
+            }
+        )
+        if context.events is not None:
+            context.events.record("WorkflowRun", namespace, name, uid, True, "Refused", outcome.message)
+        return
+    # The run's state (phase, times, admission) is the status mirror's to
+    # write: a run can end before this patch lands, and a phase written
+    # here would then overwrite the mirror's Completed with Running.
+    patch.status.update({"executionId": outcome.id, "reasonForIncompletion": None})
+
+
+def awaiting_workflow(status: kopf.Status, **_: Any) -> bool:
+    """A WorkflowRun applied before its Workflow, not started yet."""
+    return not status.get("executionId") and status.get("phase") == RunPhase.PENDING.value
+
+
+async def start_waiting_workflow_run(**kwargs: Any) -> None:
+    """Look again for the Workflow of a WorkflowRun that waits for it (a timer: kopf names handlers by function)."""
+    await start_workflow_run(**kwargs)
 
 
 async def delete_workflow_run(
@@ -167,10 +221,8 @@ async def delete_workflow_run(
     execution_id = status.get("executionId") or uid
 
     async def stop() -> None:
-        async with context.pool.acquire() as conn, conn.transaction():
-            run = await executions.get_run(conn, namespace, execution_id)
-            if run is not None and run.status is RunStatus.RUNNING:
-                await executions.request_termination(conn, namespace, run.id, f"WorkflowRun {name} was deleted")
+        actor = operator_actor(f"WorkflowRun {name} deleted")
+        await runs.terminate(context.plane, actor, namespace, str(execution_id), f"WorkflowRun {name} was deleted")
 
     await retrying_outages(stop())
 
@@ -206,36 +258,34 @@ async def operate_workflow_run(
     acted = int((status.get("retry") or {}).get("generation") or 0)
 
     async def operate() -> None:
-        async with context.pool.acquire() as conn, conn.transaction():
-            if bool(was.get("paused", False)) != parsed.paused:
-                if parsed.paused:
-                    done = await operations.pause(conn, namespace, execution_id, "WorkflowRun spec.paused")
-                else:
-                    done = await operations.resume(conn, namespace, execution_id)
-                if not isinstance(done, operations.Done) and context.events is not None:
-                    reason = "NotPaused" if parsed.paused else "NotResumed"
-                    context.events.record("WorkflowRun", namespace, name, uid, True, reason, done.message)
-            if parsed.retry is not None and parsed.retry.generation > acted:
-                retry = parsed.retry
-                if retry.from_task is not None:
-                    outcome = await operations.rerun(conn, namespace, execution_id, retry.from_task, retry.input)
-                else:
-                    outcome = await operations.retry(conn, namespace, execution_id)
-                if isinstance(outcome, operations.Done):
-                    result = _retry_status(retry.generation, RetryOutcome.RETRIED.value, outcome.message, context)
-                else:
-                    result = _retry_status(retry.generation, RetryOutcome.REFUSED.value, outcome.message, context)
-                patch.status["retry"] = result
-                if context.events is not None:
-                    context.events.record(
-                        "WorkflowRun",
-                        namespace,
-                        name,
-                        uid,
-                        result["outcome"] != RetryOutcome.RETRIED.value,
-                        "Retry" + result["outcome"],
-                        f"spec.retry generation {retry.generation}: {result['message']}",
-                    )
+        actor = spec_actor(name, body.get("metadata") or {})
+        if bool(was.get("paused", False)) != parsed.paused:
+            if parsed.paused:
+                done = await runs.pause(context.plane, actor, namespace, execution_id, PAUSED_BY_SPEC)
+            else:
+                done = await runs.resume(context.plane, actor, namespace, execution_id)
+            if not isinstance(done, runs.Done) and context.events is not None:
+                reason = "NotPaused" if parsed.paused else "NotResumed"
+                context.events.record("WorkflowRun", namespace, name, uid, True, reason, done.message)
+        if parsed.retry is not None and parsed.retry.generation > acted:
+            retry = parsed.retry
+            if retry.from_task is not None:
+                outcome = await runs.rerun(context.plane, actor, namespace, execution_id, retry.from_task, retry.input)
+            else:
+                outcome = await runs.retry(context.plane, actor, namespace, execution_id)
+            verdict = RetryOutcome.RETRIED if isinstance(outcome, runs.Done) else RetryOutcome.REFUSED
+            result = _retry_status(retry.generation, verdict.value, outcome.message, context)
+            patch.status["retry"] = result
+            if context.events is not None:
+                context.events.record(
+                    "WorkflowRun",
+                    namespace,
+                    name,
+                    uid,
+                    verdict is not RetryOutcome.RETRIED,
+                    "Retry" + result["outcome"],
+                    f"spec.retry generation {retry.generation}: {result['message']}",
+                )
 
     await retrying_outages(operate())
 
@@ -289,12 +339,12 @@ def register_workflows(registry: kopf.OperatorRegistry, ttl_interval: float = 5.
     operate: Handler = operate_workflow_run
     expire: Handler = expire_workflow_run
     kopf.on.update(GROUP, VERSION, WORKFLOW_RUN.plural, field="spec", registry=registry)(operate)
-    kopf.timer(
-        GROUP,
-        VERSION,
-        WORKFLOW_RUN.plural,
-        interval=ttl_interval,
-        initial_delay=ttl_interval,
-        when=_finished_with_ttl,
-        registry=registry,
-    )(expire)
+    every(
+        registry,
+        WORKFLOW_RUN,
+        start_waiting_workflow_run,
+        interval=WAITING_RECHECK_SECONDS,
+        initial_delay=WAITING_RECHECK_SECONDS,
+        when=awaiting_workflow,
+    )
+    every(registry, WORKFLOW_RUN, expire, interval=ttl_interval, initial_delay=ttl_interval, when=_finished_with_ttl)

@@ -16,6 +16,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from sluiceway.model import GROUP, VERSION
+from sluiceway.model.common import kube_time
 
 log = logging.getLogger(__name__)
 
@@ -283,7 +284,7 @@ class Events:
         self.component = component
 
     async def post(self, involved: dict[str, str], event_type: str, reason: str, message: str) -> None:
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = kube_time(datetime.datetime.now(datetime.UTC))
         namespace = involved["namespace"]
         body = {
             "apiVersion": "v1",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 import uuid
@@ -19,6 +20,19 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # and the decoders on the way to jsonb recurse.
 MAX_JSON_DEPTH = 64
 
+
+def wire_time(value: datetime.datetime | None) -> str | None:
+    """An instant as the API writes it: ISO 8601 in UTC, with a `Z`."""
+    if value is None:
+        return None
+    return value.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+def kube_time(value: datetime.datetime | None) -> str | None:
+    """An instant as Kubernetes writes one in an object (RFC 3339 to the second, `Z`)."""
+    return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if value is not None else None
+
+
 # Task types, semaphores and workflows keep the names users already know from
 # Conductor-style engines ("export_report", "legacy_erp"). Kubernetes object
 # names cannot hold underscores or capitals, so a resource may carry `spec.name`
@@ -26,7 +40,10 @@ MAX_JSON_DEPTH = 64
 ENGINE_NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9])?$"
 EngineName = Annotated[str, Field(pattern=ENGINE_NAME_PATTERN, max_length=253)]
 
-_KUBE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+# Kubernetes names: a namespace is a DNS label, most objects a DNS subdomain.
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+_KUBE_NAME = re.compile(DNS_SUBDOMAIN_PATTERN)
 
 
 def kube_name_for(engine_name: str) -> str:
@@ -181,7 +198,7 @@ class Status(Spec):
 # webhook: a Workflow author who may not read Secrets cannot have the
 # operator read one for them.
 SECRET_LABEL = "sluiceway.dev/secret"
-_SECRET_NAME = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+_SECRET_NAME = DNS_SUBDOMAIN_PATTERN
 _SECRET_KEY = r"^[-._a-zA-Z0-9]{1,253}$"
 
 

@@ -12,7 +12,7 @@ from pydantic import AfterValidator, Field, SkipValidation, ValidationError
 from sluiceway.model.attributes import MAX_PER_RUN, AttributeName
 from sluiceway.model.common import INT32_MAX, EngineName, Epoch, SetOf, Spec, Uuid
 from sluiceway.model.taskdefinition import RetryKind
-from sluiceway.model.workflow import REF_PATTERN
+from sluiceway.model.workflow import REF_PATTERN, RUN_REF_PATTERN
 
 TaskId = Annotated[Uuid, Field(description="A task id, as leased")]
 # What one result or heartbeat may ask: a year, the longest timer the store arms.
@@ -164,13 +164,17 @@ class StartBatchResponse(Spec):
     starts: list[StartItemOutcome] = Field(description="One outcome per start, in the order sent.")
 
 
+# Why a person paused or terminated a run: for people, so a paragraph at most.
+MAX_OPERATION_REASON = 1024
+
+
 class PauseRequest(Spec):
-    reason: str = Field("", max_length=1024, description="Why; shown by `why` and in the run.")
+    reason: str = Field("", max_length=MAX_OPERATION_REASON, description="Why; shown by `why` and in the run.")
 
 
 class RerunRequest(Spec):
     task_reference_name: str = Field(
-        pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,127}(__[0-9]{1,9})?$",
+        pattern=RUN_REF_PATTERN,
         description="Run again from this task: it and every task after it start afresh; the others keep their outputs.",
     )
     input: dict[str, Any] | None = Field(
@@ -191,7 +195,7 @@ class OperationResponse(Spec):
 
 
 class TerminateRequest(Spec):
-    reason: str = Field("terminated by request", max_length=1024)
+    reason: str = Field("terminated by request", max_length=MAX_OPERATION_REASON)
 
 
 # --- The worker protocol ------------------------------------------------------
@@ -281,8 +285,9 @@ LogLines = Annotated[
 ]
 
 
-class TaskResult(Spec):
-    task_id: TaskId
+class ResultReport(Spec):
+    """What a result says of its task: every field but which task it is."""
+
     epoch: Epoch
     status: ResultStatus
     output: dict[str, Any] = Field(default_factory=dict)
@@ -315,6 +320,19 @@ class TaskResult(Spec):
         default_factory=dict, description="Upsert these declared attributes of the task's run."
     )
     logs: LogLines = Field(default_factory=list)
+
+
+class TaskResult(ResultReport):
+    task_id: TaskId
+
+
+class SingleResult(ResultReport):
+    """The result of the task its path names."""
+
+    task_id: TaskId | None = Field(None, description="May be left out: the path names the task. If sent, the same.")
+
+    def for_task(self, task_id: str) -> TaskResult:
+        return TaskResult(task_id=task_id, **{name: getattr(self, name) for name in ResultReport.model_fields})
 
 
 class Heartbeat(Spec):

@@ -33,7 +33,9 @@ class QuotaSpec(Spec):
         ge=1024,
         le=MAX_PAYLOAD_LIMIT,
         description="The largest run input or output, task output, message or webhook body, in bytes of JSON; "
-        "lowers the operator's limit (SLUICEWAY_MAX_PAYLOAD_BYTES) for this namespace, never raises it.",
+        "lowers the operator's limit (SLUICEWAY_MAX_PAYLOAD_BYTES) for this namespace, never raises it. "
+        "Applies from the request after the Quota is stored (Ready): at once on the replica that stored it, "
+        "within milliseconds on the others (at most 5 s while one's notification connection is down).",
     )
     dispatch_weight: int | None = Field(
         None,

@@ -19,6 +19,9 @@ from sluiceway.model.common import EngineName, SecretKeyRef, SetOf, Spec, Status
 
 REF_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,127}$"
 TaskReference = Annotated[str, Field(pattern=REF_PATTERN)]
+# A task reference as a run holds it: the workflow's, or one a dynamic fork
+# spawned from it (`resize__3`).
+RUN_REF_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,127}(__[0-9]{1,9})?$"
 ParameterName = Annotated[str, Field(min_length=1, max_length=256)]
 
 # A DO_WHILE runs at most this many iterations, whatever it asks: every pass of

@@ -11,7 +11,7 @@ from pydantic import ConfigDict, Field
 from sluiceway.model.attributes import MAX_PER_RUN, AttributeName
 from sluiceway.model.common import EngineName, Spec, Status
 from sluiceway.model.execution import MAX_TASK_OVERRIDES, TaskOverride, TaskReferenceKey
-from sluiceway.model.workflow import MAX_RETENTION_SECONDS
+from sluiceway.model.workflow import MAX_RETENTION_SECONDS, RUN_REF_PATTERN
 
 
 class RunPhase(StrEnum):
@@ -36,7 +36,7 @@ class RunRetry(Spec):
     generation: int = Field(ge=1, le=1_000_000, description="Raise it to ask for another retry.")
     from_task: str | None = Field(
         None,
-        pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,127}(__[0-9]{1,9})?$",
+        pattern=RUN_REF_PATTERN,
         description="Rerun from this task (it and every task after it start afresh) instead of retrying "
         "the failed tasks; this also reruns a completed run.",
     )

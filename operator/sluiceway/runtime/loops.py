@@ -18,6 +18,8 @@ from sluiceway.engine.commands import Decision
 from sluiceway.engine.snapshot import RunSnapshot
 from sluiceway.observability import metrics
 from sluiceway.observability.logs import about
+from sluiceway.plane import Plane
+from sluiceway.plane import schedules as firing
 from sluiceway.store import diagnostics, retention, schedules
 from sluiceway.store.database import Pool
 from sluiceway.store.deciding import DeciderConfig, Quarantined, decide_pass, trace_pass
@@ -251,7 +253,7 @@ def count_fires(report: schedules.PassReport) -> None:
 
 
 async def run_scheduler(
-    pool: Pool,
+    plane: Plane,
     stop: asyncio.Event,
     on_report: Callable[[schedules.PassReport], None] | None = None,
     batch: int = 50,
@@ -261,13 +263,12 @@ async def run_scheduler(
 
     async def step() -> bool:
         # An idle pass costs one statement: the firing transaction only when a schedule is due.
-        async with pool.acquire() as conn:
+        async with plane.pool.acquire() as conn:
             due = await schedules.seconds_until_due(conn)
         if due is None or due > 0:
             await _pause(stop, _SCHEDULER_RECHECK if due is None else min(due, _SCHEDULER_RECHECK))
             return False
-        async with pool.acquire() as conn, conn.transaction():
-            report = await schedules.fire_due(conn, batch)
+        report = await firing.fire_due(plane, batch)
         count_fires(report)
         for fire in report.fires:
             if fire.outcome == "started":

@@ -1,5 +1,6 @@
 """The `sluiceway` command: the user commands of `sluiceway.cli`, and the
-commands that run parts of the system: `operator`, `worker`, `up`, `crds`.
+commands that run parts of the system: `operator`, `worker`, `up`, `crds`,
+`schema`.
 Heavy imports happen inside each command, so `sluiceway runs list` starts fast."""
 
 from __future__ import annotations
@@ -32,6 +33,28 @@ def _crds(dirs: list[str], write: bool, check: bool) -> int:
         return 0
     for text in crds.rendered_files().values():
         sys.stdout.write("---\n" + text)
+    return 0
+
+
+def _schema(write: bool, check: bool) -> int:
+    from sluiceway.devenv import schema
+
+    current = schema.generate()
+    committed = schema.shown(schema.COMMITTED)
+    if check:
+        diff = schema.difference(schema.COMMITTED, current)
+        if diff:
+            sys.stdout.write(diff)
+            print(
+                f"{committed}: out of date with the migrations (run `{schema.REGENERATE}`)",
+                file=sys.stderr,
+            )
+        return 1 if diff else 0
+    if write:
+        schema.COMMITTED.write_text(current)
+        print(committed)
+        return 0
+    sys.stdout.write(current)
     return 0
 
 
@@ -101,6 +124,18 @@ def app(name: str = "sluiceway") -> typer.Typer:
         if write and check:
             raise typer.BadParameter("--write and --check exclude each other")
         raise typer.Exit(_crds(dirs or CRD_DIRS, write, check))
+
+    @root.command("schema", rich_help_panel="Running Sluiceway")
+    def schema(
+        write: Annotated[bool, typer.Option("--write", help="Write store/schema.sql")] = False,
+        check: Annotated[
+            bool, typer.Option("--check", help="Fail with a diff if the committed store/schema.sql is stale")
+        ] = False,
+    ) -> None:
+        """Print, write or check the database schema a fresh migration makes (embedded PostgreSQL)."""
+        if write and check:
+            raise typer.BadParameter("--write and --check exclude each other")
+        raise typer.Exit(_schema(write, check))
 
     return root
 

@@ -42,6 +42,8 @@ from sluiceway.k8s.worker_pods import DEFAULT_API_URL, WorkerPods
 from sluiceway.kubeapi.client import Events, KubeClient, Leases
 from sluiceway.kubeapi.secrets import KubeSecrets
 from sluiceway.observability import logs, metrics, tracing
+from sluiceway.plane import Plane
+from sluiceway.plane.audit import Announcer
 from sluiceway.runtime import loops
 from sluiceway.runtime.settings import Settings
 from sluiceway.store.database import Pool, open_pool
@@ -262,22 +264,26 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         on_decision=loops.observe_decision,
         on_quarantine=loops.count_quarantined,
     )
-    services = Services(
+    plane = Plane(
         pool,
         notifications,
         policies=policies,
-        kube=kube,
-        authenticate=settings.auth == "kubernetes",
-        authenticator=authenticator,
+        announcer=Announcer(Events(kube) if kube is not None else None),
         idempotency_window=settings.idempotency_window,
         log_cap_bytes=settings.task_log_bytes,
         gate_handover=settings.gate_handover,
         offers=offers,
-        secrets=secrets,
         max_payload_bytes=settings.max_payload_bytes,
+        decider=config if settings.decide_inline else None,
+    )
+    services = Services(
+        plane,
+        kube=kube,
+        authenticate=settings.auth == "kubernetes",
+        authenticator=authenticator,
+        secrets=secrets,
         max_request_bytes=settings.max_request_bytes,
         rate_limits=settings.rate_limits(),
-        decider=config if settings.decide_inline else None,
     )
     app = create_app(services)
     install_ui(app)  # the web UI at /ui: the same process, authentication and rules
@@ -293,28 +299,25 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             # http="auto": httptools' C parser (a dependency) rather than h11's pure Python one.
         )
     )
-    egress = await egress_of(settings, kube, pool, services.tenants)
+    egress = await egress_of(settings, kube, pool, plane.tenants)
     # HTTP, HTTP_POLL and WEBHOOK share the breakers by host; gRPC's are by service name.
     by_host = Breakers(settings.circuit_breaker)
     system_tasks = SystemTaskRunner(
-        pool,
+        plane,
         # Every kind of system task this operator runs: a new system task type adds its own.
         [
             HttpTasks(by_host, settings.http_allowed_hosts, egress),
             WebhookTasks(by_host, secrets, settings.http_allowed_hosts, egress=egress),
             GrpcTasks(Breakers(settings.circuit_breaker), secrets, settings.http_allowed_hosts, egress),
         ],
-        notifications=notifications,
-        policies=policies,
         concurrency=settings.http_concurrency,
-        tenants=services.tenants,
         worker_id=f"{socket.gethostname()}/http",
     )
     parts: list[Part] = [
         ("system task", system_tasks.run(stop)),
         *((f"decider {i + 1}", loops.run_decider(pool, notifications, config, stop)) for i in range(settings.deciders)),
         ("sweeper", loops.run_sweeper(pool, stop)),
-        ("scheduler", loops.run_scheduler(pool, stop, on_report=_schedule_events(kube))),
+        ("scheduler", loops.run_scheduler(plane, stop, on_report=_schedule_events(kube))),
         (
             "purger",
             loops.run_purger(
@@ -339,7 +342,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         register(registry, worker_pods=worker_pods, status_interval=settings.status_interval)
         recorder = EventRecorder(Events(kube))
         memo = _Memo()
-        memo.context = Context(pool=pool, clock=utc_now, events=recorder, kube=kube)
+        memo.context = Context(plane=plane, clock=utc_now, events=recorder, kube=kube)
         memo.worker_pods = worker_pods
 
         async def reconcile(stepped_down: asyncio.Event) -> None:

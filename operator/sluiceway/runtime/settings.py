@@ -17,7 +17,7 @@ from sluiceway.controls.durations import parse_duration
 from sluiceway.controls.payloads import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_REQUEST_BYTES
 from sluiceway.controls.policy import DEFAULT_MAX_RETRY_BACKOFF_SECONDS, OperatorDefaults
 from sluiceway.controls.ratelimits import RateLimits
-from sluiceway.model.common import Spec
+from sluiceway.model.common import DNS_LABEL_PATTERN, Spec
 from sluiceway.model.quota import MAX_PAYLOAD_LIMIT, egress_problem
 from sluiceway.model.taskdefinition import RetryLogic
 from sluiceway.model.workflow import MAX_CHAIN_TIMEOUT_SECONDS
@@ -52,7 +52,7 @@ class Settings(BaseModel):
     api_port: int = Field(8080, ge=0, le=65535)
     kubernetes: bool = True
     auth: Literal["kubernetes", "none"] = "none"
-    api_keys_namespace: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    api_keys_namespace: str | None = Field(None, pattern=DNS_LABEL_PATTERN)
     api_keys_allow_writes: bool = False
     leader_election: bool = True
     api_url: str | None = None  # what worker pods are told to call

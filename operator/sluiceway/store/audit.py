@@ -1,21 +1,30 @@
-"""The audit trail of runs: who changed a run through the API, and how.
+"""The audit trail of runs: who changed a run, through which edge, and how.
 
 Written in the transaction of the operation it records, so it can neither
-be lost nor claim something that was rolled back; purged with the run."""
+be lost nor claim something that was rolled back; purged with the run. Only
+the execution plane writes it (`sluiceway.plane.units`): every command that
+changes a run records itself there."""
 
 from __future__ import annotations
 
 import datetime
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
+# One row per entry, in one statement; each entry is kept only if its run is in
+# its namespace, and answers with the run's WorkflowRun (NULL without one).
 _RECORD = """
 INSERT INTO run_audit (namespace, execution_id, actor, via, operation, detail)
-SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM executions WHERE id = $2 AND namespace = $1)
-RETURNING (SELECT resource_name FROM executions WHERE id = $2)
+SELECT e.namespace, e.id, $1, $2, r.operation, r.detail
+  FROM unnest($3::text[], $4::uuid[], $5::text[], $6::jsonb[]) WITH ORDINALITY
+       AS r(namespace, id, operation, detail, at)
+  JOIN executions e ON e.id = r.id AND e.namespace = r.namespace
+ ORDER BY r.at
+RETURNING namespace, execution_id, operation, (SELECT resource_name FROM executions WHERE id = execution_id)
 """
 _READ = """
 SELECT id, at, actor, via, operation, detail FROM run_audit
@@ -25,8 +34,18 @@ SELECT id, at, actor, via, operation, detail FROM run_audit
 
 @dataclass(frozen=True)
 class Actor:
-    name: str  # the authenticated identity's user name
-    via: str  # token, api-key, signature, anonymous
+    """Who makes a change, never a credential: a person or service account
+    (`user`), how they were known (`via`: token, api-key, signature,
+    workflowrun, schedule, operator, anonymous), and the API key's Secret
+    name when one was used."""
+
+    user: str
+    via: str
+    key: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.user if self.key is None else f"{self.user} (API key {self.key})"
 
 
 @dataclass(frozen=True)
@@ -39,41 +58,45 @@ class Entry:
     detail: dict[str, Any]
 
 
-async def record(
-    conn: asyncpg.Connection,
-    namespace: str,
-    execution_id: str | uuid.UUID,
-    actor: Actor,
-    operation: str,
-    detail: dict[str, Any] | None = None,
-) -> str | None:
-    """Record an operation on a run of `namespace`; the name of the run's
-    WorkflowRun (None without one, or when there is no such run: nothing is
-    recorded then)."""
-    found: str | None = await conn.fetchval(
-        _RECORD, namespace, uuid.UUID(str(execution_id)), actor.name, actor.via, operation, detail or {}
+@dataclass(frozen=True)
+class Change:
+    """One entry to record: `operation` done on a run of `namespace`."""
+
+    namespace: str
+    run_id: uuid.UUID
+    operation: str
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """An entry written for a run that has a WorkflowRun, to announce on it."""
+
+    namespace: str
+    run_id: uuid.UUID
+    operation: str
+    workflow_run: str
+
+
+async def record(conn: asyncpg.Connection, actor: Actor, changes: Sequence[Change]) -> list[Recorded]:
+    """Record changes made by `actor`, in order, in one statement: a change
+    naming no run of its namespace is not recorded. The entries on runs with
+    a WorkflowRun are returned."""
+    if not changes:
+        return []
+    rows = await conn.fetch(
+        _RECORD,
+        actor.name,
+        actor.via,
+        [c.namespace for c in changes],
+        [c.run_id for c in changes],
+        [c.operation for c in changes],
+        [c.detail for c in changes],
     )
-    return found
+    return [Recorded(r[0], r[1], r[2], r[3]) for r in rows if r[3] is not None]
 
 
 async def read(
     conn: asyncpg.Connection, namespace: str, execution_id: uuid.UUID, after: int = 0, limit: int = 1000
 ) -> list[Entry]:
     return [Entry(**dict(r)) for r in await conn.fetch(_READ, execution_id, namespace, after, limit)]
-
-
-_RECORD_STARTS = """
-INSERT INTO run_audit (namespace, execution_id, actor, via, operation, detail)
-SELECT $1, r.id, $2, $3, 'start', r.detail FROM unnest($4::uuid[], $5::jsonb[]) AS r(id, detail)
-"""
-
-
-async def record_starts(
-    conn: asyncpg.Connection, namespace: str, started: list[tuple[uuid.UUID, dict[str, Any]]], actor: Actor
-) -> None:
-    """Record many runs this transaction started through the API, in one statement
-    (they have no WorkflowRun, so there is nothing to announce)."""
-    if started:
-        await conn.execute(
-            _RECORD_STARTS, namespace, actor.name, actor.via, [s[0] for s in started], [s[1] for s in started]
-        )

@@ -13,6 +13,8 @@ from typing import Any
 
 import asyncpg
 
+from sluiceway.store.tenancy import rules_changed
+
 # Written to on every definition change, so every replica drops its cache.
 DEFINITIONS_CHANNEL = "sluiceway_definitions"
 _NOTIFY = f"SELECT pg_notify('{DEFINITIONS_CHANNEL}', $1)"
@@ -163,23 +165,32 @@ async def upsert_quota(
     allowed_egress: tuple[str, ...] = (),
     dispatch_weight: int | None = None,
 ) -> None:
-    await conn.execute(
-        _UPSERT_QUOTA,
-        namespace,
-        resource_name,
-        generation,
-        max_concurrent_executions,
-        max_executions_per_minute,
-        max_workflow_definitions,
-        max_schedules,
-        max_payload_bytes,
-        list(allowed_egress),
-        dispatch_weight,
-    )
+    """Store a Quota. Its tenant rules (payload limit, egress, dispatch weight)
+    apply to this process's next request, and to other replicas' as soon as
+    this transaction's notification reaches them (store.tenancy)."""
+    async with conn.transaction():
+        await conn.execute(_NOTIFY, namespace)
+        await conn.execute(
+            _UPSERT_QUOTA,
+            namespace,
+            resource_name,
+            generation,
+            max_concurrent_executions,
+            max_executions_per_minute,
+            max_workflow_definitions,
+            max_schedules,
+            max_payload_bytes,
+            list(allowed_egress),
+            dispatch_weight,
+        )
+    rules_changed(namespace)
 
 
 async def delete_quota(conn: asyncpg.Connection, namespace: str, resource_name: str) -> None:
-    await conn.execute(_DELETE_QUOTA, namespace, resource_name)
+    async with conn.transaction():
+        await conn.execute(_NOTIFY, namespace)
+        await conn.execute(_DELETE_QUOTA, namespace, resource_name)
+    rules_changed(namespace)
 
 
 _LIST_TASK_DEFINITIONS = (

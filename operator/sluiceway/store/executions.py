@@ -339,7 +339,8 @@ def _stored_overrides(overrides: Mapping[str, TaskOverride]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class StartItem:
-    """One start of a batch: what `POST .../executions` takes."""
+    """One start: what `POST .../executions` takes, and what a WorkflowRun
+    adds (its uid as the run's id, its name, labels and ttl)."""
 
     name: str
     version: int | None = None
@@ -349,6 +350,10 @@ class StartItem:
     search_attributes: Mapping[str, Any] = field(default_factory=dict)
     sla_seconds: int | None = None
     task_overrides: Mapping[str, TaskOverride] = field(default_factory=dict)
+    run_id: str | None = None
+    resource_name: str | None = None  # the WorkflowRun that started it
+    labels: Mapping[str, str] = field(default_factory=dict)
+    retention_seconds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -388,6 +393,10 @@ def _plain(spec: WorkflowSpec | None, item: StartItem) -> bool:
     return (
         spec is not None
         and item.request_id is None
+        and item.run_id is None
+        and item.resource_name is None
+        and not item.labels
+        and item.retention_seconds is None
         and not spec.max_concurrent_executions
         and spec.rate_limit_config is None
     )
@@ -432,6 +441,10 @@ async def start_runs(
                 sla_seconds=item.sla_seconds,
                 idempotency_window=idempotency_window,
                 task_overrides=item.task_overrides,
+                run_id=item.run_id,
+                resource_name=item.resource_name,
+                labels=item.labels,
+                retention_seconds=item.retention_seconds,
                 notify=notify,
             )
         else:
@@ -652,8 +665,8 @@ RETURNING id
 """
 
 
-async def terminate_all(conn: asyncpg.Connection, namespace: str, workflow_name: str, reason: str) -> int:
-    """Ask the decider to end every running run of a workflow."""
-    ids = [r["id"] for r in await conn.fetch(_TERMINATE_ALL, namespace, workflow_name, reason)]
+async def terminate_all(conn: asyncpg.Connection, namespace: str, workflow_name: str, reason: str) -> list[uuid.UUID]:
+    """Ask the decider to end every running run of a workflow; the runs asked."""
+    ids: list[uuid.UUID] = [r["id"] for r in await conn.fetch(_TERMINATE_ALL, namespace, workflow_name, reason)]
     await enqueue_decides(conn, ids, "terminate")
-    return len(ids)
+    return ids

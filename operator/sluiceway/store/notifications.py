@@ -14,11 +14,11 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import Protocol
 
 import asyncpg
 
 from sluiceway.store.definitions import DEFINITIONS_CHANNEL
-from sluiceway.store.policies import Policies
 from sluiceway.store.wakeups import DECIDE_CHANNEL, READY_CHANNEL, parse_ready
 
 log = logging.getLogger(__name__)
@@ -26,6 +26,13 @@ log = logging.getLogger(__name__)
 # How long the other idle polls wait for the one poll asking again about a
 # queue known empty (a notification about the queue ends the wait at once).
 _RECHECKING = 1.0
+
+
+class Cache(Protocol):
+    """What a process keeps of a namespace's definitions (task policies, the
+    tenant rules of its Quotas): dropped when they change."""
+
+    def invalidate(self, namespace: str | None = None) -> None: ...
 
 
 class Notifications:
@@ -37,7 +44,7 @@ class Notifications:
         self.decide = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        self.caches: list[Policies] = []  # dropped for a namespace whose definitions change
+        self.caches: list[Cache] = []  # dropped for a namespace whose definitions or Quotas change
         # Idle polls ask the database once per queue, not once each: a queue a
         # poll found empty stays known empty (until the monotonic time stored
         # here) until a notification about it comes. `_changes` counts the

@@ -45,6 +45,8 @@ class Refusal(StrEnum):
     CHILD_RUN = "CHILD_RUN"  # a sub-workflow's run is retried through its parent
     UNKNOWN_TASK = "UNKNOWN_TASK"
     UNREADABLE = "UNREADABLE"  # the run's workflow version cannot be read
+    NOT_A_HUMAN_TASK = "NOT_A_HUMAN_TASK"  # a person's decision on a task that is not HUMAN
+    NOT_WAITING = "NOT_WAITING"  # a person's decision on a HUMAN task that was decided, timed out or canceled
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ async def _lock(conn: asyncpg.Connection, namespace: str, run_id: str) -> asyncp
     return row
 
 
-def _missing(namespace: str, run_id: str) -> Refused:
+def missing(namespace: str, run_id: str) -> Refused:
     return Refused(Refusal.NOT_FOUND, f"no run {run_id} in namespace {namespace}")
 
 
@@ -144,7 +146,7 @@ async def pause(conn: asyncpg.Connection, namespace: str, run_id: str, reason: s
     """Pause a running run (in the caller's transaction); pausing a paused run changes nothing."""
     run = await _lock(conn, namespace, run_id)
     if run is None:
-        return _missing(namespace, run_id)
+        return missing(namespace, run_id)
     if run["status"] != RunStatus.RUNNING.value:
         return Refused(Refusal.NOT_RUNNING, f"run {run_id} is {run['status']}: only a running run can be paused")
     if run["paused_at"] is not None:
@@ -164,7 +166,7 @@ async def resume(conn: asyncpg.Connection, namespace: str, run_id: str) -> Outco
     """Resume a paused run; resuming a run that is not paused changes nothing."""
     run = await _lock(conn, namespace, run_id)
     if run is None:
-        return _missing(namespace, run_id)
+        return missing(namespace, run_id)
     if run["status"] != RunStatus.RUNNING.value:
         return Refused(Refusal.NOT_RUNNING, f"run {run_id} is {run['status']}: there is nothing to resume")
     if run["paused_at"] is None:
@@ -222,7 +224,7 @@ async def retry(conn: asyncpg.Connection, namespace: str, run_id: str) -> Outcom
     """Take up a run that FAILED, TIMED_OUT or was TERMINATED from where it failed."""
     run = await _lock(conn, namespace, run_id)
     if run is None:
-        return _missing(namespace, run_id)
+        return missing(namespace, run_id)
     refused = _not_finished(run, "retry it")
     if refused is not None:
         return refused
@@ -251,7 +253,7 @@ async def rerun(
     """Run a finished run again from one task, optionally with new input for it."""
     run = await _lock(conn, namespace, run_id)
     if run is None:
-        return _missing(namespace, run_id)
+        return missing(namespace, run_id)
     refused = _not_finished(run, "rerun it")
     if refused is not None:
         return refused
@@ -302,11 +304,12 @@ async def restart(
     new_input: dict[str, Any] | None = None,
     latest_version: bool = False,
     request_id: str | None = None,
+    idempotency_window: float = executions.IDEMPOTENCY_WINDOW_SECONDS,
 ) -> executions.StartOutcome | Refused:
     """Start a finished run again from the beginning, as a new run linked to it."""
     run = await _lock(conn, namespace, run_id)
     if run is None:
-        return _missing(namespace, run_id)
+        return missing(namespace, run_id)
     refused = _not_finished(run, "restart it")
     if refused is not None:
         return refused
@@ -319,6 +322,7 @@ async def restart(
         correlation_id=run["correlation_id"],
         request_id=request_id,
         restarted_from=run["id"],
+        idempotency_window=idempotency_window,
     )
     if isinstance(outcome, executions.Started) and outcome.created:
         created_at = await conn.fetchval("SELECT created_at FROM executions WHERE id = $1", uuid.UUID(outcome.id))

@@ -18,14 +18,15 @@ from __future__ import annotations
 import datetime
 import logging
 import uuid
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import asyncpg
 from pydantic import ValidationError
 
 from sluiceway.controls.calendar import Calendar, CalendarError
+from sluiceway.controls.payloads import PayloadLimit, oversized_value
 from sluiceway.controls.schedules import (
     Action,
     calendar_of,
@@ -40,6 +41,9 @@ from sluiceway.store.sql import claim
 
 log = logging.getLogger(__name__)
 WAITED = "waited for the schedule's running runs to end"  # the reason of a buffered fire once it starts
+
+# The payload limit of a namespace, which a fire's input must fit like any start's.
+LimitOf = Callable[[str], Awaitable[PayloadLimit]]
 
 # A fire started more than this after it was due counts as a catch-up (an Event says so), and so does
 # every fire of a pass that found fires missed or several due.
@@ -160,6 +164,7 @@ class Fire:
     run_id: str | None = None
     reason: str | None = None
     lag_seconds: float | None = None  # started this long after it was due
+    stopped: tuple[str, ...] = ()  # the schedule's runs this fire asked to end (its overlap policy)
 
 
 @dataclass(frozen=True)
@@ -224,7 +229,10 @@ class _Firing:
     """One schedule, locked for the rest of the transaction: its runs still
     running, its waiting fires, and what this transaction has done to it."""
 
-    def __init__(self, row: asyncpg.Record, spec: ScheduleSpec, active: list[uuid.UUID]) -> None:
+    def __init__(
+        self, row: asyncpg.Record, spec: ScheduleSpec, active: list[uuid.UUID], limit_of: LimitOf | None
+    ) -> None:
+        self.limit_of = limit_of
         self.namespace: str = row["namespace"]
         self.name: str = row["name"]
         self.uid: str = row["uid"]
@@ -261,15 +269,13 @@ class _Firing:
             if recorded is None:
                 return self._handled(fire_at, kind, "duplicate")
             self.buffered += 1
-            if action is Action.CANCEL_OTHERS_AND_BUFFER:
-                await self._stop_active(conn, policy)
-            return self._handled(fire_at, kind, "buffered", str(rid))
+            stopped = await self._stop_active(conn, policy) if action is Action.CANCEL_OTHERS_AND_BUFFER else ()
+            return replace(self._handled(fire_at, kind, "buffered", str(rid)), stopped=stopped)
         recorded = await conn.fetchval(_RECORD, self.namespace, self.name, fire_at, kind, "started", rid, None)
         if recorded is None:
             return self._handled(fire_at, kind, "duplicate")
-        if action is Action.TERMINATE_OTHERS_AND_START:
-            await self._stop_active(conn, policy)
-        return await self._start(conn, fire_at, kind, rid, now)
+        stopped = await self._stop_active(conn, policy) if action is Action.TERMINATE_OTHERS_AND_START else ()
+        return replace(await self._start(conn, fire_at, kind, rid, now), stopped=stopped)
 
     async def drain(self, conn: asyncpg.Connection, now: datetime.datetime) -> Fire | None:
         """Start the oldest waiting fire once no run of the schedule runs."""
@@ -287,6 +293,11 @@ class _Firing:
         self, conn: asyncpg.Connection, fire_at: datetime.datetime, kind: str, rid: uuid.UUID, now: datetime.datetime
     ) -> Fire:
         spec = self.spec
+        limit = await self.limit_of(self.namespace) if self.limit_of is not None else None
+        too_large = oversized_value("spec.input", spec.input, limit) if limit is not None else None
+        if too_large is not None:
+            await conn.execute(_SETTLE, self.namespace, self.name, fire_at, "refused", too_large.message)
+            return self._handled(fire_at, kind, "refused", str(rid), too_large.message)
         outcome = await executions.start_run(
             conn,
             self.namespace,
@@ -309,11 +320,16 @@ class _Firing:
         due = fire_at + jitter(self.uid, fire_at, spec.jitter_seconds)
         return self._handled(fire_at, kind, "started", str(rid), lag=(now - due).total_seconds())
 
-    async def _stop_active(self, conn: asyncpg.Connection, policy: OverlapPolicy) -> None:
+    async def _stop_active(self, conn: asyncpg.Connection, policy: OverlapPolicy) -> tuple[str, ...]:
+        """Ask the schedule's running runs to end; those asked."""
         reason = f"schedule {self.name}: a newer fire replaces it (overlapPolicy {policy.value})"
-        for running in self.active:
-            await executions.request_termination(conn, self.namespace, str(running), reason)
+        stopped = [
+            str(running)
+            for running in self.active
+            if await executions.request_termination(conn, self.namespace, str(running), reason)
+        ]
         self.active = []
+        return tuple(stopped)
 
     def _handled(
         self,
@@ -338,22 +354,23 @@ class _Firing:
             await conn.execute(_SAVE, self.namespace, self.name, *counts)
 
 
-async def _lock_firing(conn: asyncpg.Connection, row: asyncpg.Record) -> _Firing:
+async def _lock_firing(conn: asyncpg.Connection, row: asyncpg.Record, limit_of: LimitOf | None) -> _Firing:
     spec = ScheduleSpec.model_validate(row["spec"])
     active = [r["id"] for r in await conn.fetch(_ACTIVE, row["namespace"], row["name"])]
-    return _Firing(row, spec, active)
+    return _Firing(row, spec, active, limit_of)
 
 
-async def fire_due(conn: asyncpg.Connection, batch: int = 50) -> PassReport:
+async def fire_due(conn: asyncpg.Connection, batch: int = 50, limit_of: LimitOf | None = None) -> PassReport:
     """One pass of the scheduler, in the caller's transaction: every due
     schedule it can lock fires what is due, and starts what waited for its
-    running runs to end."""
+    running runs to end. A fire whose input is over its namespace's payload
+    limit (`limit_of`) is refused, as any start would be."""
     report = PassReport()
     now: datetime.datetime = await conn.fetchval(_NOW)
     for row in await conn.fetch(_LOCK_DUE, batch):
         try:
             async with conn.transaction():  # a savepoint: one schedule that fails costs only its own pass
-                await _handle(conn, row, now, report)
+                await _handle(conn, row, now, report, limit_of)
         except (ValidationError, CalendarError, ArithmeticError, ValueError) as error:
             # Stored only once valid, so only a bug or a later release's reading gets here: set it aside
             # until its spec changes, rather than fail every pass on it.
@@ -365,8 +382,10 @@ async def fire_due(conn: asyncpg.Connection, batch: int = 50) -> PassReport:
 _SET_ASIDE = "UPDATE schedules SET due_at = NULL, buffered = 0 WHERE namespace = $1 AND name = $2"
 
 
-async def _handle(conn: asyncpg.Connection, row: asyncpg.Record, now: datetime.datetime, report: PassReport) -> None:
-    firing = await _lock_firing(conn, row)
+async def _handle(
+    conn: asyncpg.Connection, row: asyncpg.Record, now: datetime.datetime, report: PassReport, limit_of: LimitOf | None
+) -> None:
+    firing = await _lock_firing(conn, row, limit_of)
     calendar = calendar_of(firing.spec)
     drained = None if firing.spec.suspend else await firing.drain(conn, now)  # a pause holds waiting fires too
     if drained is not None:
@@ -415,17 +434,25 @@ class ScheduleNotFound(LookupError):
     pass
 
 
-async def _locked(conn: asyncpg.Connection, namespace: str, name: str) -> tuple[_Firing, asyncpg.Record]:
+async def _locked(
+    conn: asyncpg.Connection, namespace: str, name: str, limit_of: LimitOf | None
+) -> tuple[_Firing, asyncpg.Record]:
     row = await conn.fetchrow(_LOCK_ONE, namespace, name)
     if row is None:
         raise ScheduleNotFound(f"no schedule {name} in namespace {namespace}")
-    return await _lock_firing(conn, row), row
+    return await _lock_firing(conn, row, limit_of), row
 
 
-async def trigger(conn: asyncpg.Connection, namespace: str, name: str, policy: OverlapPolicy | None = None) -> Fire:
+async def trigger(
+    conn: asyncpg.Connection,
+    namespace: str,
+    name: str,
+    policy: OverlapPolicy | None = None,
+    limit_of: LimitOf | None = None,
+) -> Fire:
     """Fire now, in the caller's transaction, under the schedule's overlap
     policy unless `policy` overrides it. Does not count against maxRuns."""
-    firing, row = await _locked(conn, namespace, name)
+    firing, row = await _locked(conn, namespace, name, limit_of)
     now: datetime.datetime = await conn.fetchval(_NOW)
     fire = await firing.fire(conn, now, "trigger", policy or firing.spec.overlap_policy, now)
     await firing.save(conn, advance=False)
@@ -443,12 +470,13 @@ async def backfill(
     start: datetime.datetime,
     end: datetime.datetime,
     policy: OverlapPolicy | None = None,
+    limit_of: LimitOf | None = None,
 ) -> list[Fire]:
     """Fire the schedule's times in [start, end] (at most MAX_BACKFILL_FIRES,
     none in the future), each once: a time fired before is left alone."""
     if end < start:
         raise BackfillError("endTime: must not be before startTime")
-    firing, row = await _locked(conn, namespace, name)
+    firing, row = await _locked(conn, namespace, name, limit_of)
     now: datetime.datetime = await conn.fetchval(_NOW)
     if end > now:
         raise BackfillError("endTime: a backfill fills the past; it must not be after now")

@@ -1,11 +1,16 @@
 """What a namespace's Quotas say about it as a tenant: the payload limits
 they set and the destinations its system tasks may reach despite the egress
-policy. Read once per namespace and kept `ttl` seconds: a Quota edited takes
-effect within seconds on every replica, without a query per request."""
+policy. Read once per namespace and kept, without a query per request, until
+a Quota of the namespace changes: storing a Quota drops the namespace's rules
+in this process before the store returns (`rules_changed`), and in every
+other replica when the notification its transaction sends arrives
+(`store.notifications`, milliseconds). `ttl` only bounds what a replica whose
+notification connection is down keeps (it drops everything on reconnecting)."""
 
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -32,15 +37,32 @@ async def tenant_rules(conn: asyncpg.Connection, namespace: str) -> TenantRules:
     )
 
 
+# Every rules cache of this process, so a Quota stored here is applied here
+# before its reconciler reports it stored (a notification comes back later).
+_CACHES: weakref.WeakSet[Tenants] = weakref.WeakSet()
+
+
+def rules_changed(namespace: str) -> None:
+    """A Quota of `namespace` was stored or deleted by this process: every
+    cache of this process reads the namespace's rules again."""
+    for cache in list(_CACHES):
+        cache.invalidate(namespace)
+
+
 class Tenants:
-    """The rules of each namespace, cached for `ttl` seconds."""
+    """The rules of each namespace, cached until they change (see the module)."""
 
     def __init__(self, ttl: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl = ttl
         self.clock = clock
         self._entries: dict[str, tuple[float, TenantRules]] = {}
+        # Counts invalidations: rules read while one happened may predate the
+        # change, so they are returned but not kept.
+        self._invalidations = 0
+        _CACHES.add(self)
 
     def invalidate(self, namespace: str | None = None) -> None:
+        self._invalidations += 1
         if namespace is None:
             self._entries.clear()
         else:
@@ -51,8 +73,11 @@ class Tenants:
         now = self.clock()
         if entry is not None and now - entry[0] <= self.ttl:
             return entry[1]
+        before = self._invalidations
         async with pool.acquire() as conn:
             rules = await tenant_rules(conn, namespace)
+        if self._invalidations != before:
+            return rules
         if len(self._entries) > 10_000:  # forget namespaces long gone
             self._entries.clear()
         self._entries[namespace] = (now, rules)

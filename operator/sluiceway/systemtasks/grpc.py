@@ -49,7 +49,7 @@ from sluiceway.kubeapi.secrets import SecretSource, SecretUnavailable
 from sluiceway.model.execution import ResultStatus, TaskResult
 from sluiceway.model.workflow import GrpcCall, TaskType
 from sluiceway.observability import metrics, tracing
-from sluiceway.store import leasing
+from sluiceway.plane.dispatch import Lease
 from sluiceway.systemtasks.egress import Egress, EgressRefused, resolve_checked
 from sluiceway.systemtasks.http import TargetRefused, check_host
 
@@ -117,10 +117,10 @@ class GrpcTasks:
         for channel in channels:
             await channel.close()
 
-    def _result(self, lease: leasing.Lease, status: ResultStatus, **fields: Any) -> TaskResult:
+    def _result(self, lease: Lease, status: ResultStatus, **fields: Any) -> TaskResult:
         return TaskResult(task_id=lease.task_id, epoch=lease.epoch, status=status, **fields)
 
-    async def call(self, lease: leasing.Lease) -> TaskResult:
+    async def call(self, lease: Lease) -> TaskResult:
         try:
             spec = GrpcCall.model_validate(lease.input.get("grpc"))
         except ValidationError as error:
@@ -146,7 +146,7 @@ class GrpcTasks:
     def _observe(self, service: str) -> None:
         metrics.BREAKER_STATE.labels(f"grpc:{service}").set(_STATE_VALUE[self.breakers(service).state])
 
-    async def _call(self, lease: leasing.Lease, spec: GrpcCall) -> tuple[TaskResult, bool]:
+    async def _call(self, lease: Lease, spec: GrpcCall) -> tuple[TaskResult, bool]:
         where = f"{spec.service}/{spec.method} at {spec.target}"
         try:
             address = await self._address(lease.namespace, spec)
@@ -174,9 +174,7 @@ class GrpcTasks:
         output = {"response": json_format.MessageToDict(reply), "code": "OK"}
         return self._result(lease, ResultStatus.COMPLETED, output=output), False
 
-    def _failed(
-        self, lease: leasing.Lease, spec: GrpcCall, error: grpc.aio.AioRpcError, doing: str
-    ) -> tuple[TaskResult, bool]:
+    def _failed(self, lease: Lease, spec: GrpcCall, error: grpc.aio.AioRpcError, doing: str) -> tuple[TaskResult, bool]:
         code = error.code().name
         terminal, server_failure = classify(code)
         metrics.GRPC_TASK_CALLS.labels(spec.service, code).inc()
@@ -235,7 +233,7 @@ class GrpcTasks:
             self._channels[key] = channel
         return channel
 
-    async def _metadata(self, lease: leasing.Lease, spec: GrpcCall) -> list[tuple[str, str]]:
+    async def _metadata(self, lease: Lease, spec: GrpcCall) -> list[tuple[str, str]]:
         literal = lease.input.get("metadata") or {}
         if not isinstance(literal, dict):
             raise CallRefused("inputParameters.metadata must be an object of lower-case keys to strings")

@@ -47,10 +47,8 @@ from sluiceway.model.execution import ResultStatus, TaskResult
 from sluiceway.model.workflow import TaskType
 from sluiceway.observability import metrics, tracing
 from sluiceway.observability.logs import about
-from sluiceway.store import leasing
-from sluiceway.store.database import Pool
-from sluiceway.store.notifications import Notifications
-from sluiceway.store.policies import Policies
+from sluiceway.plane import Plane
+from sluiceway.plane.dispatch import Lease
 from sluiceway.systemtasks.egress import Egress, EgressRefused, check_literal, refused_cause
 from sluiceway.systemtasks.runner import SystemTaskRunner
 from sluiceway.worker.classifiers import parse_retry_after
@@ -136,7 +134,7 @@ def _redirected(request: HttpRequest, status: int, location: str) -> HttpRequest
     return replace(request, uri=uri, method=method, body=body, headers=headers)
 
 
-def with_trace_context(headers: dict[str, str], lease: leasing.Lease) -> dict[str, str]:
+def with_trace_context(headers: dict[str, str], lease: Lease) -> dict[str, str]:
     """`headers` plus the task attempt's trace context (`traceparent`) when
     tracing is on, so the callee's spans join the run's trace. A header of
     that name the task sets itself is kept: it is the user's to choose."""
@@ -171,14 +169,14 @@ class HttpTasks:
     async def stop(self) -> None:
         await self.egress.close()
 
-    def _result(self, lease: leasing.Lease, status: ResultStatus, **fields: Any) -> TaskResult:
+    def _result(self, lease: Lease, status: ResultStatus, **fields: Any) -> TaskResult:
         return TaskResult(task_id=lease.task_id, epoch=lease.epoch, status=status, **fields)
 
-    async def request_of(self, lease: leasing.Lease) -> HttpRequest:
+    async def request_of(self, lease: Lease) -> HttpRequest:
         """The request a leased task asks for; ValueError naming the field when it is malformed."""
         return HttpRequest.from_input(lease.input)
 
-    async def call(self, lease: leasing.Lease) -> TaskResult:
+    async def call(self, lease: Lease) -> TaskResult:
         """One HTTP call for one leased task, classified into a result."""
         try:
             request = await self.request_of(lease)
@@ -204,16 +202,14 @@ class HttpTasks:
         self._observe(request.target)
         return result
 
-    def _refused(self, lease: leasing.Lease, error: Exception) -> TaskResult:
+    def _refused(self, lease: Lease, error: Exception) -> TaskResult:
         metrics.HTTP_TASK_CALLS.labels("refused").inc()
         return self._result(lease, ResultStatus.FAILED_WITH_TERMINAL_ERROR, reason=str(error))
 
     def _observe(self, target: str) -> None:
         metrics.BREAKER_STATE.labels(target).set(_STATE_VALUE[self.breakers(target).state])
 
-    async def _request(
-        self, lease: leasing.Lease, request: HttpRequest, policy: EgressPolicy
-    ) -> tuple[TaskResult, bool]:
+    async def _request(self, lease: Lease, request: HttpRequest, policy: EgressPolicy) -> tuple[TaskResult, bool]:
         """The call, following redirects; each hop's destination is checked
         against `policy` (EgressRefused, TargetRefused or ValueError when one
         may not be called)."""
@@ -227,7 +223,7 @@ class HttpTasks:
         raise ValueError(f"more than {MAX_REDIRECTS} redirects, the last to {request.uri[:200]}")
 
     async def _once(
-        self, lease: leasing.Lease, request: HttpRequest, policy: EgressPolicy
+        self, lease: Lease, request: HttpRequest, policy: EgressPolicy
     ) -> tuple[TaskResult, bool] | HttpRequest:
         """One hop: its classified result, or the request a redirect asks for."""
         session = self.egress.session(policy)
@@ -271,7 +267,7 @@ class HttpTasks:
         return self._classify(lease, request, answer, retry_after)
 
     def _classify(
-        self, lease: leasing.Lease, request: HttpRequest, answer: dict[str, Any], retry_after: float | None
+        self, lease: Lease, request: HttpRequest, answer: dict[str, Any], retry_after: float | None
     ) -> tuple[TaskResult, bool]:
         status = int(answer["statusCode"])
         reason = f"HTTP {status} from {request.method} {request.target}"
@@ -296,7 +292,7 @@ class HttpTasks:
             lease, ResultStatus.FAILED_WITH_TERMINAL_ERROR, reason=reason, output={"response": answer}
         ), False
 
-    def _done(self, lease: leasing.Lease, answer: dict[str, Any]) -> bool:
+    def _done(self, lease: Lease, answer: dict[str, Any]) -> bool:
         condition = lease.input.get("terminationCondition")
         if not condition:
             return True
@@ -314,25 +310,16 @@ class HttpTaskRunner(SystemTaskRunner):
 
     def __init__(
         self,
-        pool: Pool,
+        plane: Plane,
         breakers: Breakers,
         *,
-        notifications: Notifications | None = None,
-        policies: Policies | None = None,
         concurrency: int = 32,
         allowed_hosts: tuple[str, ...] = (),
         egress: Egress | None = None,
         worker_id: str = "operator/http",
     ) -> None:
         self.http = HttpTasks(breakers, allowed_hosts, egress)
-        super().__init__(
-            pool,
-            [self.http],
-            notifications=notifications,
-            policies=policies,
-            concurrency=concurrency,
-            worker_id=worker_id,
-        )
+        super().__init__(plane, [self.http], concurrency=concurrency, worker_id=worker_id)
 
     @property
     def breakers(self) -> Breakers:

@@ -17,21 +17,17 @@ cannot fill go to whoever has work."""
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 from collections.abc import Sequence
 from typing import Protocol
 
 from sluiceway.controls.fairness import DeficitRoundRobin
 from sluiceway.model.execution import ResultStatus, TaskResult
-from sluiceway.model.workflow import Executor, TaskType
-from sluiceway.observability import tracing
-from sluiceway.store import leasing, results
-from sluiceway.store.database import Connection, Pool
+from sluiceway.model.workflow import TaskType
+from sluiceway.plane import Plane, dispatch
+from sluiceway.plane.dispatch import Lease
+from sluiceway.store.database import Connection
 from sluiceway.store.errors import StoreError
-from sluiceway.store.notifications import Notifications
-from sluiceway.store.policies import Policies
-from sluiceway.store.tenancy import Tenants
 from sluiceway.store.wakeups import SYSTEM_WAKE
 
 log = logging.getLogger(__name__)
@@ -53,7 +49,7 @@ class SystemTask(Protocol):
     async def stop(self) -> None:
         """After the last call (close them)."""
 
-    async def call(self, lease: leasing.Lease) -> TaskResult:
+    async def call(self, lease: Lease) -> TaskResult:
         """Run one leased task; the outcome, classified. Never raises for the
         task's own failures: they are results."""
         ...
@@ -62,21 +58,17 @@ class SystemTask(Protocol):
 class SystemTaskRunner:
     def __init__(
         self,
-        pool: Pool,
+        plane: Plane,
         kinds: Sequence[SystemTask],
         *,
-        notifications: Notifications | None = None,
-        policies: Policies | None = None,
         concurrency: int = 32,
         worker_id: str = "operator/system",
-        tenants: Tenants | None = None,
     ) -> None:
-        self.pool = pool
-        self.tenants = tenants or Tenants()
+        self.plane = plane
+        self.pool = plane.pool
         self.fairness = DeficitRoundRobin()
         self.kinds = {task_type: kind for kind in kinds for task_type in kind.types}
-        self.notifications = notifications
-        self.policies = policies or Policies()
+        self.notifications = plane.notifications
         self.slots = asyncio.Semaphore(concurrency)
         self.concurrency = concurrency
         self.worker_id = worker_id
@@ -110,8 +102,7 @@ class SystemTaskRunner:
     async def _idle(self, stop: asyncio.Event, mark: tuple[int, ...] | None) -> None:
         """Wait for a system task: every one scheduled is notified (SYSTEM_WAKE), a
         delayed one is due at `until`; the recheck only covers a lost notification."""
-        async with self.pool.acquire() as conn:
-            until = await leasing.seconds_until_system_available(conn)
+        until = await dispatch.seconds_until_system_work(self.plane)
         recheck = _RECHECK if self.notifications is not None else 1.0
         wait = recheck if until is None else min(max(until, 0.01), recheck)
         ready = self.notifications.wait_ready(*_WAKE, wait, mark) if self.notifications is not None else None
@@ -124,18 +115,17 @@ class SystemTaskRunner:
             waiting.cancel()
             stopping.cancel()
 
-    async def _lease_batch(self) -> list[leasing.Lease]:
+    async def _lease_batch(self) -> list[Lease]:
         free = self.concurrency - len(self.in_flight)
         if free <= 0:
             return []
-        async with self.pool.acquire() as conn:
-            queues = await leasing.due_system_queues(conn)
+        queues = await dispatch.system_queues_due(self.plane)
         by_namespace: dict[str, list[str]] = {}
         for namespace, name in queues:
             by_namespace.setdefault(namespace, []).append(name)
-        weights = {ns: float((await self.tenants.of(self.pool, ns)).dispatch_weight) for ns in by_namespace}
+        weights = {ns: float((await self.plane.tenants.of(self.pool, ns)).dispatch_weight) for ns in by_namespace}
         shares = self.fairness.allocate(free, weights)
-        leased: list[leasing.Lease] = []
+        leased: list[Lease] = []
         async with self.pool.acquire() as conn:
             for namespace, names in by_namespace.items():
                 got = await self._lease_from(conn, namespace, names, shares[namespace], leased)
@@ -146,37 +136,25 @@ class SystemTaskRunner:
         return leased
 
     async def _lease_from(
-        self, conn: Connection, namespace: str, names: list[str], wanted: int, leased: list[leasing.Lease]
+        self, conn: Connection, namespace: str, names: list[str], wanted: int, leased: list[Lease]
     ) -> int:
         """Lease up to `wanted` tasks from these queues of `namespace` into `leased`; how many."""
         got = 0
         for name in names:
             if got >= wanted:
                 break
-            gates = (await self.policies.of(conn, namespace, [name]))[name].gates
-            outcome = await leasing.lease(conn, namespace, name, self.worker_id, wanted - got, gates, Executor.SYSTEM)
-            leased.extend(outcome.leases)
-            got += len(outcome.leases)
+            found = await dispatch.lease_system(self.plane, conn, namespace, name, self.worker_id, wanted - got)
+            leased.extend(found)
+            got += len(found)
         return got
 
-    async def _execute(self, lease: leasing.Lease) -> None:
-        leased_at = datetime.datetime.now(datetime.UTC)
+    async def _execute(self, lease: Lease) -> None:
         async with self.slots:
             result = await self.call(lease)
-        async with self.pool.acquire() as conn:
-            outcomes = await results.apply_results(conn, lease.namespace, [result])
-        if outcomes[lease.task_id].applied:
-            tracing.record_attempt(
-                lease.execution_id,
-                lease.task_id,
-                lease.epoch,
-                lease.namespace,
-                lease.task_type,
-                result.status.value,
-                leased_at,
-            )
+        # As a worker's result: its output bounded, its run decided, its attempt traced.
+        await dispatch.report(self.plane, lease.namespace, [result])
 
-    async def call(self, lease: leasing.Lease) -> TaskResult:
+    async def call(self, lease: Lease) -> TaskResult:
         try:
             kind = self.kinds[TaskType(lease.kind)]
         except (ValueError, KeyError):

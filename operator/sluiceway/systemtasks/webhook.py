@@ -32,7 +32,7 @@ from sluiceway.controls.webhooks import signed_headers
 from sluiceway.kubeapi.secrets import SecretSource, SecretUnavailable
 from sluiceway.model.common import SecretKeyRef
 from sluiceway.model.workflow import TaskType
-from sluiceway.store import leasing
+from sluiceway.plane.dispatch import Lease
 from sluiceway.systemtasks.egress import Egress
 from sluiceway.systemtasks.http import HttpRequest, HttpTasks
 
@@ -55,7 +55,7 @@ class WebhookTasks(HttpTasks):
         self.secrets = secrets
         self.clock = clock
 
-    async def request_of(self, lease: leasing.Lease) -> HttpRequest:
+    async def request_of(self, lease: Lease) -> HttpRequest:
         inputs = lease.input
         signing = inputs.get("signing")
         if not isinstance(signing, dict) or not isinstance(signing.get("secretRef"), dict):

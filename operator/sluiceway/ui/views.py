@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
+from sluiceway.model.common import wire_time
+
 SINCE = {"15m": 900, "1h": 3600, "24h": 86_400, "7d": 604_800}
 
 
@@ -67,4 +69,4 @@ def started_after(since: str | None, now: datetime.datetime) -> str | None:
     seconds = SINCE.get(since or "")
     if seconds is None:
         return None
-    return (now - datetime.timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+    return wire_time(now - datetime.timedelta(seconds=seconds))

@@ -1,10 +1,11 @@
 """The UI's pages and actions, served by the operator under /ui.
 
-Every page reads through the store functions the API reads through, and every
-action calls the function the matching API route calls, after the same access
-check, so the UI can do nothing the API would refuse. Actions are POSTs behind
-a confirmation page that says what will happen (for bulk actions: to how many
-runs), and answer with a redirect back to a shareable URL."""
+Every page reads what the API reads, and every action is the execution
+plane's command the matching API route calls (`sluiceway.plane`), after the
+same access check, as the viewer: limited and audited the same way, so the UI
+can do nothing the API would refuse. Actions are POSTs behind a confirmation
+page that says what will happen (for bulk actions: to how many runs), and
+answer with a redirect back to a shareable URL."""
 
 from __future__ import annotations
 
@@ -25,21 +26,28 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
+from starlette.datastructures import QueryParams
 
 from sluiceway import __version__
-from sluiceway.api import executions as runs_api
-from sluiceway.api import schedules as schedules_api
-from sluiceway.api import tasks as tasks_api
+from sluiceway.api import views as api_views
 from sluiceway.api.errors import ApiError
-from sluiceway.api.paging import Order
+from sluiceway.api.outcomes import error_of
 from sluiceway.api.services import Services, services_of
+from sluiceway.controls.gates import GateState, SemaphoreState, closed, window_start
+from sluiceway.controls.policy import Gates
 from sluiceway.controls.why import Reason, explain, explain_task
-from sluiceway.model.common import ENGINE_NAME_PATTERN
-from sluiceway.model.execution import PauseRequest, RerunRequest, RunStatus, TaskStatus, TerminateRequest
-from sluiceway.model.workflow import TaskType
-from sluiceway.observability import metrics
-from sluiceway.store import diagnostics, executions, human, logs, overview, schedules, workflows
+from sluiceway.model.common import DNS_LABEL_PATTERN, ENGINE_NAME_PATTERN
+from sluiceway.model.execution import MAX_OPERATION_REASON, RunStatus, TaskStatus
+from sluiceway.model.workflow import RUN_REF_PATTERN, TaskType
+from sluiceway.plane import finding, human
+from sluiceway.plane import runs as operations
+from sluiceway.plane.audit import ANONYMOUS, Actor
+from sluiceway.plane.errors import Invalid
+from sluiceway.plane.finding import Order
+from sluiceway.plane.schedules import schedule_view
+from sluiceway.store import diagnostics, executions, logs, overview, schedules, workflows
 from sluiceway.store.definitions import list_task_definitions
+from sluiceway.store.tenancy import tenant_rules
 from sluiceway.ui import gantt, rungraph, session, views
 from sluiceway.ui.session import LoginNeeded, Viewer
 from sluiceway.ui.statuses import is_failure, shown
@@ -50,8 +58,8 @@ GROUP_PAGE = 100
 BULK_LIMIT = 1000  # runs one bulk action may touch
 WHY_TASKS = 10  # active tasks whose reasons a run page explains; the rest are counted
 _ENGINE_NAME = re.compile(ENGINE_NAME_PATTERN)
-_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,127}(__[0-9]{1,9})?$")
+_NAMESPACE = re.compile(DNS_LABEL_PATTERN)
+_REF = re.compile(RUN_REF_PATTERN)
 
 templates = jinja2.Environment(
     loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -90,6 +98,9 @@ class UiRoute(APIRoute):
             except ApiError as error:
                 context = {"status": error.status, "error": error.body}
                 return render(request, "error.html", context, status=error.status)
+            except Invalid as invalid:
+                body = {"error": "INVALID_REQUEST", "message": str(invalid)}
+                return render(request, "error.html", {"status": 422, "error": body}, status=422)
 
         return handle
 
@@ -232,37 +243,36 @@ async def logout(request: Request) -> Response:
 # -- runs ------------------------------------------------------------------------
 
 
-def _filter_args(request: Request, now: datetime.datetime) -> dict[str, Any]:
-    """The runs list's query string as the API's list_runs arguments."""
-    q = request.query_params
-    workflow = q.get("workflow") or None
+def _run_query(query: QueryParams, now: datetime.datetime) -> finding.RunQuery:
+    """The runs list's query string as the plane's run filter."""
+    workflow = query.get("workflow") or None
     if workflow is not None and not _ENGINE_NAME.fullmatch(workflow):
         raise ApiError(422, "INVALID_REQUEST", f"workflow: {workflow[:64]!r} is not a workflow name")
     flags = {"yes": True, "no": False}
-    attributes = [line.strip() for text in q.getlist("attr") for line in text.splitlines() if line.strip()]
-    return {
-        "workflow": workflow,
-        "status": q.getlist("status") or None,
-        "started_after": q.get("startedAfter") or views.started_after(q.get("since"), now),
-        "started_before": q.get("startedBefore") or None,
-        "awaiting_admission": flags.get(q.get("awaitingAdmission", "")),
-        "sla_breached": flags.get(q.get("slaBreached", "")),
-        "search_attribute": attributes or None,
-        "parent": q.get("parent") or None,
-        "restarted_from": q.get("restartedFrom") or None,
-    }
+    attributes = [line.strip() for text in query.getlist("attr") for line in text.splitlines() if line.strip()]
+    return finding.RunQuery(
+        workflow=workflow,
+        status=query.getlist("status"),
+        started_after=query.get("startedAfter") or views.started_after(query.get("since"), now),
+        started_before=query.get("startedBefore") or None,
+        awaiting_admission=flags.get(query.get("awaitingAdmission", "")),
+        sla_breached=flags.get(query.get("slaBreached", "")),
+        search_attributes=attributes,
+        parent=query.get("parent") or None,
+        restarted_from=query.get("restartedFrom") or None,
+    )
 
 
-async def _matching_ids(svc: Services, namespace: str, args: dict[str, Any], limit: int) -> tuple[list[str], bool]:
+async def _matching_ids(svc: Services, namespace: str, query: finding.RunQuery, limit: int) -> tuple[list[str], bool]:
     """The ids of up to `limit` runs matching the filter, and whether more match."""
     found: list[str] = []
     cursor = None
     while len(found) <= limit:
-        page = await runs_api.list_runs(namespace, **args, limit=200, cursor=cursor, svc=svc)
-        found.extend(item.id for item in page.items)
-        cursor = page.next_cursor
-        if cursor is None:
+        page = await finding.find_runs(svc.plane, namespace, query, limit=200, cursor=cursor)
+        found.extend(row.id for row in page.rows)
+        if page.next is None:
             break
+        cursor = finding.encode_cursor(page.next, Order.NEWEST)
     return found[:limit], len(found) > limit
 
 
@@ -271,11 +281,12 @@ async def runs(request: Request, namespace: str) -> Response:
     context = await _page_context(request, namespace, "list", "workflowruns")
     svc = services_of(request)
     now = datetime.datetime.now(datetime.UTC)
-    args = _filter_args(request, now)
+    query = _run_query(request.query_params, now)
     cursor = request.query_params.get("cursor") or None
-    page = await runs_api.list_runs(namespace, **args, limit=PAGE_SIZE, cursor=cursor, svc=svc)
+    found = await finding.find_runs(svc.plane, namespace, query, limit=PAGE_SIZE, cursor=cursor)
+    page = api_views.run_page(found, Order.NEWEST)
     async with svc.pool.acquire() as conn:
-        counts = await overview.status_counts(conn, namespace, args["workflow"])
+        counts = await overview.status_counts(conn, namespace, query.workflow)
         names = [w.name for w in await workflows.list_workflows(conn, namespace)]
     return render(
         request,
@@ -299,13 +310,15 @@ async def _run_page(request: Request, namespace: str, execution_id: str) -> dict
     now = datetime.datetime.now(datetime.UTC)
     q = request.query_params
     expanded = frozenset(q.getlist("expand"))
-    async with svc.pool.acquire() as conn:
+    # One snapshot for every read: a decision committed between two of them
+    # would show the header of one moment and the graph or the why of another.
+    async with svc.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
         run = await executions.get_run(conn, namespace, str(run_id))
         if run is None:
             raise ApiError(404, "NOT_FOUND", f"no run {run_id} in namespace {namespace}")
         attempts = await overview.attempts(conn, run.id)
         version = await workflows.find_version(conn, namespace, run.workflow_name, run.workflow_version)
-        facts = await diagnostics.run_facts(conn, namespace, run_id, svc.policies, limit=WHY_TASKS)
+        facts = await diagnostics.run_facts(conn, namespace, run_id, svc.plane.policies, limit=WHY_TASKS)
     latest: dict[str, rungraph.Latest] = {}
     for a in attempts:
         latest[a.ref] = rungraph.Latest(a.ref, a.type, a.name, a.status, a.attempt)
@@ -378,8 +391,8 @@ async def _task_panel(request: Request, namespace: str, run_id: str, ref: str) -
     svc = services_of(request)
     async with svc.pool.acquire() as conn:
         attempts = await executions.task_attempts(conn, run_id, ref)
-        facts = await diagnostics.run_facts(conn, namespace, uuid.UUID(run_id), svc.policies, ref=ref)
-        found = await logs.read(conn, uuid.UUID(run_id), after=0, limit=200, ref=ref, cap=svc.log_cap_bytes)
+        facts = await diagnostics.run_facts(conn, namespace, uuid.UUID(run_id), svc.plane.policies, ref=ref)
+        found = await logs.read(conn, uuid.UUID(run_id), after=0, limit=200, ref=ref, cap=svc.plane.log_cap_bytes)
     why: list[Reason] = []
     if facts is not None:
         active = [t for t in facts.tasks if t.ref == ref]
@@ -409,68 +422,57 @@ async def task_panel(request: Request, namespace: str, execution_id: str, ref: s
 
 # -- actions ----------------------------------------------------------------------
 
-# An action gets the page's request (its identity is the viewer's: the audit
-# trail names them), the services, the run and the form.
-Action = Callable[[Request, Services, str, uuid.UUID, dict[str, list[str]]], Awaitable[str]]
+# An action is the plane's command the API route of the same name calls, as
+# the viewer (the audit trail names them), on one run, with the form's fields.
+Action = Callable[[Services, Actor, str, str, dict[str, list[str]]], Awaitable[str]]
 
 
-async def _terminate(
-    caller: Request, svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]
-) -> str:
-    reason = _one(form, "reason") or "terminated from the UI"
-    await runs_api.terminate(namespace, run_id, caller, TerminateRequest(reason=reason[:1024]), svc=svc)
-    return "terminating"
+def _actor(viewer: Viewer) -> Actor:
+    identity = viewer.identity
+    return ANONYMOUS if identity is None else Actor(identity.user, identity.via, identity.key)
 
 
-async def _pause(caller: Request, svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]) -> str:
-    request = PauseRequest(reason=_one(form, "reason")[:1024])
-    return (await runs_api.pause(namespace, run_id, caller, request, svc=svc)).message
+def _done(outcome: object) -> str:
+    """What an action did, or the refusal the API would answer, raised."""
+    if isinstance(outcome, operations.Done):
+        return outcome.message or outcome.status.value
+    if isinstance(outcome, operations.MessageQueued):
+        return f"message {outcome.id} " + ("handed to a waiting task" if outcome.delivered else "queued")
+    raise error_of(outcome)  # type: ignore[arg-type]  # every other outcome is a refusal
 
 
-async def _resume(caller: Request, svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]) -> str:
-    return (await runs_api.resume(namespace, run_id, caller, svc=svc)).message
+async def _terminate(svc: Services, actor: Actor, namespace: str, run_id: str, form: dict[str, list[str]]) -> str:
+    reason = (_one(form, "reason") or "terminated from the UI")[:MAX_OPERATION_REASON]
+    return _done(await operations.terminate(svc.plane, actor, namespace, run_id, reason))
 
 
-async def _retry(caller: Request, svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]) -> str:
-    return (await runs_api.retry(namespace, run_id, caller, svc=svc)).message
+async def _pause(svc: Services, actor: Actor, namespace: str, run_id: str, form: dict[str, list[str]]) -> str:
+    reason = _one(form, "reason")[:MAX_OPERATION_REASON]
+    return _done(await operations.pause(svc.plane, actor, namespace, run_id, reason))
 
 
-async def _rerun(caller: Request, svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]) -> str:
+async def _resume(svc: Services, actor: Actor, namespace: str, run_id: str, form: dict[str, list[str]]) -> str:
+    return _done(await operations.resume(svc.plane, actor, namespace, run_id))
+
+
+async def _retry(svc: Services, actor: Actor, namespace: str, run_id: str, form: dict[str, list[str]]) -> str:
+    return _done(await operations.retry(svc.plane, actor, namespace, run_id))
+
+
+async def _rerun(svc: Services, actor: Actor, namespace: str, run_id: str, form: dict[str, list[str]]) -> str:
     ref = _one(form, "task")
     if not _REF.fullmatch(ref):
         raise ApiError(422, "INVALID_REQUEST", f"task: {ref[:64]!r} is not a task reference")
-    request = RerunRequest(task_reference_name=ref)
-    return (await runs_api.rerun(namespace, run_id, request, caller, svc=svc)).message
+    return _done(await operations.rerun(svc.plane, actor, namespace, run_id, ref))
 
 
-def _json_body(text: str, caller: Request) -> Request:
-    """A request whose body is `text`, for the API route that reads its body as the message."""
-    body = text.encode()
-    sent = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent
-        if sent:
-            return {"type": "http.disconnect"}
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    scope: dict[str, Any] = {
-        "type": "http",
-        "method": "POST",
-        "headers": [],
-        "path": "/",
-        "query_string": b"",
-        "app": caller.scope.get("app"),  # services_of reads the app
-        "state": {"identity": getattr(caller.state, "identity", None)},  # the audit trail names the viewer
-    }
-    return Request(scope, receive)
-
-
-async def _send(caller: Request, svc: Services, namespace: str, run_id: uuid.UUID, form: dict[str, list[str]]) -> str:
-    answer = await runs_api.send_message(namespace, run_id, _json_body(_one(form, "message"), caller), svc=svc)
-    found = json.loads(bytes(answer.body))
-    return f"message {found['id']} " + ("handed to a waiting task" if found["delivered"] else "queued")
+async def _send(svc: Services, actor: Actor, namespace: str, run_id: str, form: dict[str, list[str]]) -> str:
+    text = _one(form, "message")
+    try:
+        message = json.loads(text)
+    except ValueError as error:
+        raise ApiError(422, "INVALID_REQUEST", f"message: not JSON ({error})") from None
+    return _done(await operations.send_message(svc.plane, actor, namespace, run_id, message))
 
 
 ACTIONS: dict[str, tuple[Action, str]] = {
@@ -526,9 +528,8 @@ async def do_action(request: Request, namespace: str, execution_id: str, action:
     form = await _form(request)
     context = await _page_context(request, namespace, "update", "workflowruns")
     run_id = _run_id(execution_id)
-    request.state.identity = context["viewer"].identity  # the API's routes audit as the viewer
     try:
-        message = await act(request, services_of(request), namespace, run_id, form)
+        message = await act(services_of(request), _actor(context["viewer"]), namespace, str(run_id), form)
     except ApiError as error:
         context.update(status=error.status, error=error.body, back=f"/ui/ns/{namespace}/runs/{run_id}")
         return render(request, "error.html", context, status=error.status)
@@ -547,11 +548,8 @@ async def bulk_confirm(request: Request, namespace: str) -> Response:
         raise ApiError(422, "INVALID_REQUEST", f"action: {action} is for one run; open the run")
     more = False
     if _one(form, "scope") == "filter":
-        query = _one(form, "filter").lstrip("?")
-        scope = Request({**request.scope, "query_string": query.encode()}, request.receive)
-        ids, more = await _matching_ids(
-            services_of(request), namespace, _filter_args(scope, datetime.datetime.now(datetime.UTC)), BULK_LIMIT
-        )
+        query = _run_query(QueryParams(_one(form, "filter").lstrip("?")), datetime.datetime.now(datetime.UTC))
+        ids, more = await _matching_ids(services_of(request), namespace, query, BULK_LIMIT)
     else:
         ids = [str(_run_id(text)) for text in form.get("id", [])][:BULK_LIMIT]
     return render(
@@ -579,11 +577,11 @@ async def bulk_action(request: Request, namespace: str, action: str) -> Response
     context = await _page_context(request, namespace, "update", "workflowruns")
     outcomes: dict[str, list[str]] = {}
     svc = services_of(request)
-    request.state.identity = context["viewer"].identity  # the API's routes audit as the viewer
+    actor = _actor(context["viewer"])
     for text in form.get("id", [])[:BULK_LIMIT]:
         run_id = _run_id(text)
         try:
-            await act(request, svc, namespace, run_id, form)
+            await act(svc, actor, namespace, str(run_id), form)
             outcomes.setdefault("done", []).append(str(run_id))
         except ApiError as error:
             outcomes.setdefault(
@@ -605,18 +603,17 @@ async def tasks(request: Request, namespace: str) -> Response:
         if q.get(name) and not _ENGINE_NAME.fullmatch(q[name]):
             raise ApiError(422, "INVALID_REQUEST", f"{name}: {q[name][:64]!r} is not a name")
     order = Order.OLDEST if q.get("order") == "oldest" else Order.NEWEST
-    page = await tasks_api.list_tasks(
-        namespace,
-        status=q.getlist("status") or None,
+    query = finding.TaskQuery(
+        status=q.getlist("status"),
         task_type=q.get("taskType") or None,
         worker_id=q.get("workerId") or None,
-        type=TaskType(kind) if kind else None,
+        type=kind,
         workflow=q.get("workflow") or None,
-        limit=PAGE_SIZE,
-        cursor=q.get("cursor") or None,
-        order=order,
-        svc=services_of(request),
     )
+    found = await finding.find_tasks(
+        services_of(request).plane, namespace, query, limit=PAGE_SIZE, cursor=q.get("cursor") or None, order=order
+    )
+    page = api_views.task_page(found, order)
     return render(request, "tasks.html", {**context, "page": page, "statuses": [s.value for s in TaskStatus]})
 
 
@@ -624,17 +621,10 @@ async def tasks(request: Request, namespace: str) -> Response:
 
 
 async def _human_task(request: Request, namespace: str, task_id: str) -> human.WaitingTask:
-    try:
-        key = uuid.UUID(task_id)
-    except ValueError:
-        raise ApiError(404, "NOT_FOUND", f"{task_id[:64]!r} is not a task id") from None
-    async with services_of(request).pool.acquire() as conn:
-        task = await human.find(conn, namespace, key)
-    if task is None:
-        raise ApiError(404, "NOT_FOUND", f"no task {key} in namespace {namespace}")
-    if task.type != TaskType.HUMAN.value:
-        raise ApiError(409, "NOT_A_HUMAN_TASK", f"task {key} is a {task.type} task, not HUMAN")
-    return task
+    found = await human.human_task(services_of(request).plane, namespace, task_id)
+    if not isinstance(found, human.WaitingTask):
+        raise error_of(found)
+    return found
 
 
 @router.get("/ns/{namespace}/human/{task_id}", response_class=HTMLResponse)
@@ -671,15 +661,17 @@ async def decide(request: Request, namespace: str, task_id: str) -> Response:
         problem = "decision: complete or reject"
     if problem:
         return render(request, "human.html", {**context, "task": task, "output": text, "problem": problem}, status=422)
-    who = viewer.identity.user if viewer.identity else "anonymous (authentication is off)"
-    status, why = (
-        ("COMPLETED", "") if decision == "complete" else ("FAILED_WITH_TERMINAL_ERROR", f"rejected by {who}: {reason}")
+    actor = _actor(viewer)
+    outcome = await human.decide(
+        services_of(request).plane, actor, namespace, task, human.Decision(decision), output or {}, reason
     )
-    async with services_of(request).pool.acquire() as conn, conn.transaction():
-        settled = await human.settle(conn, namespace, uuid.UUID(task.id), status, output or {}, why[:4096], who)
-    if not settled:
-        raise ApiError(409, "NOT_WAITING", f"task {task.id} is {task.status}: it no longer waits for a person")
-    metrics.HUMAN_DECISIONS.labels(status).inc()
+    if not isinstance(outcome, human.WaitingTask):
+        refused = error_of(outcome)
+        if refused.status == 413:  # the output is over the limit: the task still waits, show the form again
+            context = {**context, "task": task, "output": text, "problem": refused.body["message"]}
+            return render(request, "human.html", context, status=413)
+        raise refused
+    who = actor.user
     done = quote(f"{task.ref}: {decision}d by {who}")
     return RedirectResponse(f"/ui/ns/{namespace}/runs/{task.execution_id}?task={quote(task.ref)}&done={done}", 303)
 
@@ -698,16 +690,18 @@ async def gates(request: Request, namespace: str) -> Response:
         pollers = await diagnostics.workers(conn, namespace)
         definitions = await list_task_definitions(conn, namespace)
         names = {q.name for q in queues} | {d.name for d in definitions}
-        policies = await svc.policies.of(conn, namespace, names)
+        policies = await svc.plane.policies.of(conn, namespace, names)
         semaphores = await diagnostics.semaphores(conn, namespace) if may_semaphores else []
         holders = {s.name: await diagnostics.holders(conn, namespace, s.name) for s in semaphores}
         windows = await overview.rate_windows(conn, namespace)
         keys = await overview.admission_keys(conn, namespace)
         quotas = await diagnostics.quota_rows(conn, namespace) if may_quotas else []
+        payload_limits = dict((await tenant_rules(conn, namespace)).payload_limits) if may_quotas else {}
         usage = await diagnostics.usage(conn, namespace)
     by_queue = {q.name: q for q in queues}
+    now = datetime.datetime.now(datetime.UTC)
     caps = [
-        {"name": name, "gates": policies[name].gates, "queue": by_queue.get(name), "window": windows.get(name)}
+        _gated_type(name, policies[name].gates, by_queue.get(name), windows.get(name), semaphores, now)
         for name in sorted(names)
         if policies[name].gates.any()
     ]
@@ -723,12 +717,46 @@ async def gates(request: Request, namespace: str) -> Response:
             "holders": holders,
             "keys": keys,
             "quotas": quotas,
+            "payload_limits": payload_limits,
             "usage": usage,
             "may_semaphores": may_semaphores,
             "may_quotas": may_quotas,
-            "now": datetime.datetime.now(datetime.UTC),
+            "now": now,
         },
     )
+
+
+def _gated_type(
+    name: str,
+    gates: Gates,
+    queue: diagnostics.Queue | None,
+    window: overview.RateWindow | None,
+    semaphores: list[SemaphoreState],
+    now: datetime.datetime,
+) -> dict[str, Any]:
+    """One gated task type of the gates page: its use of each gate, and the
+    gates closed now (controls.gates, from the page's own counts), which hold
+    back its ready tasks. A rate window that is not the current one spent
+    nothing of it. Semaphores the viewer may not read are left out: what
+    they hold back is not said."""
+    current = window
+    if window is not None and window.window_start.timestamp() < window_start(
+        now.timestamp(), gates.rate_limit_frequency_seconds
+    ):
+        current = None
+    state = GateState(
+        in_flight=queue.in_flight if queue else 0,
+        window_used=current.used if current else 0,
+        semaphores=[s for s in semaphores if s.name in gates.semaphores],
+    )
+    return {
+        "name": name,
+        "gates": gates,
+        "queue": queue,
+        "window": current,
+        "ready": queue.ready if queue else 0,
+        "holds": closed(gates, state),
+    }
 
 
 @router.get("/ns/{namespace}/definitions", response_class=HTMLResponse)
@@ -737,7 +765,7 @@ async def definitions(request: Request, namespace: str) -> Response:
     svc = services_of(request)
     async with svc.pool.acquire() as conn:
         tasks = await list_task_definitions(conn, namespace)
-        policies = await svc.policies.of(conn, namespace, {d.name for d in tasks})
+        policies = await svc.plane.policies.of(conn, namespace, {d.name for d in tasks})
         live = await workflows.list_workflows(conn, namespace)
     return render(
         request,
@@ -751,7 +779,7 @@ async def schedule_list(request: Request, namespace: str) -> Response:
     context = await _page_context(request, namespace, "list", "schedules")
     async with services_of(request).pool.acquire() as conn:
         found = await schedules.states(conn, namespace, recent=5)
-    shown_schedules = [{"state": s, "view": schedules_api.schedule_view(s, 5)} for s in found]
+    shown_schedules = [{"state": s, "view": schedule_view(s, 5)} for s in found]
     return render(request, "schedules.html", {**context, "schedules": shown_schedules, "yaml": _yaml})
 
 

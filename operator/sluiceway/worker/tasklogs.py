@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from sluiceway.model.common import wire_time
 from sluiceway.model.execution import MAX_LOG_LINE
 
 # The lines of the task whose handler is running in this context, if any.
@@ -35,7 +36,7 @@ class LogBuffer:
 
     def add(self, message: str, level: str = "INFO", at: datetime.datetime | None = None, now: float = 0.0) -> None:
         text = message if len(message) <= MAX_LOG_LINE else message[: MAX_LOG_LINE - 17] + " [line truncated]"
-        stamp = (at or datetime.datetime.now(datetime.UTC)).isoformat().replace("+00:00", "Z")
+        stamp = wire_time(at or datetime.datetime.now(datetime.UTC))
         with self._lock:
             if self.size + len(text) > MAX_BUFFERED_BYTES:
                 self.dropped += 1

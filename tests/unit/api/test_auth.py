@@ -19,6 +19,7 @@ from sluiceway.api.errors import ApiError
 from sluiceway.api.services import Services
 from sluiceway.controls.ratelimits import Bucket, RateLimits
 from sluiceway.kubeapi.auth import KeySecret, ReviewedToken
+from sluiceway.plane import Plane
 
 A_KEY = "k3y-for-namespace-a-0123456789"
 
@@ -138,7 +139,7 @@ EXPECTED_GUARDS: dict[tuple[str, str], Rule | str] = {
 
 def declared_guards() -> dict[tuple[str, str], Rule | str | None]:
     """What guards each /v1 route of the real application, as its declaration says."""
-    app = create_app(Services(pool=None))  # type: ignore[arg-type]
+    app = create_app(Services(Plane(pool=None)))  # type: ignore[arg-type]
     routes = [r for r in guards.api_routes(app.routes) if r.path.startswith("/v1/")]
     return {(m, r.path.removeprefix(PREFIX)): guards.guard_of(r) for r in routes for m in r.methods}
 
@@ -218,7 +219,7 @@ def test_a_rule_that_checks_a_name_the_path_lacks_fails_at_start() -> None:
     async def things(namespace: str) -> None: ...
 
     with pytest.raises(ValueError, match="checks its {name}"):
-        guards.install(app, Services(pool=None))  # type: ignore[arg-type]
+        guards.install(app, Services(Plane(pool=None)))  # type: ignore[arg-type]
 
 
 # -- caches --------------------------------------------------------------------
@@ -542,8 +543,8 @@ async def call(
 
 def secured_app(fake: FakeKube) -> Any:
     services = Services(
-        pool=None,
-        authenticate=True,  # type: ignore[arg-type]
+        Plane(pool=None),  # type: ignore[arg-type]
+        authenticate=True,
         authenticator=authenticator(fake, Clock()),
     )
     return create_app(services)
@@ -586,8 +587,8 @@ async def test_api_keys_may_not_write_definitions_unless_allowed() -> None:
 
 async def test_a_route_without_a_rule_refuses_everyone_when_authentication_is_on() -> None:
     services = Services(
-        pool=None,
-        authenticate=True,  # type: ignore[arg-type]
+        Plane(pool=None),  # type: ignore[arg-type]
+        authenticate=True,
         authenticator=authenticator(FakeKube(), Clock()),
     )
     app = create_app(services)
@@ -607,7 +608,7 @@ async def test_failed_authentications_from_one_address_are_limited_without_a_tok
     API key still work from there; another address is still answered 401."""
     fake = FakeKube()
     services = Services(
-        pool=None,  # type: ignore[arg-type]
+        Plane(pool=None),  # type: ignore[arg-type]
         authenticate=True,
         authenticator=authenticator(fake, Clock()),
         rate_limits=RateLimits.off().model_copy(update={"failed_authentication": Bucket(per_second=1 / 60, burst=3)}),

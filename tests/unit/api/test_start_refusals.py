@@ -3,7 +3,7 @@ status code and the error document of the reference."""
 
 from __future__ import annotations
 
-from sluiceway.api.executions import start_error
+from sluiceway.api.outcomes import error_of as start_error
 from sluiceway.store.admission import LimitExceeded, QuotaExceeded
 from sluiceway.store.executions import WorkflowNotFound
 

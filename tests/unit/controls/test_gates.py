@@ -1,10 +1,26 @@
-"""Gate arithmetic at dequeue: the most restrictive gate wins."""
+"""Gate arithmetic at dequeue: the most restrictive gate wins. And the table
+of gate kinds: every wire name reads back as its kind, every kind has its
+sentence, and a kind the table does not know is an error."""
 
 from __future__ import annotations
 
 import pytest
 
-from sluiceway.controls.gates import GateState, SemaphoreState, allowance, closed, in_flight_ceiling, window_start
+from sluiceway.controls.gates import (
+    GATES,
+    SEMAPHORE,
+    GateHold,
+    GateKind,
+    GateState,
+    Held,
+    SemaphoreState,
+    UnknownGate,
+    allowance,
+    closed,
+    in_flight_ceiling,
+    parse_control,
+    window_start,
+)
 from sluiceway.controls.policy import Gates
 
 
@@ -75,3 +91,56 @@ def test_the_in_flight_ceiling_is_the_tightest_count_gate(
 )
 def test_fixed_windows_are_floor_of_now_over_size(now: float, size: int, start: float) -> None:
     assert window_start(now, size) == start
+
+
+def test_the_wire_names_are_those_clients_and_dashboards_read() -> None:
+    assert [gate.wire for gate in GATES] == [
+        "concurrentExecLimit",
+        "rateLimit",
+        "semaphore",
+        "maxConcurrentTasks",
+        "rateLimitConfig",
+    ]
+    assert [gate.wire for gate in GATES if gate.names is not None] == ["semaphore"]
+
+
+def _named(gate: GateKind) -> str:
+    return "legacy_erp" if gate.names is not None else ""
+
+
+@pytest.mark.parametrize("gate", GATES, ids=lambda gate: gate.wire)
+def test_every_kind_round_trips_from_its_wire_text(gate: GateKind) -> None:
+    control = gate.control(_named(gate))
+    assert parse_control(control) == (gate, _named(gate))
+    assert parse_control(control)[0].control(_named(gate)) == control
+    assert control.partition(":")[0] == gate.wire
+
+
+@pytest.mark.parametrize("gate", GATES, ids=lambda gate: gate.wire)
+def test_every_kind_has_a_why_sentence_with_its_numbers(gate: GateKind) -> None:
+    hold = GateHold(gate, 7, 7, retry_in=3.0, window_seconds=60, name=_named(gate))
+    sentence = hold.sentence(Held("export", ["t1 (run r1)"]))
+    assert "7/7" in sentence and hold.detail.startswith("7/7")
+    assert "export" in sentence or gate.names is not None, "the sentence names what it holds back"
+    assert _named(gate) in sentence, "a gate that names something says which"
+
+
+@pytest.mark.parametrize(
+    ("control", "complaint"),
+    [
+        ("bandwidth:eu", "unknown gate kind 'bandwidth'"),
+        ("Semaphore:erp", "unknown gate kind 'Semaphore'"),
+        ("", "unknown gate kind ''"),
+        ("semaphore", "semaphore needs the Semaphore's name"),
+        ("semaphore:", "semaphore needs the Semaphore's name"),
+        ("rateLimit:eu", "rateLimit names nothing after a colon"),
+    ],
+)
+def test_an_unknown_or_misshapen_control_is_an_error_naming_it(control: str, complaint: str) -> None:
+    with pytest.raises(UnknownGate, match=complaint):
+        parse_control(control)
+
+
+def test_a_hold_cannot_leave_out_what_its_gate_names() -> None:
+    with pytest.raises(UnknownGate, match="needs the Semaphore's name"):
+        GateHold(SEMAPHORE, 1, 1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from sluiceway.model.execution import ResultStatus, TaskResult
 from sluiceway.model.workflow import TaskType
+from sluiceway.plane import Plane
 from sluiceway.store.leasing import Lease
 from sluiceway.systemtasks.runner import SystemTaskRunner
 
@@ -33,13 +34,13 @@ def lease(kind: str) -> Lease:
 
 async def test_each_lease_goes_to_the_kind_of_its_type() -> None:
     kind = Recording()
-    runner = SystemTaskRunner(pool=None, kinds=[kind])  # type: ignore[arg-type]  # call() touches no database
+    runner = SystemTaskRunner(Plane(pool=None), kinds=[kind])  # type: ignore[arg-type]  # call() touches no database
     result = await runner.call(lease("HTTP_POLL"))
     assert result.status is ResultStatus.COMPLETED and kind.called == [lease("HTTP_POLL").task_id]
 
 
 async def test_a_type_nothing_here_runs_fails_terminally_naming_it() -> None:
-    runner = SystemTaskRunner(pool=None, kinds=[Recording()])  # type: ignore[arg-type]
+    runner = SystemTaskRunner(Plane(pool=None), kinds=[Recording()])  # type: ignore[arg-type]
     for unknown in ("HTTP", "GRPC"):
         result = await runner.call(lease(unknown))
         assert result.status is ResultStatus.FAILED_WITH_TERMINAL_ERROR

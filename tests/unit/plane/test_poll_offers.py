@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from sluiceway.api.tasks import _wait_offering
 from sluiceway.model.execution import PollRequest
+from sluiceway.plane.dispatch import _wait_offering
 from sluiceway.store import matching
 from sluiceway.store.leasing import Lease
 from sluiceway.store.matching import Offer, Offers

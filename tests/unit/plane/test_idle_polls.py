@@ -4,7 +4,7 @@ for every poller at once."""
 
 from __future__ import annotations
 
-from sluiceway.api.services import Services
+from sluiceway.plane import Plane
 from sluiceway.store.notifications import Notifications
 
 
@@ -59,20 +59,20 @@ async def test_a_waiting_poll_returns_at_once_when_a_notification_came_since_its
 
 
 def test_idle_pollers_are_written_together_once_per_interval() -> None:
-    svc = Services(pool=None, poll_record_interval=5.0)  # type: ignore[arg-type]  # no database needed
-    first = svc.polls_to_record("ns", ["a"], "w1")
+    plane = Plane(pool=None, poll_record_interval=5.0)  # type: ignore[arg-type]  # no database needed
+    first = plane.polls_to_record("ns", ["a"], "w1")
     assert first == [("ns", "a", "w1")], "a new worker is written at once"
-    assert svc.polls_to_record("ns", ["a"], "w1") == [], "a known worker waits for the interval"
-    svc._polls_written_at -= 10  # the interval passed
-    second = svc.polls_to_record("ns", ["a", "b"], "w1")
+    assert plane.polls_to_record("ns", ["a"], "w1") == [], "a known worker waits for the interval"
+    plane._polls_written_at -= 10  # the interval passed
+    second = plane.polls_to_record("ns", ["a", "b"], "w1")
     assert sorted(second) == [("ns", "a", "w1"), ("ns", "b", "w1")]
 
 
 def test_a_due_write_carries_every_poll_seen_since_the_last_one() -> None:
-    svc = Services(pool=None, poll_record_interval=5.0)  # type: ignore[arg-type]
+    plane = Plane(pool=None, poll_record_interval=5.0)  # type: ignore[arg-type]
     for worker in ("w1", "w2", "w3"):
-        svc.polls_to_record("ns", ["a"], worker)
+        plane.polls_to_record("ns", ["a"], worker)
     for worker in ("w1", "w2"):
-        assert svc.polls_to_record("ns", ["a"], worker) == []
-    svc._polls_written_at -= 10
-    assert sorted(svc.polls_to_record("ns", ["a"], "w3")) == [("ns", "a", "w1"), ("ns", "a", "w2"), ("ns", "a", "w3")]
+        assert plane.polls_to_record("ns", ["a"], worker) == []
+    plane._polls_written_at -= 10
+    assert sorted(plane.polls_to_record("ns", ["a"], "w3")) == [("ns", "a", "w1"), ("ns", "a", "w2"), ("ns", "a", "w3")]
