@@ -32,7 +32,7 @@ from sluiceway.plane import Plane as ExecutionPlane  # noqa: E402
 from sluiceway.store import executions, leasing, results, workflows  # noqa: E402
 from sluiceway.store.database import Pool, open_pool  # noqa: E402
 from sluiceway.store.deciding import DeciderConfig, decide_batch  # noqa: E402
-from tests.integration.ui_support import serve_ui  # noqa: E402
+from tests.support.ui import serve_ui  # noqa: E402
 
 NS = "bench"
 SPEC = {

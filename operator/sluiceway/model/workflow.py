@@ -12,7 +12,7 @@ import functools
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from sluiceway.model.attributes import MAX_DECLARED, SearchAttribute
 from sluiceway.model.common import EngineName, SecretKeyRef, SetOf, Spec, Status
@@ -337,6 +337,16 @@ class RateLimitConfig(Spec):
         description="An expression such as ${workflow.input.tenantId}; runs sharing the resolved key are limited.",
     )
     concurrent_exec_limit: int = Field(ge=1, le=1_000_000, description="Runs per key at once.")
+
+    @classmethod
+    def limit_in(cls, raw: Any) -> int | None:
+        """The concurrentExecLimit of a stored rateLimitConfig, read through
+        this model even when the rest of its Workflow no longer parses; None
+        when there is none, or it does not parse either."""
+        try:
+            return cls.model_validate(raw).concurrent_exec_limit if raw is not None else None
+        except ValidationError:
+            return None
 
 
 MAX_CHAIN_TIMEOUT_SECONDS = 10 * 31_536_000

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import asyncpg
 
 from sluiceway.controls.expressions import admission_key
-from sluiceway.model.workflow import WorkflowSpec
+from sluiceway.model.workflow import RateLimitConfig, WorkflowSpec
 from sluiceway.store.sql import claim
 
 # A concurrency refusal cannot know when a slot frees; this is a polite hint.
@@ -193,18 +193,15 @@ async def admit_waiting(
     return [r["id"] for r in await conn.fetch(_ADMIT_NEXT, namespace, workflow, key, limit - admitted)]
 
 
+NO_LIMIT = 1_000_000  # the largest concurrentExecLimit a Workflow may set
+
+
 async def rebalance(conn: asyncpg.Connection, batch: int = 100) -> list[uuid.UUID]:
     """Admit waiting runs wherever the latest limit leaves room: catches a
     raised limit, and a run that was being decided when a slot freed."""
     admitted: list[uuid.UUID] = []
     for row in await conn.fetch(_WAITING_KEYS, batch):
-        config = row["config"]
-        if not config:  # the workflow dropped its rateLimitConfig: admit everyone
-            admitted += await admit_waiting(
-                conn, row["namespace"], row["workflow_name"], row["admission_key"], 1_000_000
-            )
-            continue
-        admitted += await admit_waiting(
-            conn, row["namespace"], row["workflow_name"], row["admission_key"], int(config["concurrentExecLimit"])
-        )
+        # The workflow dropped its rateLimitConfig (or it no longer reads): admit everyone.
+        limit = RateLimitConfig.limit_in(row["config"]) or NO_LIMIT
+        admitted += await admit_waiting(conn, row["namespace"], row["workflow_name"], row["admission_key"], limit)
     return admitted

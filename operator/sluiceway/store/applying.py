@@ -38,7 +38,7 @@ from sluiceway.engine.commands import (
 from sluiceway.engine.decider import consequences
 from sluiceway.engine.snapshot import RunLinks, RunSnapshot
 from sluiceway.model.execution import RunStatus, TaskStatus
-from sluiceway.model.workflow import Executor, TaskType
+from sluiceway.model.workflow import Executor, RateLimitConfig, TaskType
 from sluiceway.store import messages, sql, wakeups
 from sluiceway.store.endings import DEFAULT_RETENTION_SECONDS, Finishing, finish_runs, start_child
 from sluiceway.store.quarantining import Quarantined, SetAside, quarantine_runs
@@ -393,15 +393,14 @@ class Applier:
 
 
 def _admission_limit(raw_spec: str | None) -> int | None:
-    """rateLimitConfig.concurrentExecLimit from a spec that may not parse; None
-    leaves the admission of waiting runs to the sweeper's rebalance."""
-    if raw_spec is None:  # the version row is missing
-        return None
+    """rateLimitConfig.concurrentExecLimit from a spec that may not parse (its
+    version row may even be missing); None leaves the admission of waiting
+    runs to the sweeper's rebalance."""
     try:
-        limit = json.loads(raw_spec)["rateLimitConfig"]["concurrentExecLimit"]
-    except (ValueError, TypeError, KeyError):
+        stored = json.loads(raw_spec) if raw_spec is not None else None
+    except ValueError:
         return None
-    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+    return RateLimitConfig.limit_in(stored.get("rateLimitConfig")) if isinstance(stored, dict) else None
 
 
 def _bucket(now: datetime.datetime) -> datetime.datetime:

@@ -108,3 +108,12 @@ def test_engine_names_map_to_kubernetes_names(engine: str, kube: str) -> None:
 def test_a_name_with_nothing_usable_is_refused() -> None:
     with pytest.raises(ValueError):
         kube_name_for("___")
+
+
+def test_an_admission_limit_is_read_through_the_model_even_from_a_spec_that_no_longer_parses() -> None:
+    from sluiceway.model.workflow import RateLimitConfig
+
+    assert RateLimitConfig.limit_in({"rateLimitKey": "${workflow.input.tenant}", "concurrentExecLimit": 3}) == 3
+    assert RateLimitConfig.limit_in(None) is None
+    for broken in ({"concurrentExecLimit": 3}, {"rateLimitKey": "k", "concurrentExecLimit": 0}, "3", []):
+        assert RateLimitConfig.limit_in(broken) is None, broken
