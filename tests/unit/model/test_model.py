@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from sluiceway.k8s.validation import describe
 from sluiceway.model.common import kube_name_for
 from sluiceway.model.taskdefinition import TaskDefinitionSpec
-from sluiceway.model.workflow import WorkflowSpec
+from sluiceway.model.workflow import RateLimitConfig, WorkflowSpec
 
 
 @pytest.mark.parametrize(
@@ -111,8 +111,6 @@ def test_a_name_with_nothing_usable_is_refused() -> None:
 
 
 def test_an_admission_limit_is_read_through_the_model_even_from_a_spec_that_no_longer_parses() -> None:
-    from sluiceway.model.workflow import RateLimitConfig
-
     assert RateLimitConfig.limit_in({"rateLimitKey": "${workflow.input.tenant}", "concurrentExecLimit": 3}) == 3
     assert RateLimitConfig.limit_in(None) is None
     for broken in ({"concurrentExecLimit": 3}, {"rateLimitKey": "k", "concurrentExecLimit": 0}, "3", []):
