@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 
 from sluiceway.controls.chains import next_run_id
-from sluiceway.store import executions, workflows
+from sluiceway.store import executions, runs, workflows
 from tests.support.plane import Plane
 from tests.support.waiting import eventually_async
 
@@ -73,6 +73,6 @@ async def test_a_chain_keeps_one_deadline_across_links_and_ends_timed_out_when_i
         assert link["input"] == {"n": previous["input"]["n"] + 1}
         assert previous["reason"] == f"continued as new: run {link['id']}"
     async with pool.acquire() as conn:
-        view = await executions.get_run(conn, NAMESPACE, str(rows[0]["id"]))
+        view = await runs.get_run(conn, NAMESPACE, str(rows[0]["id"]))
     assert view is not None and view.next_run_id == str(rows[1]["id"]) and view.chain_id == str(first["id"])
     assert isinstance(uuid.UUID(view.next_run_id), uuid.UUID)

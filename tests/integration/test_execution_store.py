@@ -8,7 +8,7 @@ import uuid
 import asyncpg
 
 from sluiceway.model.execution import ResultStatus, RunStatus, TaskStatus
-from sluiceway.store import executions, results
+from sluiceway.store import executions, results, runs
 from sluiceway.store.deciding import DeciderConfig, Pass, decide_pass
 from sluiceway.store.sweeping import sweep
 from tests.support.store import (
@@ -47,7 +47,7 @@ async def test_a_run_completes_through_leases_and_results(pool: asyncpg.Pool) ->
     view = await run_status(pool, run_id)
     assert view.status is RunStatus.COMPLETED and view.output == {"ok": True}
     async with pool.acquire() as conn:
-        assert await executions.task_counts(conn, run_id) == {"COMPLETED": 2}
+        assert await runs.task_counts(conn, run_id) == {"COMPLETED": 2}
 
 
 async def test_a_result_for_a_finished_attempt_changes_nothing(pool: asyncpg.Pool) -> None:
@@ -217,7 +217,7 @@ async def test_the_workflow_timeout_fires_from_its_timer(pool: asyncpg.Pool) -> 
     view = await run_status(pool, run_id)
     assert view.status is RunStatus.TIMED_OUT
     async with pool.acquire() as conn:
-        assert await executions.task_counts(conn, run_id) == {"CANCELED": 1}
+        assert await runs.task_counts(conn, run_id) == {"CANCELED": 1}
 
 
 async def test_terminating_a_run_cancels_its_tasks_and_child_runs(pool: asyncpg.Pool) -> None:

@@ -27,7 +27,7 @@ from sluiceway.model.resources import (
 )
 from sluiceway.plane import Plane
 from sluiceway.store import definitions as stored
-from sluiceway.store import diagnostics, executions
+from sluiceway.store import diagnostics, executions, runs
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 NAMESPACE = "team-a"
@@ -161,7 +161,7 @@ async def test_a_workflow_run_starts_one_run_with_its_uid(pool: asyncpg.Pool) ->
     assert status["executionId"] == kwargs["uid"]
     assert "phase" not in status, "the run's state is the status mirror's: the run may have ended already"
     async with pool.acquire() as conn:
-        run = await executions.get_run(conn, NAMESPACE, kwargs["uid"])
+        run = await runs.get_run(conn, NAMESPACE, kwargs["uid"])
     assert run is not None and run.resource_name == "export-1" and run.input == {"day": "monday"}
 
 
@@ -177,7 +177,7 @@ async def test_a_workflow_run_over_a_quota_is_refused_with_the_quotas_answer(poo
     assert (status["phase"], status["control"]) == ("Refused", "quota:default")
     assert status["refusal"]["limit"] == 1 and status["refusal"]["current"] == 1
     async with pool.acquire() as conn:
-        assert await executions.get_run(conn, NAMESPACE, second["uid"]) is None
+        assert await runs.get_run(conn, NAMESPACE, second["uid"]) is None
 
 
 async def test_a_workflow_run_of_an_unknown_workflow_waits_saying_so_and_starts_once_it_exists(

@@ -12,7 +12,7 @@ import asyncpg
 from sluiceway.controls.policy import Gates, resolve
 from sluiceway.model.execution import ResultStatus, TaskResult
 from sluiceway.model.taskdefinition import TaskDefinitionSpec
-from sluiceway.store import definitions, executions, leasing, results, workflows
+from sluiceway.store import definitions, executions, leasing, results, runs, workflows
 from sluiceway.store.deciding import DeciderConfig, decide_batch
 
 NS = "team-a"
@@ -61,9 +61,9 @@ async def report(
     return outcomes[lease_.task_id]
 
 
-async def run_status(pool: asyncpg.Pool, run_id: str) -> executions.RunView:
+async def run_status(pool: asyncpg.Pool, run_id: str) -> runs.RunView:
     async with pool.acquire() as conn:
-        view = await executions.get_run(conn, NS, run_id)
+        view = await runs.get_run(conn, NS, run_id)
     assert view is not None
     return view
 

@@ -50,7 +50,8 @@ from sluiceway.model.execution import (
 from sluiceway.model.workflow import RUN_REF_PATTERN
 from sluiceway.plane import finding, runs, starts
 from sluiceway.plane.finding import DEFAULT_LIMIT, MAX_LIMIT, Order
-from sluiceway.store import attributes, audit, executions, logs
+from sluiceway.store import attributes, logs
+from sluiceway.store.runs import get_run, get_tasks
 
 router = APIRouter(prefix="/v1/ns/{namespace}/executions", tags=["executions"], responses=INVALID)
 
@@ -268,10 +269,10 @@ async def get(
     namespace: NAMESPACE, execution_id: EXECUTION_ID, include_tasks: bool = True, svc: Services = Depends(services)
 ) -> ExecutionView:
     async with svc.pool.acquire() as conn:
-        run = await executions.get_run(conn, namespace, str(execution_id))
+        run = await get_run(conn, namespace, str(execution_id))
         if run is None:
             raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
-        tasks = await executions.get_tasks(conn, run.id) if include_tasks else []
+        tasks = await get_tasks(conn, run.id) if include_tasks else []
         found = await attributes.of_runs(conn, [uuid.UUID(run.id)])
     return views.execution(run, tasks, found[uuid.UUID(run.id)])
 
@@ -452,7 +453,7 @@ async def restart(
     "/{execution_id}/audit",
     response_model=AuditPage,
     response_model_by_alias=True,
-    summary="Who changed the run through the API, oldest first",
+    summary="Who changed the run, and through which edge, oldest first",
     operation_id="run_audit",
     responses={404: refusal("No such run")},
     dependencies=[requires("get", "workflowruns")],
@@ -464,15 +465,14 @@ async def run_audit(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     svc: Services = Depends(services),
 ) -> AuditPage:
-    """Every operation that changed the run through the API (start,
-    terminate, pause, resume, retry, rerun, restart, decide, message, a HUMAN
-    task's decision, a webhook's acceptance), with the authenticated identity
-    that made it."""
-    async with svc.pool.acquire() as conn:
-        run = await executions.get_run(conn, namespace, str(execution_id))
-        if run is None:
-            raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
-        entries = await audit.read(conn, namespace, execution_id, after=after, limit=limit)
+    """Every operation that changed the run (start, terminate, pause, resume,
+    retry, rerun, restart, decide, message, a HUMAN task's decision, a
+    webhook's acceptance), through the API, the UI, a WorkflowRun's spec or a
+    schedule, with who made it: the authenticated identity, the WorkflowRun,
+    the scheduler."""
+    entries = await runs.audit_trail(svc.plane, namespace, str(execution_id), after=after, limit=limit)
+    if not isinstance(entries, list):
+        raise error_of(entries)
     return AuditPage(
         entries=[
             AuditEntry(
@@ -508,7 +508,7 @@ async def run_logs(
     svc: Services = Depends(services),
 ) -> LogPage:
     async with svc.pool.acquire() as conn:
-        run = await executions.get_run(conn, namespace, str(execution_id))
+        run = await get_run(conn, namespace, str(execution_id))
         if run is None:
             raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
         found = await logs.read(conn, execution_id, after=after, limit=limit, ref=task, cap=svc.plane.log_cap_bytes)

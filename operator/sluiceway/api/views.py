@@ -19,7 +19,7 @@ from sluiceway.model.execution import (
 )
 from sluiceway.plane import finding
 from sluiceway.plane.finding import Order
-from sluiceway.store import executions, listing, logs
+from sluiceway.store import listing, logs, runs
 
 
 def _summary(row: listing.RunRow) -> RunSummary:
@@ -49,9 +49,7 @@ def run_page(page: finding.Page, order: Order) -> RunPage:
     )
 
 
-def execution(
-    run: executions.RunView, tasks: list[executions.TaskView], search_attributes: dict[str, Any]
-) -> ExecutionView:
+def execution(run: runs.RunView, tasks: list[runs.TaskView], search_attributes: dict[str, Any]) -> ExecutionView:
     """A run and its tasks as `GET .../executions/{id}` answers."""
     superseded = run.superseded or {}
     return ExecutionView(

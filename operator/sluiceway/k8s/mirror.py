@@ -18,7 +18,7 @@ from sluiceway.observability.logs import about
 from sluiceway.store import mirroring
 from sluiceway.store.database import Pool
 from sluiceway.store.errors import StoreError
-from sluiceway.store.executions import shown_status
+from sluiceway.store.runs import shown_status
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,9 @@ from sluiceway.observability import metrics
 from sluiceway.plane.audit import Actor, Operation
 from sluiceway.plane.core import Plane
 from sluiceway.plane.units import unit
-from sluiceway.store import executions, messages, operations
+from sluiceway.store import audit, executions, messages, operations
 from sluiceway.store.operations import Done, Refusal, Refused
+from sluiceway.store.runs import RunView, get_run
 
 __all__ = [
     "Done",
@@ -31,6 +32,7 @@ __all__ = [
     "QueueFull",
     "Refusal",
     "Refused",
+    "audit_trail",
     "force_decide",
     "pause",
     "rerun",
@@ -160,10 +162,21 @@ async def send_message(
     return MessageQueued(outcome.id, bool(outcome.delivered_to))
 
 
-async def _run(conn: Any, namespace: str, run_id: str) -> executions.RunView | None:
+async def audit_trail(
+    plane: Plane, namespace: str, run_id: str, *, after: int = 0, limit: int = 1000
+) -> list[audit.Entry] | Refused:
+    """Who changed the run, oldest first: the entries after `after`, at most `limit`."""
+    async with plane.pool.acquire() as conn:
+        run = await _run(conn, namespace, run_id)
+        if run is None:
+            return operations.missing(namespace, run_id)
+        return await audit.read(conn, namespace, uuid.UUID(run.id), after=after, limit=limit)
+
+
+async def _run(conn: Any, namespace: str, run_id: str) -> RunView | None:
     """The run, or None when there is no such run (or `run_id` is not a run id at all)."""
     try:
         uuid.UUID(run_id)
     except ValueError:
         return None
-    return await executions.get_run(conn, namespace, run_id)
+    return await get_run(conn, namespace, run_id)

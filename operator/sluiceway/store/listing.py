@@ -24,7 +24,7 @@ from sluiceway.controls.attributes import Op, TypedFilter
 from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.store.attributes import COLUMNS
 from sluiceway.store.attributes import of_runs as attributes_of_runs
-from sluiceway.store.executions import shown_status
+from sluiceway.store.runs import shown_status
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 import asyncpg
 
-from sluiceway.store.executions import shown_status
+from sluiceway.store.runs import shown_status
 
 _NAMESPACES = """
 SELECT namespace FROM workflows UNION SELECT namespace FROM task_definitions

@@ -45,8 +45,9 @@ from sluiceway.plane.audit import ANONYMOUS, Actor
 from sluiceway.plane.errors import Invalid
 from sluiceway.plane.finding import Order
 from sluiceway.plane.schedules import schedule_view
-from sluiceway.store import diagnostics, executions, logs, overview, schedules, workflows
+from sluiceway.store import diagnostics, logs, overview, schedules, workflows
 from sluiceway.store.definitions import list_task_definitions
+from sluiceway.store.runs import get_run, task_attempts
 from sluiceway.store.tenancy import tenant_rules
 from sluiceway.ui import gantt, rungraph, session, views
 from sluiceway.ui.session import LoginNeeded, Viewer
@@ -313,7 +314,7 @@ async def _run_page(request: Request, namespace: str, execution_id: str) -> dict
     # One snapshot for every read: a decision committed between two of them
     # would show the header of one moment and the graph or the why of another.
     async with svc.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
-        run = await executions.get_run(conn, namespace, str(run_id))
+        run = await get_run(conn, namespace, str(run_id))
         if run is None:
             raise ApiError(404, "NOT_FOUND", f"no run {run_id} in namespace {namespace}")
         attempts = await overview.attempts(conn, run.id)
@@ -390,7 +391,7 @@ async def _task_panel(request: Request, namespace: str, run_id: str, ref: str) -
         raise ApiError(422, "INVALID_REQUEST", f"task: {ref[:64]!r} is not a task reference")
     svc = services_of(request)
     async with svc.pool.acquire() as conn:
-        attempts = await executions.task_attempts(conn, run_id, ref)
+        attempts = await task_attempts(conn, run_id, ref)
         facts = await diagnostics.run_facts(conn, namespace, uuid.UUID(run_id), svc.plane.policies, ref=ref)
         found = await logs.read(conn, uuid.UUID(run_id), after=0, limit=200, ref=ref, cap=svc.plane.log_cap_bytes)
     why: list[Reason] = []
@@ -408,7 +409,7 @@ async def task_panel(request: Request, namespace: str, execution_id: str, ref: s
     run_id = str(_run_id(execution_id))
     svc = services_of(request)
     async with svc.pool.acquire() as conn:
-        run = await executions.get_run(conn, namespace, run_id)
+        run = await get_run(conn, namespace, run_id)
     if run is None:
         raise ApiError(404, "NOT_FOUND", f"no run {run_id} in namespace {namespace}")
     context.update(await _task_panel(request, namespace, run_id, ref))
