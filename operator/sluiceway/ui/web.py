@@ -1,110 +1,56 @@
-"""The UI's pages and actions, served by the operator under /ui.
-
-Every page reads what the API reads, and every action is the execution
-plane's command the matching API route calls (`sluiceway.plane`), after the
-same access check, as the viewer: limited and audited the same way, so the UI
-can do nothing the API would refuse. Actions are POSTs behind a confirmation
-page that says what will happen (for bulk actions: to how many runs), and
-answer with a redirect back to a shareable URL."""
+"""The UI's pages, served by the operator under /ui: the runs list, a run
+(its graph, timeline, why and task panel), task attempts, gates,
+definitions and schedules. Every page reads what the API reads, after the
+same access check; the actions are `ui/actions.py`."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
-import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
-from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import quote
 
-import jinja2
 import yaml
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
-from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
-from starlette.datastructures import QueryParams
 
-from sluiceway import __version__
 from sluiceway.api import views as api_views
 from sluiceway.api.errors import ApiError
-from sluiceway.api.outcomes import error_of
-from sluiceway.api.services import Services, services_of
+from sluiceway.api.services import services_of
 from sluiceway.controls.gates import GateState, SemaphoreState, closed, window_start
 from sluiceway.controls.policy import Gates
 from sluiceway.controls.why import Reason, explain, explain_task
-from sluiceway.model.common import DNS_LABEL_PATTERN, ENGINE_NAME_PATTERN
-from sluiceway.model.execution import MAX_OPERATION_REASON, RunStatus, TaskStatus
-from sluiceway.model.workflow import RUN_REF_PATTERN, TaskType
-from sluiceway.plane import finding, human
-from sluiceway.plane import runs as operations
-from sluiceway.plane.audit import ANONYMOUS, Actor
-from sluiceway.plane.errors import Invalid
+from sluiceway.model.execution import RunStatus, TaskStatus
+from sluiceway.model.workflow import TaskType
+from sluiceway.plane import finding
 from sluiceway.plane.finding import Order
 from sluiceway.plane.schedules import schedule_view
 from sluiceway.store import diagnostics, logs, overview, schedules, workflows
 from sluiceway.store.definitions import list_task_definitions
 from sluiceway.store.runs import get_run, task_attempts
 from sluiceway.store.tenancy import tenant_rules
-from sluiceway.ui import gantt, rungraph, session, views
-from sluiceway.ui.session import LoginNeeded, Viewer
-from sluiceway.ui.statuses import is_failure, shown
-
-HERE = Path(__file__).parent
-PAGE_SIZE = 50
-GROUP_PAGE = 100
-BULK_LIMIT = 1000  # runs one bulk action may touch
-WHY_TASKS = 10  # active tasks whose reasons a run page explains; the rest are counted
-_ENGINE_NAME = re.compile(ENGINE_NAME_PATTERN)
-_NAMESPACE = re.compile(DNS_LABEL_PATTERN)
-_REF = re.compile(RUN_REF_PATTERN)
-
-templates = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(HERE / "templates"),
-    autoescape=True,
-    trim_blocks=True,
-    lstrip_blocks=True,
+from sluiceway.ui import actions, gantt, rungraph, session
+from sluiceway.ui.base import (
+    ENGINE_NAME,
+    GROUP_PAGE,
+    HERE,
+    PAGE_SIZE,
+    TASK_REF,
+    WHY_TASKS,
+    UiRoute,
+    form_of,
+    namespace_name,
+    one,
+    page_context,
+    render,
+    run_key,
+    run_query,
+    visible_namespaces,
 )
-templates.globals.update(
-    shown=shown,
-    when=views.when,
-    duration=views.duration,
-    between=views.between,
-    pretty=views.pretty,
-    query=views.query,
-    quote=quote,
-    asdict=dataclasses.asdict,
-    version=__version__,
-)
-
-
-class UiRoute(APIRoute):
-    """Refusals as pages, not JSON: a 4xx page naming what was wrong, or the
-    login form when there is no accepted token."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def handle(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except LoginNeeded as needed:
-                if request.method == "GET" and request.url.path != "/ui/login":
-                    target = quote(str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""))
-                    return RedirectResponse(f"/ui/login?next={target}&why={quote(str(needed))}", status_code=303)
-                return render(request, "login.html", {"problem": str(needed), "next": "/ui"}, status=401)
-            except ApiError as error:
-                context = {"status": error.status, "error": error.body}
-                return render(request, "error.html", context, status=error.status)
-            except Invalid as invalid:
-                body = {"error": "INVALID_REQUEST", "message": str(invalid)}
-                return render(request, "error.html", {"status": 422, "error": body}, status=422)
-
-        return handle
-
+from sluiceway.ui.statuses import is_failure
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 
@@ -112,75 +58,8 @@ router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 def install(app: FastAPI) -> None:
     """Serve the UI at /ui on this application."""
     app.include_router(router)
+    app.include_router(actions.router)
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
-
-
-def render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
-    csrf = session.csrf_token(request)
-    body = templates.get_template(name).render(
-        request=request,
-        csrf=csrf,
-        path=request.url.path,
-        params=_params(request),
-        partial=request.headers.get("hx-request") == "true",
-        **{"namespaces": [], "namespace": None, "viewer": None, **context},
-    )
-    response = HTMLResponse(body, status_code=status)
-    if request.cookies.get(session.CSRF_COOKIE) != csrf:
-        secure = request.url.scheme == "https"
-        response.set_cookie(
-            session.CSRF_COOKIE, csrf, httponly=True, samesite="strict", secure=secure, path=session.COOKIE_PATH
-        )
-    response.headers["Cache-Control"] = "no-store"
-    response.headers["X-Frame-Options"] = "DENY"
-    return response
-
-
-def _params(request: Request) -> dict[str, list[str]]:
-    return {k: request.query_params.getlist(k) for k in request.query_params}
-
-
-def _namespace(namespace: str) -> str:
-    if not _NAMESPACE.fullmatch(namespace):
-        raise ApiError(404, "NOT_FOUND", f"{namespace[:64]!r} is not a namespace name")
-    return namespace
-
-
-def _run_id(text: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        raise ApiError(404, "NOT_FOUND", f"{text[:64]!r} is not a run id") from None
-
-
-async def _form(request: Request) -> dict[str, list[str]]:
-    body = await request.body()
-    if len(body) > 256_000:
-        raise ApiError(413, "TOO_LARGE", "the form is too large")
-    form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
-    session.check_csrf(request, form)
-    return form
-
-
-def _one(form: dict[str, list[str]], key: str, default: str = "") -> str:
-    return (form.get(key) or [default])[0]
-
-
-async def _visible_namespaces(request: Request, viewer: Viewer) -> list[str]:
-    svc = services_of(request)
-    async with svc.pool.acquire() as conn:
-        found = await overview.namespaces(conn)
-    return [ns for ns in found if await session.may(request, viewer, "list", "workflowruns", ns)]
-
-
-async def _page_context(request: Request, namespace: str, verb: str, resource: str) -> dict[str, Any]:
-    viewer = await session.viewer_of(request)
-    _namespace(namespace)
-    await session.require(request, viewer, verb, resource, namespace)
-    namespaces = await _visible_namespaces(request, viewer)
-    if namespace not in namespaces:
-        namespaces = sorted([*namespaces, namespace])
-    return {"viewer": viewer, "namespace": namespace, "namespaces": namespaces}
 
 
 # -- sign in -------------------------------------------------------------------
@@ -189,16 +68,16 @@ async def _page_context(request: Request, namespace: str, verb: str, resource: s
 @router.get("", response_class=HTMLResponse)
 async def home(request: Request, ns: str = "") -> Response:
     if ns:
-        return RedirectResponse(f"/ui/ns/{_namespace(ns)}/runs", status_code=303)
+        return RedirectResponse(f"/ui/ns/{namespace_name(ns)}/runs", status_code=303)
     viewer = await session.viewer_of(request)
-    namespaces = await _visible_namespaces(request, viewer)
+    namespaces = await visible_namespaces(request, viewer)
     if len(namespaces) == 1:
         return RedirectResponse(f"/ui/ns/{namespaces[0]}/runs", status_code=303)
     return render(request, "home.html", {"viewer": viewer, "namespaces": namespaces})
 
 
 @router.get("/login", response_class=HTMLResponse)
-async def login_form(request: Request, next: str = "/ui", why: str = "") -> Response:
+async def loginform_of(request: Request, next: str = "/ui", why: str = "") -> Response:
     return render(request, "login.html", {"problem": why, "next": _local(next)})
 
 
@@ -209,8 +88,8 @@ def _local(target: str) -> str:
 
 @router.post("/login", response_class=HTMLResponse)
 async def login(request: Request) -> Response:
-    form = await _form(request)
-    token, target = _one(form, "token").strip(), _local(_one(form, "next", "/ui"))
+    form = await form_of(request)
+    token, target = one(form, "token").strip(), _local(one(form, "next", "/ui"))
     svc = services_of(request)
     if not svc.authenticate:
         return RedirectResponse(target, status_code=303)
@@ -235,7 +114,7 @@ async def login(request: Request) -> Response:
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
-    await _form(request)
+    await form_of(request)
     response = RedirectResponse("/ui/login", status_code=303)
     response.delete_cookie(session.TOKEN_COOKIE, path=session.COOKIE_PATH)
     return response
@@ -244,45 +123,12 @@ async def logout(request: Request) -> Response:
 # -- runs ------------------------------------------------------------------------
 
 
-def _run_query(query: QueryParams, now: datetime.datetime) -> finding.RunQuery:
-    """The runs list's query string as the plane's run filter."""
-    workflow = query.get("workflow") or None
-    if workflow is not None and not _ENGINE_NAME.fullmatch(workflow):
-        raise ApiError(422, "INVALID_REQUEST", f"workflow: {workflow[:64]!r} is not a workflow name")
-    flags = {"yes": True, "no": False}
-    attributes = [line.strip() for text in query.getlist("attr") for line in text.splitlines() if line.strip()]
-    return finding.RunQuery(
-        workflow=workflow,
-        status=query.getlist("status"),
-        started_after=query.get("startedAfter") or views.started_after(query.get("since"), now),
-        started_before=query.get("startedBefore") or None,
-        awaiting_admission=flags.get(query.get("awaitingAdmission", "")),
-        sla_breached=flags.get(query.get("slaBreached", "")),
-        search_attributes=attributes,
-        parent=query.get("parent") or None,
-        restarted_from=query.get("restartedFrom") or None,
-    )
-
-
-async def _matching_ids(svc: Services, namespace: str, query: finding.RunQuery, limit: int) -> tuple[list[str], bool]:
-    """The ids of up to `limit` runs matching the filter, and whether more match."""
-    found: list[str] = []
-    cursor = None
-    while len(found) <= limit:
-        page = await finding.find_runs(svc.plane, namespace, query, limit=200, cursor=cursor)
-        found.extend(row.id for row in page.rows)
-        if page.next is None:
-            break
-        cursor = finding.encode_cursor(page.next, Order.NEWEST)
-    return found[:limit], len(found) > limit
-
-
 @router.get("/ns/{namespace}/runs", response_class=HTMLResponse)
 async def runs(request: Request, namespace: str) -> Response:
-    context = await _page_context(request, namespace, "list", "workflowruns")
+    context = await page_context(request, namespace, "list", "workflowruns")
     svc = services_of(request)
     now = datetime.datetime.now(datetime.UTC)
-    query = _run_query(request.query_params, now)
+    query = run_query(request.query_params, now)
     cursor = request.query_params.get("cursor") or None
     found = await finding.find_runs(svc.plane, namespace, query, limit=PAGE_SIZE, cursor=cursor)
     page = api_views.run_page(found, Order.NEWEST)
@@ -305,9 +151,9 @@ async def runs(request: Request, namespace: str) -> Response:
 
 
 async def _run_page(request: Request, namespace: str, execution_id: str) -> dict[str, Any]:
-    context = await _page_context(request, namespace, "get", "workflowruns")
+    context = await page_context(request, namespace, "get", "workflowruns")
     svc = services_of(request)
-    run_id = _run_id(execution_id)
+    run_id = run_key(execution_id)
     now = datetime.datetime.now(datetime.UTC)
     q = request.query_params
     expanded = frozenset(q.getlist("expand"))
@@ -387,7 +233,7 @@ async def run_page(request: Request, namespace: str, execution_id: str) -> Respo
 
 
 async def _task_panel(request: Request, namespace: str, run_id: str, ref: str) -> dict[str, Any]:
-    if not _REF.fullmatch(ref):
+    if not TASK_REF.fullmatch(ref):
         raise ApiError(422, "INVALID_REQUEST", f"task: {ref[:64]!r} is not a task reference")
     svc = services_of(request)
     async with svc.pool.acquire() as conn:
@@ -405,8 +251,8 @@ async def _task_panel(request: Request, namespace: str, run_id: str, ref: str) -
 async def task_panel(request: Request, namespace: str, execution_id: str, ref: str) -> Response:
     if request.headers.get("hx-request") != "true":  # a link opened on its own: the whole page
         return RedirectResponse(f"/ui/ns/{namespace}/runs/{execution_id}?task={quote(ref)}#task", status_code=303)
-    context = await _page_context(request, namespace, "get", "workflowruns")
-    run_id = str(_run_id(execution_id))
+    context = await page_context(request, namespace, "get", "workflowruns")
+    run_id = str(run_key(execution_id))
     svc = services_of(request)
     async with svc.pool.acquire() as conn:
         run = await get_run(conn, namespace, run_id)
@@ -421,187 +267,17 @@ async def task_panel(request: Request, namespace: str, execution_id: str, ref: s
     return render(request, "task_panel.html", context)
 
 
-# -- actions ----------------------------------------------------------------------
-
-# An action is the plane's command the API route of the same name calls, as
-# the viewer (the audit trail names them), on one run, with the form's fields.
-Action = Callable[[Services, Actor, str, str, dict[str, list[str]]], Awaitable[str]]
-
-
-def _actor(viewer: Viewer) -> Actor:
-    identity = viewer.identity
-    return ANONYMOUS if identity is None else Actor(identity.user, identity.via, identity.key)
-
-
-def _done(outcome: object) -> str:
-    """What an action did, or the refusal the API would answer, raised."""
-    if isinstance(outcome, operations.Done):
-        return outcome.message or outcome.status.value
-    if isinstance(outcome, operations.MessageQueued):
-        return f"message {outcome.id} " + ("handed to a waiting task" if outcome.delivered else "queued")
-    raise error_of(outcome)  # type: ignore[arg-type]  # every other outcome is a refusal
-
-
-async def _terminate(svc: Services, actor: Actor, namespace: str, run_id: str, form: dict[str, list[str]]) -> str:
-    reason = (_one(form, "reason") or "terminated from the UI")[:MAX_OPERATION_REASON]
-    return _done(await operations.terminate(svc.plane, actor, namespace, run_id, reason))
-
-
-async def _pause(svc: Services, actor: Actor, namespace: str, run_id: str, form: dict[str, list[str]]) -> str:
-    reason = _one(form, "reason")[:MAX_OPERATION_REASON]
-    return _done(await operations.pause(svc.plane, actor, namespace, run_id, reason))
-
-
-async def _resume(svc: Services, actor: Actor, namespace: str, run_id: str, form: dict[str, list[str]]) -> str:
-    return _done(await operations.resume(svc.plane, actor, namespace, run_id))
-
-
-async def _retry(svc: Services, actor: Actor, namespace: str, run_id: str, form: dict[str, list[str]]) -> str:
-    return _done(await operations.retry(svc.plane, actor, namespace, run_id))
-
-
-async def _rerun(svc: Services, actor: Actor, namespace: str, run_id: str, form: dict[str, list[str]]) -> str:
-    ref = _one(form, "task")
-    if not _REF.fullmatch(ref):
-        raise ApiError(422, "INVALID_REQUEST", f"task: {ref[:64]!r} is not a task reference")
-    return _done(await operations.rerun(svc.plane, actor, namespace, run_id, ref))
-
-
-async def _send(svc: Services, actor: Actor, namespace: str, run_id: str, form: dict[str, list[str]]) -> str:
-    text = _one(form, "message")
-    try:
-        message = json.loads(text)
-    except ValueError as error:
-        raise ApiError(422, "INVALID_REQUEST", f"message: not JSON ({error})") from None
-    return _done(await operations.send_message(svc.plane, actor, namespace, run_id, message))
-
-
-ACTIONS: dict[str, tuple[Action, str]] = {
-    "terminate": (_terminate, "Terminate"),
-    "pause": (_pause, "Pause"),
-    "resume": (_resume, "Resume"),
-    "retry": (_retry, "Retry from the failed tasks"),
-    "rerun": (_rerun, "Rerun from a task"),
-    "message": (_send, "Send a message"),
-}
-WHAT_ACTIONS_DO = {
-    "terminate": "The run ends as TERMINATED; tasks in flight are canceled. It can be retried afterwards.",
-    "pause": "Nothing new is scheduled and the run's clocks stop; leased tasks finish.",
-    "resume": "Held tasks are queued again; the deadline and SLA move by the time paused.",
-    "retry": "Failed, timed-out and canceled tasks start again; completed tasks keep their output.",
-    "rerun": "The task and everything after it start afresh; the others keep their outputs.",
-    "message": "The message (any JSON value) joins the run's queue; a PULL_WORKFLOW_MESSAGES task takes it.",
-}
-
-
-def _action(name: str) -> Action:
-    if name not in ACTIONS:
-        raise ApiError(404, "NOT_FOUND", f"no action {name[:32]!r}: one of {', '.join(ACTIONS)}")
-    return ACTIONS[name][0]
-
-
-@router.get("/ns/{namespace}/runs/{execution_id}/{action}", response_class=HTMLResponse)
-async def confirm_action(request: Request, namespace: str, execution_id: str, action: str) -> Response:
-    _action(action)
-    context = await _page_context(request, namespace, "update", "workflowruns")
-    run_id = _run_id(execution_id)
-    task = request.query_params.get("task", "")
-    return render(
-        request,
-        "confirm.html",
-        {
-            **context,
-            "action": action,
-            "title": ACTIONS[action][1],
-            "explain": WHAT_ACTIONS_DO[action],
-            "ids": [str(run_id)],
-            "task": task,
-            "target": f"/ui/ns/{namespace}/runs/{run_id}/{action}",
-            "back": f"/ui/ns/{namespace}/runs/{run_id}",
-            "more": False,
-        },
-    )
-
-
-@router.post("/ns/{namespace}/runs/{execution_id}/{action}")
-async def do_action(request: Request, namespace: str, execution_id: str, action: str) -> Response:
-    act = _action(action)
-    form = await _form(request)
-    context = await _page_context(request, namespace, "update", "workflowruns")
-    run_id = _run_id(execution_id)
-    try:
-        message = await act(services_of(request), _actor(context["viewer"]), namespace, str(run_id), form)
-    except ApiError as error:
-        context.update(status=error.status, error=error.body, back=f"/ui/ns/{namespace}/runs/{run_id}")
-        return render(request, "error.html", context, status=error.status)
-    return RedirectResponse(f"/ui/ns/{namespace}/runs/{run_id}?done={quote(action + ': ' + message)}", status_code=303)
-
-
-@router.post("/ns/{namespace}/bulk", response_class=HTMLResponse)
-async def bulk_confirm(request: Request, namespace: str) -> Response:
-    """The confirmation of a bulk action: the runs selected, or those the
-    filter matches (up to BULK_LIMIT), counted."""
-    form = await _form(request)
-    context = await _page_context(request, namespace, "update", "workflowruns")
-    action = _one(form, "action")
-    _action(action)
-    if action in ("rerun", "message"):
-        raise ApiError(422, "INVALID_REQUEST", f"action: {action} is for one run; open the run")
-    more = False
-    if _one(form, "scope") == "filter":
-        query = _run_query(QueryParams(_one(form, "filter").lstrip("?")), datetime.datetime.now(datetime.UTC))
-        ids, more = await _matching_ids(services_of(request), namespace, query, BULK_LIMIT)
-    else:
-        ids = [str(_run_id(text)) for text in form.get("id", [])][:BULK_LIMIT]
-    return render(
-        request,
-        "confirm.html",
-        {
-            **context,
-            "action": action,
-            "title": ACTIONS[action][1],
-            "explain": WHAT_ACTIONS_DO[action],
-            "ids": ids,
-            "task": "",
-            "target": f"/ui/ns/{namespace}/bulk/{action}",
-            "back": f"/ui/ns/{namespace}/runs"
-            + ("?" + _one(form, "filter").lstrip("?") if _one(form, "filter") else ""),
-            "more": more,
-        },
-    )
-
-
-@router.post("/ns/{namespace}/bulk/{action}", response_class=HTMLResponse)
-async def bulk_action(request: Request, namespace: str, action: str) -> Response:
-    act = _action(action)
-    form = await _form(request)
-    context = await _page_context(request, namespace, "update", "workflowruns")
-    outcomes: dict[str, list[str]] = {}
-    svc = services_of(request)
-    actor = _actor(context["viewer"])
-    for text in form.get("id", [])[:BULK_LIMIT]:
-        run_id = _run_id(text)
-        try:
-            await act(svc, actor, namespace, str(run_id), form)
-            outcomes.setdefault("done", []).append(str(run_id))
-        except ApiError as error:
-            outcomes.setdefault(
-                str(error.body["message"]) if error.status == 404 else str(error.body["error"]), []
-            ).append(str(run_id))
-    return render(request, "bulk_done.html", {**context, "action": action, "outcomes": outcomes})
-
-
 @router.get("/ns/{namespace}/tasks", response_class=HTMLResponse)
 async def tasks(request: Request, namespace: str) -> Response:
     """Task attempts, filtered and paged as the API's task list is: what a
     queue holds back, what a worker ran, the HUMAN inbox."""
-    context = await _page_context(request, namespace, "list", "workflowruns")
+    context = await page_context(request, namespace, "list", "workflowruns")
     q = request.query_params
     kind = q.get("type") or None
     if kind is not None and kind not in TaskType.__members__:
         raise ApiError(422, "INVALID_REQUEST", f"type: {kind[:32]!r} is not a task type")
     for name in ("taskType", "workflow"):
-        if q.get(name) and not _ENGINE_NAME.fullmatch(q[name]):
+        if q.get(name) and not ENGINE_NAME.fullmatch(q[name]):
             raise ApiError(422, "INVALID_REQUEST", f"{name}: {q[name][:64]!r} is not a name")
     order = Order.OLDEST if q.get("order") == "oldest" else Order.NEWEST
     query = finding.TaskQuery(
@@ -618,71 +294,12 @@ async def tasks(request: Request, namespace: str) -> Response:
     return render(request, "tasks.html", {**context, "page": page, "statuses": [s.value for s in TaskStatus]})
 
 
-# -- HUMAN tasks ----------------------------------------------------------------------
-
-
-async def _human_task(request: Request, namespace: str, task_id: str) -> human.WaitingTask:
-    found = await human.human_task(services_of(request).plane, namespace, task_id)
-    if not isinstance(found, human.WaitingTask):
-        raise error_of(found)
-    return found
-
-
-@router.get("/ns/{namespace}/human/{task_id}", response_class=HTMLResponse)
-async def decide_form(request: Request, namespace: str, task_id: str) -> Response:
-    """The confirmation of a person's decision: the task's input, and the
-    output to complete it with (or the reason to reject it)."""
-    context = await _page_context(request, namespace, "get", "workflowruns")
-    task = await _human_task(request, namespace, task_id)
-    await session.require(request, context["viewer"], "update", "workflowruns", namespace, task.workflow_name)
-    return render(request, "human.html", {**context, "task": task, "output": "{}", "problem": ""})
-
-
-@router.post("/ns/{namespace}/human/{task_id}", response_class=HTMLResponse)
-async def decide(request: Request, namespace: str, task_id: str) -> Response:
-    """Complete or reject a waiting HUMAN task, as the API's complete and
-    reject do: the same rule (update on the runs of its workflow), the same
-    store function, recorded with who decided."""
-    form = await _form(request)
-    context = await _page_context(request, namespace, "get", "workflowruns")
-    task = await _human_task(request, namespace, task_id)
-    viewer: Viewer = context["viewer"]
-    await session.require(request, viewer, "update", "workflowruns", namespace, task.workflow_name)
-    decision, text, reason = _one(form, "decision"), _one(form, "output", "{}"), _one(form, "reason").strip()
-    problem = ""
-    try:
-        output = json.loads(text or "{}")
-    except ValueError as error:
-        output, problem = None, f"output: not JSON ({error})"
-    if not problem and not isinstance(output, dict):
-        problem = 'output: must be a JSON object, such as {"approved": true}'
-    if not problem and decision == "reject" and not reason:
-        problem = "reason: say why it is rejected"
-    if not problem and decision not in ("complete", "reject"):
-        problem = "decision: complete or reject"
-    if problem:
-        return render(request, "human.html", {**context, "task": task, "output": text, "problem": problem}, status=422)
-    actor = _actor(viewer)
-    outcome = await human.decide(
-        services_of(request).plane, actor, namespace, task, human.Decision(decision), output or {}, reason
-    )
-    if not isinstance(outcome, human.WaitingTask):
-        refused = error_of(outcome)
-        if refused.status == 413:  # the output is over the limit: the task still waits, show the form again
-            context = {**context, "task": task, "output": text, "problem": refused.body["message"]}
-            return render(request, "human.html", context, status=413)
-        raise refused
-    who = actor.user
-    done = quote(f"{task.ref}: {decision}d by {who}")
-    return RedirectResponse(f"/ui/ns/{namespace}/runs/{task.execution_id}?task={quote(task.ref)}&done={done}", 303)
-
-
 # -- gates, definitions -------------------------------------------------------------
 
 
 @router.get("/ns/{namespace}/gates", response_class=HTMLResponse)
 async def gates(request: Request, namespace: str) -> Response:
-    context = await _page_context(request, namespace, "list", "taskdefinitions")
+    context = await page_context(request, namespace, "list", "taskdefinitions")
     svc = services_of(request)
     may_semaphores = await session.may(request, context["viewer"], "get", "semaphores", namespace)
     may_quotas = await session.may(request, context["viewer"], "get", "quotas", namespace)
@@ -762,7 +379,7 @@ def _gated_type(
 
 @router.get("/ns/{namespace}/definitions", response_class=HTMLResponse)
 async def definitions(request: Request, namespace: str) -> Response:
-    context = await _page_context(request, namespace, "list", "taskdefinitions")
+    context = await page_context(request, namespace, "list", "taskdefinitions")
     svc = services_of(request)
     async with svc.pool.acquire() as conn:
         tasks = await list_task_definitions(conn, namespace)
@@ -777,7 +394,7 @@ async def definitions(request: Request, namespace: str) -> Response:
 
 @router.get("/ns/{namespace}/schedules", response_class=HTMLResponse)
 async def schedule_list(request: Request, namespace: str) -> Response:
-    context = await _page_context(request, namespace, "list", "schedules")
+    context = await page_context(request, namespace, "list", "schedules")
     async with services_of(request).pool.acquire() as conn:
         found = await schedules.states(conn, namespace, recent=5)
     shown_schedules = [{"state": s, "view": schedule_view(s, 5)} for s in found]
@@ -786,8 +403,8 @@ async def schedule_list(request: Request, namespace: str) -> Response:
 
 @router.get("/ns/{namespace}/workflows/{name}", response_class=HTMLResponse)
 async def workflow(request: Request, namespace: str, name: str) -> Response:
-    context = await _page_context(request, namespace, "get", "workflows")
-    if not _ENGINE_NAME.fullmatch(name):
+    context = await page_context(request, namespace, "get", "workflows")
+    if not ENGINE_NAME.fullmatch(name):
         raise ApiError(404, "NOT_FOUND", f"{name[:64]!r} is not a workflow name")
     svc = services_of(request)
     async with svc.pool.acquire() as conn:
