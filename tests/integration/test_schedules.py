@@ -258,7 +258,7 @@ async def test_a_scheduled_run_carries_the_schedules_search_attributes_checked_a
     fire = await trigger(pool, "tagged")
     assert fire.outcome == "started" and fire.run_id is not None
     async with pool.acquire() as conn:
-        found = await attributes.of_runs(conn, [uuid.UUID(fire.run_id)])
+        found = await attributes.of_runs(conn, NAMESPACE, [uuid.UUID(fire.run_id)])
     assert found[uuid.UUID(fire.run_id)] == {"team": "ops", "priority": 2}
 
     await add_schedule(pool, "mistyped", workflow="tagged", every="1h", searchAttributes={"priority": "high"})

@@ -273,7 +273,7 @@ async def get(
         if run is None:
             raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
         tasks = await get_tasks(conn, run.id) if include_tasks else []
-        found = await attributes.of_runs(conn, [uuid.UUID(run.id)])
+        found = await attributes.of_runs(conn, namespace, [uuid.UUID(run.id)])
     return views.execution(run, tasks, found[uuid.UUID(run.id)])
 
 

@@ -35,7 +35,7 @@ ON CONFLICT (run_id, name) DO UPDATE
 """
 _OF_RUNS = """
 SELECT run_id, name, type, keyword, int_value, double_value, bool_value, time_value
-  FROM run_attributes WHERE run_id = ANY($1::uuid[]) ORDER BY run_id, name
+  FROM run_attributes WHERE run_id = ANY($1::uuid[]) AND namespace = $2 ORDER BY run_id, name
 """
 _COPY = """
 INSERT INTO run_attributes (run_id, name, namespace, created_at, type, keyword, int_value, double_value, bool_value,
@@ -102,11 +102,13 @@ def _wire(row: asyncpg.Record) -> Any:
     return Attribute(row["name"], kind, value).wire()
 
 
-async def of_runs(conn: asyncpg.Connection, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
-    """The attributes of each of these runs, by name, in their JSON form."""
+async def of_runs(
+    conn: asyncpg.Connection, namespace: str, run_ids: list[uuid.UUID]
+) -> dict[uuid.UUID, dict[str, Any]]:
+    """The attributes of each of these runs of `namespace`, by name, in their JSON form."""
     found: dict[uuid.UUID, dict[str, Any]] = {run_id: {} for run_id in run_ids}
     if run_ids:
-        for row in await conn.fetch(_OF_RUNS, run_ids):
+        for row in await conn.fetch(_OF_RUNS, run_ids, namespace):
             found[row["run_id"]][row["name"]] = _wire(row)
     return found
 

@@ -209,7 +209,7 @@ async def runs(
     rows = await conn.fetch(sql, *args)
     more = len(rows) > limit
     rows = rows[:limit]
-    found = await attributes_of_runs(conn, [r["id"] for r in rows])
+    found = await attributes_of_runs(conn, namespace, [r["id"] for r in rows])
     page = [
         RunRow(
             id=str(r["id"]),

@@ -326,6 +326,6 @@ async def restart(
     )
     if isinstance(outcome, executions.Started) and outcome.created:
         created_at = await conn.fetchval("SELECT created_at FROM executions WHERE id = $1", uuid.UUID(outcome.id))
-        mine = await attributes.of_runs(conn, [uuid.UUID(outcome.id)])
+        mine = await attributes.of_runs(conn, namespace, [uuid.UUID(outcome.id)])
         await attributes.copy(conn, run["id"], uuid.UUID(outcome.id), created_at, mine[uuid.UUID(outcome.id)])
     return outcome
