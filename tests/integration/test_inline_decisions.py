@@ -92,6 +92,33 @@ async def test_a_started_run_has_its_first_task_scheduled_when_the_start_answers
         assert await queued(plane, item["id"]) == 0
 
 
+async def test_a_plain_start_is_written_decided_and_one_its_first_decision_cannot_make_alone_is_left_to_the_loop(
+    plane: Plane,
+) -> None:
+    """Plain starts are decided before they are written: the run's row is
+    written once, decided, with its first tasks, and no event is queued for
+    it. A first decision that ends the run is written decided and ends it; one
+    that reaches another run (a SUB_WORKFLOW) is written undecided, queued."""
+    await define_workflow(plane.pool, "one", ONE)
+    inline = {"name": "add", "taskReferenceName": "add", "type": "INLINE", "inputParameters": {"expression": "1 + 1"}}
+    await define_workflow(plane.pool, "instant", [inline])
+    await define_workflow(
+        plane.pool,
+        "parent",
+        [{"name": "child", "taskReferenceName": "child", "type": "SUB_WORKFLOW", "subWorkflowParam": {"name": "one"}}],
+    )
+    starts = [{"name": "one"}, {"name": "instant"}, {"name": "parent"}]
+    status, batch = await post(plane, f"{API}/executions/starts", {"starts": starts})
+    assert status == 200, batch
+    one, instant, parent = (item["id"] for item in batch["starts"])
+    assert await tasks_of(plane, one) == {"one": "SCHEDULED"} and await queued(plane, one) == 0
+    assert await fetchval(plane.pool, "SELECT evaluated FROM executions WHERE id = $1", uuid.UUID(one))
+    assert await status_of(plane, instant) == "COMPLETED" and await queued(plane, instant) == 0
+    assert await tasks_of(plane, parent) == {} and await queued(plane, parent) == 1  # the loop's
+    assert await decide_all(plane) >= 1
+    assert await tasks_of(plane, parent) == {"child": "IN_PROGRESS"}
+
+
 async def test_a_chain_s_next_task_comes_back_with_the_result_and_the_last_result_completes_the_run(
     plane: Plane,
 ) -> None:

@@ -135,9 +135,27 @@ class InlineDecisions:
         leases itself, not to be leased to waiting polls."""
         if self.config is None or not run_ids:
             return
-        self.decided = await deciding.decide_inline(conn, run_ids, self.config, unmatched)
-        if self.decided.left:
+        self._add(await deciding.decide_inline(conn, run_ids, self.config, unmatched))
+        if self.decided is not None and self.decided.left:
             await executions.notify_decider(conn)
+
+    def first(self) -> deciding.FirstDecisions | None:
+        """What decides the plain runs a start writes before they are written
+        (store.deciding.FirstDecisions); None when inline deciding is off. Once
+        the start has written them, `took_first` it."""
+        return deciding.FirstDecisions(self.config) if self.config is not None else None
+
+    async def took_first(self, conn: Any, first: deciding.FirstDecisions | None) -> None:
+        """Count what `first` decided with this transaction's inline decisions;
+        tell every decider of the runs it left."""
+        if first is None:
+            return
+        self._add(first.decided)
+        if first.decided.left:
+            await executions.notify_decider(conn)
+
+    def _add(self, decided: deciding.Decided) -> None:
+        self.decided = decided if self.decided is None else self.decided.merged(decided)
 
     def settle(self, committed: bool) -> None:
         if self.decided is not None:

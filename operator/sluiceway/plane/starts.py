@@ -39,13 +39,17 @@ async def start_many(
     over = {at: found for at, item in enumerate(items) if (found := oversized_value("input", item.input, limit))}
     wanted = [item for at, item in enumerate(items) if at not in over]
     async with unit(plane, actor, namespace) as work:
+        # A paused start is decided after its pause; the others as they are written.
+        first = work.inline.first() if paused is None else None
         outcomes = await executions.start_runs(
             work.conn,
             namespace,
             wanted,
             idempotency_window=plane.idempotency_window,
             notify=not plane.decides_inline,
+            first=first,
         )
+        await work.inline.took_first(work.conn, first)
         created: list[uuid.UUID] = []
         for item, outcome in zip(wanted, outcomes, strict=True):
             if isinstance(outcome, Started) and outcome.created:
@@ -55,7 +59,9 @@ async def start_many(
             for run in created:  # before its first decision: nothing is scheduled yet
                 await operations.pause(work.conn, namespace, str(run), paused)
                 work.changed(run, Operation.PAUSE, {"reason": paused})
-        await work.inline.decide(work.conn, created)  # a paused run's decision schedules nothing
+        # The runs not written by `first` (gated, keyed, ...): a paused run's decision schedules nothing.
+        handled = first.handled if first is not None else set()
+        await work.inline.decide(work.conn, [run for run in created if run not in handled])
         if created and not plane.decides_inline:
             work.wake_decider()
     judged = iter(outcomes)

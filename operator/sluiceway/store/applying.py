@@ -245,6 +245,13 @@ class Applier:
         if ending is None and (not snapshot.evaluated or timeout_at is not None or (mirrored and decision.commands)):
             self.decided.append(_Marked(run_id, timeout_at, chain_deadline_at))
 
+    def take_marks(self) -> list[_Marked]:
+        """The marks of the runs decided so far, for the caller to write with
+        their rows (runs not yet written: a start's first decisions); applying
+        then writes none."""
+        marks, self.decided = self.decided, []
+        return marks
+
     def quarantine(self, run_id: uuid.UUID, reason: str) -> None:
         if self.inline:
             self.left.add(run_id)

@@ -31,7 +31,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import asyncpg
@@ -59,6 +59,7 @@ from sluiceway.store import diagnostics, matching, snapshots
 from sluiceway.store.applying import Applier
 from sluiceway.store.database import Pool
 from sluiceway.store.endings import DEFAULT_RETENTION_SECONDS
+from sluiceway.store.executions import FirstWrite, FreshStart
 from sluiceway.store.policies import Policies
 from sluiceway.store.quarantining import Quarantined, SetAside, describe, quarantine_runs
 
@@ -66,6 +67,7 @@ __all__ = [
     "DEFAULT_RETENTION_SECONDS",
     "Decided",
     "DeciderConfig",
+    "FirstDecisions",
     "Pass",
     "Quarantined",
     "decide_batch",
@@ -228,6 +230,102 @@ async def decide_inline(
     return outcome
 
 
+def _fresh_row(run: FreshStart, now: datetime.datetime) -> snapshots.Run:
+    """A start about to be written, as the lock statements would read its row once written undecided."""
+    return {
+        "now": now,
+        "id": run.id,
+        "namespace": run.namespace,
+        "workflow_name": run.workflow_name,
+        "workflow_version": run.version,
+        "status": RunStatus.RUNNING.value,
+        "input": run.input,
+        "correlation_id": run.correlation_id,
+        "evaluated": False,
+        "timeout_at": None,
+        "terminate_requested": None,
+        "awaiting_admission": False,
+        "admission_key": None,
+        "parent_execution_id": None,
+        "parent_task_id": None,
+        "task_overrides": run.task_overrides,
+        "mirrored": False,
+        "quarantined": False,
+        "paused": False,
+        "superseded": {},
+        "input_overrides": {},
+        "chain_id": run.id,
+        "previous_run_id": None,
+        "chain_deadline_at": None,
+    }
+
+
+class FirstDecisions:
+    """The first decisions of the runs a start writes, made before their rows
+    are: each run is then written already decided, with its first tasks, and
+    no decide event is queued for it, consumed, or followed by a second write
+    of its row (what deciding it inline after the insert costs). A run whose
+    first decision is not its own affair (`_local`), or cannot be made, is
+    written undecided with its event, for the decider loop, as any start's.
+
+    The runs and their tasks are written in one savepoint: if it fails, it is
+    undone, logged, and the runs are written undecided instead. A start never
+    fails for it (but for a lost connection)."""
+
+    def __init__(self, config: DeciderConfig, unmatched: Collection[matching.Queue] = ()) -> None:
+        self.config = config
+        self.unmatched = set(unmatched)
+        self.decided = Decided()
+        self.handled: set[uuid.UUID] = set()  # the runs it wrote, decided or left to the loop
+
+    async def write_decided(
+        self,
+        conn: asyncpg.Connection,
+        fresh: Sequence[FreshStart],
+        write: Callable[[Mapping[uuid.UUID, FirstWrite]], Awaitable[None]],
+    ) -> None:
+        """Decide `fresh` and `write` them, decided where they could be (store.executions.start_runs)."""
+        self.handled |= {run.id for run in fresh}
+        self.decided.started_ns = time.time_ns()
+        matcher = _Matcher(self.config.offers, self.config.policies, self.unmatched) if self.config.offers else None
+        try:
+            async with conn.transaction():
+                now: datetime.datetime = await conn.fetchval("SELECT now()")
+                applier, decided = await self._decide(conn, fresh, now)
+                await write(decided)
+                if decided:
+                    applied = await applier.apply(conn, [], matcher)
+                    self.decided.ready, self.decided.ended = applied.ready, applied.ended
+        except Exception as error:  # noqa: BLE001 - whatever it was, the decider loop takes these runs
+            if matcher is not None:
+                matching.settle(matcher.claimed, committed=False)
+            if _connection_lost(error, conn):
+                raise
+            _inline_failures.note(error, len(fresh))
+            self.decided = Decided(left={run.id for run in fresh})
+            await write({})
+            return
+        self.decided.claimed = matcher.claimed if matcher is not None else []
+
+    async def _decide(
+        self, conn: asyncpg.Connection, fresh: Sequence[FreshStart], now: datetime.datetime
+    ) -> tuple[Applier, dict[uuid.UUID, FirstWrite]]:
+        applier = Applier(now, self.config.retention_seconds, inline=True)
+        live = [(_fresh_row(run, now), run.spec) for run in fresh]
+        for _, snapshot in await snapshots.build(conn, live, {}, self.config.policies, {}):
+            decision = await _decision(conn, self.config, snapshot, Event.STARTED, now)
+            if decision.quarantine() is not None or not _local(snapshot, decision):
+                continue  # written undecided: the loop decides it, and quarantines it if it must
+            applier.add(snapshot, decision)
+            self.decided.decisions.append((snapshot, decision))
+        armed = {mark.id: FirstWrite(mark.timeout_at, mark.chain_deadline_at) for mark in applier.take_marks()}
+        # A run its first decision ends has no mark: it is written decided all the same, then ended.
+        decided = {uuid.UUID(s.id): armed.get(uuid.UUID(s.id), FirstWrite()) for s, _ in self.decided.decisions}
+        self.decided.decided = len(decided)
+        self.decided.left = {run.id for run in fresh} - set(decided)
+        return applier, decided
+
+
 async def _decide_one_by_one(conn: asyncpg.Connection, config: DeciderConfig) -> int:
     """Isolate a run whose decision cannot be applied, so it cannot wedge the queue."""
     decided = 0
@@ -314,6 +412,20 @@ class Decided:
     started_ns: int = 0  # inline: when it began, for its trace
     # inline: the waiting polls leased tasks in the caller's transaction, to settle once it ended
     claimed: list[matching.Offer] = field(default_factory=list)
+
+    def merged(self, other: Decided) -> Decided:
+        """What this pass and `other` did together (one transaction's inline decisions)."""
+        started = [ns for ns in (self.started_ns, other.started_ns) if ns]
+        return Decided(
+            decided=self.decided + other.decided,
+            quarantined=self.quarantined + other.quarantined,
+            ended=self.ended + other.ended,
+            ready=self.ready | other.ready,
+            decisions=self.decisions + other.decisions,
+            left=self.left | other.left,
+            started_ns=min(started, default=0),
+            claimed=self.claimed + other.claimed,
+        )
 
     def traced(self) -> list[tuple[RunSnapshot, str | None]]:
         """The runs decided, with the status each ended in (None: still running), for trace_pass."""

@@ -7,9 +7,9 @@ import datetime
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 
@@ -17,7 +17,7 @@ from sluiceway.controls import attributes as attribute_rules
 from sluiceway.controls.pausing import effective_sla_seconds
 from sluiceway.model.execution import RunStatus, TaskOverride
 from sluiceway.model.workflow import WorkflowSpec, iter_tasks
-from sluiceway.store import admission, attributes, workflows
+from sluiceway.store import admission, attributes, sql, workflows
 from sluiceway.store.runs import shown_status
 from sluiceway.store.wakeups import NOTIFY_DECIDER_SQL
 
@@ -357,22 +357,77 @@ class _Plain:
     at: int
     id: uuid.UUID
     version: int
+    spec: WorkflowSpec
     item: StartItem
     sla: int
     kept: tuple[int | None, int | None]
     attributes: list[attribute_rules.Attribute]
 
 
+@dataclass(frozen=True)
+class _RunRow:
+    """A row of _INSERT_RUNS: a plain start, decided already when `evaluated`."""
+
+    id: sql.Uuid
+    name: sql.Text
+    version: sql.Int
+    input: sql.Json
+    correlation_id: sql.Text | None
+    sla: sql.Int
+    keep: sql.Int | None
+    keep_failed: sql.Int | None
+    overrides: sql.Json
+    evaluated: sql.Bool
+    timeout_at: sql.Instant | None
+    chain_deadline_at: sql.Instant | None
+
+
+class FirstDecider(Protocol):
+    """Decides the runs a start writes before they are written (store.deciding.FirstDecisions)."""
+
+    async def write_decided(
+        self,
+        conn: asyncpg.Connection,
+        fresh: Sequence[FreshStart],
+        write: Callable[[Mapping[uuid.UUID, FirstWrite]], Awaitable[None]],
+    ) -> None:
+        """Decide `fresh` and call `write` with what to write on each run decided (in a savepoint, with its tasks),
+        or with nothing when it could not (the runs are then written undecided, for the loop)."""
+        ...
+
+
+@dataclass(frozen=True)
+class FreshStart:
+    """A plain start about to be written, as its first decision reads it."""
+
+    id: uuid.UUID
+    namespace: str
+    workflow_name: str
+    version: int
+    spec: WorkflowSpec
+    input: Mapping[str, Any]
+    correlation_id: str | None
+    task_overrides: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class FirstWrite:
+    """What a run's first decision sets on its row: written with the row."""
+
+    timeout_at: datetime.datetime | None = None
+    chain_deadline_at: datetime.datetime | None = None
+
+
 # One statement for every plain start of a batch. Its rows carry exactly what
 # _INSERT_RUN would give a start without a key, a gate, a parent or a chain.
-_INSERT_RUNS = """
+_INSERT_RUNS = f"""
 INSERT INTO executions (id, namespace, workflow_name, workflow_version, status, input, correlation_id, sla_at,
-                        sla_seconds, retain_seconds, retain_failed_seconds, chain_id, task_overrides)
+                        sla_seconds, retain_seconds, retain_failed_seconds, chain_id, task_overrides, evaluated,
+                        timeout_at, chain_deadline_at)
 SELECT r.id, $1, r.name, r.version, 'RUNNING', r.input, r.correlation_id,
        CASE WHEN r.sla > 0 THEN now() + make_interval(secs => r.sla) END, r.sla, r.keep, r.keep_failed, r.id,
-       r.overrides
-  FROM unnest($2::uuid[], $3::text[], $4::int[], $5::jsonb[], $6::text[], $7::int[], $8::int[], $9::int[],
-              $10::jsonb[]) AS r(id, name, version, input, correlation_id, sla, keep, keep_failed, overrides)
+       r.overrides, r.evaluated, r.timeout_at, r.chain_deadline_at
+  FROM {sql.unnest(_RunRow, "r", first=2)}
 RETURNING id, created_at
 """
 # Quotas on runs gate every start of the namespace: with one, each start counts under its lock.
@@ -403,9 +458,12 @@ async def start_runs(
     *,
     idempotency_window: float = IDEMPOTENCY_WINDOW_SECONDS,
     notify: bool = True,
+    first: FirstDecider | None = None,
 ) -> list[StartOutcome]:
     """Start many runs in the caller's transaction, each judged on its own: one
     outcome per item, in order, exactly what `start_run` would have answered.
+    With `first`, the plain starts are decided before they are written (their
+    first tasks are written with them), those it could not decide queued.
 
     Plain starts (no requestId, a workflow without maxConcurrentExecutions or
     rateLimitConfig, a namespace without a run quota) are inserted with one
@@ -443,7 +501,7 @@ async def start_runs(
             )
         else:
             outcomes[at] = _unknown_override(found, item.task_overrides) or _checked_plain(at, found, item, plain)
-    await _insert_plain(conn, namespace, plain, notify)
+    await _write_plain(conn, namespace, plain, notify, first)
     for started in plain:
         outcomes[started.at] = Started(str(started.id), RunStatus.RUNNING)
     assert all(outcome is not None for outcome in outcomes)
@@ -463,33 +521,76 @@ def _checked_plain(
         return InvalidStart(checked.problems)
     kept = _kept_seconds(spec, None)
     sla = _sla_seconds(spec, item.sla_seconds)
-    plain.append(_Plain(at, uuid.uuid4(), found.version, item, sla, kept, list(checked.attributes.values())))
+    plain.append(_Plain(at, uuid.uuid4(), found.version, spec, item, sla, kept, list(checked.attributes.values())))
     return None
 
 
-async def _insert_plain(conn: asyncpg.Connection, namespace: str, plain: list[_Plain], notify: bool) -> None:
+async def _insert_plain(
+    conn: asyncpg.Connection,
+    namespace: str,
+    plain: list[_Plain],
+    notify: bool,
+    decided: Mapping[uuid.UUID, FirstWrite] | None = None,
+) -> None:
+    """Write the plain starts in one statement; those `decided` already are
+    written so (with what their first decision set), the others queued for
+    the decider."""
     if not plain:
         return
+    decided = decided or {}
+    rows = [_run_row(p, decided.get(p.id)) for p in plain]
     created = {
-        row["id"]: row["created_at"]
-        for row in await conn.fetch(
-            _INSERT_RUNS,
-            namespace,
-            [p.id for p in plain],
-            [p.item.name for p in plain],
-            [p.version for p in plain],
-            [p.item.input for p in plain],
-            [p.item.correlation_id for p in plain],
-            [p.sla for p in plain],
-            [p.kept[0] for p in plain],
-            [p.kept[1] for p in plain],
-            [_stored_overrides(p.item.task_overrides) for p in plain],
-        )
+        row["id"]: row["created_at"] for row in await conn.fetch(_INSERT_RUNS, namespace, *sql.arrays(rows, _RunRow))
     }
     for p in plain:
         if p.attributes:
             await attributes.write(conn, p.id, namespace, created[p.id], p.attributes)
-    await enqueue_decides(conn, [p.id for p in plain], "started", notify=notify)
+    await enqueue_decides(conn, [p.id for p in plain if p.id not in decided], "started", notify=notify)
+
+
+def _run_row(start: _Plain, decided: FirstWrite | None) -> _RunRow:
+    item = start.item
+    return _RunRow(
+        id=start.id,
+        name=item.name,
+        version=start.version,
+        input=item.input,
+        correlation_id=item.correlation_id,
+        sla=start.sla,
+        keep=start.kept[0],
+        keep_failed=start.kept[1],
+        overrides=_stored_overrides(item.task_overrides),
+        evaluated=decided is not None,
+        timeout_at=decided.timeout_at if decided else None,
+        chain_deadline_at=decided.chain_deadline_at if decided else None,
+    )
+
+
+async def _write_plain(
+    conn: asyncpg.Connection, namespace: str, plain: list[_Plain], notify: bool, first: FirstDecider | None
+) -> None:
+    """The plain starts written: decided by `first` before they are, when given."""
+    if first is None or not plain:
+        await _insert_plain(conn, namespace, plain, notify)
+        return
+    fresh = [
+        FreshStart(
+            p.id,
+            namespace,
+            p.item.name,
+            p.version,
+            p.spec,
+            p.item.input,
+            p.item.correlation_id,
+            _stored_overrides(p.item.task_overrides),
+        )
+        for p in plain
+    ]
+
+    async def write(decided: Mapping[uuid.UUID, FirstWrite]) -> None:
+        await _insert_plain(conn, namespace, plain, notify, decided)
+
+    await first.write_decided(conn, fresh, write)
 
 
 _REQUEST_TERMINATION = """

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import asyncpg
 from pydantic import ValidationError
@@ -89,7 +90,7 @@ class Loaded:
     aside before (with their raw spec, None if missing: a terminate still ends
     them); and those that cannot be read, with why."""
 
-    snapshots: list[tuple[asyncpg.Record, RunSnapshot]] = field(default_factory=list)
+    snapshots: list[tuple[Run, RunSnapshot]] = field(default_factory=list)
     set_aside: list[tuple[asyncpg.Record, str | None]] = field(default_factory=list)
     unreadable: dict[uuid.UUID, str] = field(default_factory=dict)
 
@@ -100,7 +101,7 @@ async def load(conn: asyncpg.Connection, runs: list[asyncpg.Record], policies: P
     rows_by_run, loaded.unreadable = await _task_rows(conn, [r["id"] for r in runs if not r["quarantined"]])
     keys = [_spec_key(run) for run in runs]
     specs = await workflows.stored_specs(conn, set(keys))
-    live: list[tuple[asyncpg.Record, WorkflowSpec]] = []
+    live: list[tuple[Run, WorkflowSpec]] = []
     for run, key in zip(runs, keys, strict=True):
         raw_spec = specs.get(key)  # None: the version row is missing
         if run["quarantined"]:
@@ -114,7 +115,7 @@ async def load(conn: asyncpg.Connection, runs: list[asyncpg.Record], policies: P
                     f"workflow {run['workflow_name']} version {run['workflow_version']} cannot be read: "
                     f"{describe(error)}"
                 )
-    loaded.snapshots = await _snapshots(conn, live, rows_by_run, policies, loaded.unreadable)
+    loaded.snapshots = await build(conn, live, rows_by_run, policies, loaded.unreadable)
     return loaded
 
 
@@ -192,16 +193,20 @@ def _literal(value: object) -> str:
     return value if isinstance(value, str) and "${" not in value else ""
 
 
-async def _snapshots(
+Run = Mapping[str, Any]  # a run's row as the lock statements read it (or as a start is about to write it)
+
+
+async def build(
     conn: asyncpg.Connection,
-    live: list[tuple[asyncpg.Record, WorkflowSpec]],
+    live: Sequence[tuple[Run, WorkflowSpec]],
     rows_by_run: Mapping[uuid.UUID, dict[str, TaskRow]],
     policies: Policies,
     unreadable: dict[uuid.UUID, str],
-) -> list[tuple[asyncpg.Record, RunSnapshot]]:
+) -> list[tuple[Run, RunSnapshot]]:
     """Each run with its snapshot; a run whose snapshot cannot be built is
     added to `unreadable` instead."""
     names_by_run: dict[uuid.UUID, set[str]] = defaultdict(set)
+    rows_by_run = defaultdict(dict, rows_by_run)
     failing_by_ns: dict[str, set[str]] = defaultdict(set)
     for run, spec in live:
         names = names_by_run[run["id"]]
@@ -232,7 +237,7 @@ async def _snapshots(
     for namespace, names in failing_by_ns.items():
         for row in await conn.fetch(_BUDGETS, namespace, list(names), WINDOW_SECONDS):
             budgets[namespace][row["name"]] = BudgetWindow(row["executions"], row["retries"])
-    built: list[tuple[asyncpg.Record, RunSnapshot]] = []
+    built: list[tuple[Run, RunSnapshot]] = []
     for run, spec in live:
         found = by_run[run["id"]]
         if isinstance(found, str):

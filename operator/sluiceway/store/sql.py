@@ -66,6 +66,7 @@ def claim(columns: str, rows: str, where: str, *, order_by: str = "", limit: str
 Uuid = Annotated[uuid.UUID, "uuid"]
 Text = Annotated[str, "text"]
 Int = Annotated[int, "int"]
+Bool = Annotated[bool, "boolean"]
 Json = Annotated[dict[str, Any], "jsonb"]
 Instant = Annotated[datetime.datetime, "timestamptz"]
 
