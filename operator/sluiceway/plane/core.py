@@ -127,15 +127,20 @@ class InlineDecisions:
     decided: deciding.Decided | None = None
 
     async def decide(
-        self, conn: Any, run_ids: Collection[uuid.UUID], unmatched: Collection[tuple[str, str]] = ()
+        self,
+        conn: Any,
+        run_ids: Collection[uuid.UUID],
+        unmatched: Collection[tuple[str, str]] = (),
+        unqueued: Collection[uuid.UUID] = (),
     ) -> None:
-        """Decide these runs, just queued, in the caller's transaction; tell
-        every decider of those it leaves. Nothing when inline deciding is off.
-        `unmatched`: queues (namespace, task type) whose new tasks the caller
-        leases itself, not to be leased to waiting polls."""
-        if self.config is None or not run_ids:
+        """Decide these runs, just queued (or `unqueued`: not queued, queued
+        now if left), in the caller's transaction; tell every decider of those
+        it leaves. Nothing when inline deciding is off. `unmatched`: queues
+        (namespace, task type) whose new tasks the caller leases itself, not
+        to be leased to waiting polls."""
+        if self.config is None or not (run_ids or unqueued):
             return
-        self._add(await deciding.decide_inline(conn, run_ids, self.config, unmatched))
+        self._add(await deciding.decide_inline(conn, run_ids, self.config, unmatched, unqueued))
         if self.decided is not None and self.decided.left:
             await executions.notify_decider(conn)
 

@@ -393,7 +393,7 @@ async def _apply(
         # The freed gated slots pass on before the runs are decided: they would sit empty meanwhile.
         handed = await _hand_over(conn, namespace, wanted, policies, _released(batch, outcomes) if handing else [])
         if queued is not None:  # the tasks of `next`'s types go back in this answer, not to waiting polls
-            await inline.decide(conn, queued.alone, [(namespace, name) for name in refilled])
+            await inline.decide(conn, queued.alone, [(namespace, name) for name in refilled], unqueued=queued.quiet)
         leased = await _lease_next(conn, namespace, wanted, policies, handed) if wanted is not None else []
     metrics.COMPLETE_LATENCY.observe(time.perf_counter() - started)
     left = bool(queued.busy) if queued is not None else any(o.applied for o in outcomes.values())

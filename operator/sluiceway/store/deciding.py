@@ -55,7 +55,7 @@ from sluiceway.model.execution import RunStatus
 from sluiceway.model.workflow import TaskType
 from sluiceway.observability import tracing
 from sluiceway.observability.logs import about
-from sluiceway.store import diagnostics, matching, snapshots
+from sluiceway.store import diagnostics, executions, matching, snapshots
 from sluiceway.store.applying import Applier
 from sluiceway.store.database import Pool
 from sluiceway.store.endings import DEFAULT_RETENTION_SECONDS
@@ -192,14 +192,16 @@ async def decide_inline(
     run_ids: Collection[uuid.UUID],
     config: DeciderConfig,
     unmatched: Collection[matching.Queue] = (),
+    unqueued: Collection[uuid.UUID] = (),
 ) -> Decided:
-    """Decide the runs a start or a result just queued, in the caller's
-    transaction, so that they move on at its commit: the caller reports the
-    outcome (`report`) once that commit is done, makes sure the decider loop
-    is told of the runs it `left`, and settles the polls it `claimed` (leased
-    the tasks it scheduled, as the loop's passes do; not those of the
-    `unmatched` queues, which the caller leases itself) once its transaction
-    has ended, committed or not.
+    """Decide the runs a start or a result just queued (`run_ids`), or did not
+    queue because it decides them here (`unqueued`: each is queued now if it is
+    left), in the caller's transaction, so that they move on at its commit:
+    the caller reports the outcome (`report`) once that commit is done, makes
+    sure the decider loop is told of the runs it `left`, and settles the polls
+    it `claimed` (leased the tasks it scheduled, as the loop's passes do; not
+    those of the `unmatched` queues, which the caller leases itself) once its
+    transaction has ended, committed or not.
 
     Only runs whose decision is their own affair are taken (see
     snapshots.LOCK_GIVEN and _local); a run another transaction holds is
@@ -208,23 +210,30 @@ async def decide_inline(
     undone and logged, and every run is left queued for the decider loop,
     which isolates and quarantines. Never raises but for a lost connection: a
     start or a result does not fail for it."""
-    wanted = sorted(set(run_ids))
-    if not wanted:
+    quiet = sorted(set(unqueued))
+    wanted = sorted(set(run_ids) - set(quiet))
+    if not wanted and not quiet:
         return Decided()
     started_ns = time.time_ns()
     matcher = _Matcher(config.offers, config.policies, set(unmatched)) if config.offers is not None else None
+    runs: list[asyncpg.Record] = []
     try:
         async with conn.transaction():
-            runs = await conn.fetch(snapshots.LOCK_GIVEN, wanted)
+            if wanted:
+                runs += await conn.fetch(snapshots.LOCK_GIVEN, wanted)
+            if quiet:
+                runs += await conn.fetch(snapshots.LOCK_UNQUEUED, quiet)
             outcome = await _decide(conn, runs, config, inline=True, matcher=matcher)
     except BaseException as error:  # noqa: BLE001 - whatever it was, the decider loop takes these runs
         if matcher is not None:  # undone with the savepoint: those polls lease for themselves
             matching.settle(matcher.claimed, committed=False)
         if not isinstance(error, Exception) or _connection_lost(error, conn):
             raise
-        _inline_failures.note(error, len(wanted))
-        return Decided(left=set(wanted))
-    outcome.left |= set(wanted) - {run["id"] for run in runs}
+        _inline_failures.note(error, len(wanted) + len(quiet))
+        await executions.enqueue_decides(conn, quiet, "task_updated", notify=False)
+        return Decided(left=set(wanted) | set(quiet))
+    outcome.left |= (set(wanted) | set(quiet)) - {run["id"] for run in runs}
+    await executions.enqueue_decides(conn, sorted(outcome.left & set(quiet)), "task_updated", notify=False)
     outcome.started_ns = started_ns
     outcome.claimed = matcher.claimed if matcher is not None else []
     return outcome

@@ -30,9 +30,10 @@ _CLEAR_TIMERS = """
        lease_expires_at = NULL, schedule_to_close_at = NULL, wait_until = NULL"""
 
 # One statement, one round trip: end the attempts, queue their runs for the
-# decider and wake it. A caller that decides the runs inline ($11 false) wakes
-# the decider only for the runs with other tasks still in flight (`busy`: a
-# fork's other branches), which it leaves to the loop without asking.
+# decider and wake it. A caller that decides the runs inline ($11 false)
+# queues and wakes the decider only for the runs with other tasks still in
+# flight (`busy`: a fork's other branches), which it leaves to the loop; the
+# others it decides itself, and queues those it leaves (store.deciding).
 _FINISH_ATTEMPTS = f"""
 WITH done AS (
     UPDATE tasks t
@@ -43,14 +44,16 @@ WITH done AS (
      WHERE t.id = r.id AND t.epoch = r.epoch AND t.status = {STILL_LEASED} AND t.namespace = $1
        AND (t.executor <> 'engine' OR t.type IN {types_where(TaskType.waits_for_signal)})
     RETURNING t.id, t.execution_id, t.namespace, t.name, t.holds
-), queued AS (
-    INSERT INTO decide_queue (execution_id, event) SELECT DISTINCT execution_id, 'task_updated' FROM done
 ), busy AS (
     SELECT DISTINCT d.execution_id FROM done d
      WHERE NOT $11::boolean AND EXISTS (
            SELECT 1 FROM tasks o
             WHERE o.execution_id = d.execution_id AND o.status IN ('SCHEDULED', 'IN_PROGRESS')
               AND o.id NOT IN (SELECT id FROM done))
+), queued AS (
+    INSERT INTO decide_queue (execution_id, event)
+    SELECT DISTINCT execution_id, 'task_updated' FROM done
+     WHERE $11::boolean OR execution_id IN (SELECT execution_id FROM busy)
 ), woken AS (
     SELECT {wakeups.NOTIFY_DECIDER_SQL} WHERE $11::boolean OR EXISTS (SELECT 1 FROM busy)
 ), freed AS ({wakeups.released("done", "$10::text[]", "$12::text[]")}
@@ -132,8 +135,9 @@ _APPLIED = Outcome(Verdict.APPLIED)
 class Queued:
     """The runs a result batch queued for the decider, for a caller that decides them inline."""
 
-    alone: set[uuid.UUID] = field(default_factory=set)  # for the caller to decide inline (or tell the decider)
-    busy: set[uuid.UUID] = field(default_factory=set)  # with other tasks in flight: the decider was told
+    alone: set[uuid.UUID] = field(default_factory=set)  # queued, for the caller to decide inline (or tell the decider)
+    quiet: set[uuid.UUID] = field(default_factory=set)  # not queued: the caller decides them, or queues them
+    busy: set[uuid.UUID] = field(default_factory=set)  # with other tasks in flight: queued, the decider was told
 
 
 async def apply_results(
@@ -150,8 +154,9 @@ async def apply_results(
     types whose freed slots the caller leases again itself (nobody is woken for them);
     `handing`: those whose semaphore permits it hands over too (leasing.hand_over wakes for the rest).
     `queued`: the caller decides inline the runs these results queue for the
-    decider: they are added to it, and the decider is woken only for the
-    `busy` ones (the caller tells it of those it leaves, executions.notify_decider)."""
+    decider: they are added to it, queued and the decider woken only for
+    the `busy` ones; the caller decides the others (`quiet` are not queued:
+    it queues those it leaves, and tells the decider, executions.notify_decider)."""
     outcomes: dict[str, Outcome] = {}
     for result in results:
         if not _is_uuid(result.task_id):
@@ -185,7 +190,7 @@ async def apply_results(
         outcomes.update({str(row["id"]): _APPLIED for row in rows})
         if queued is not None:
             for row in rows:
-                (queued.busy if row["busy"] else queued.alone).add(row["execution_id"])
+                (queued.busy if row["busy"] else queued.quiet).add(row["execution_id"])
     if progress:
         rows = await conn.fetch(
             _PROGRESS,

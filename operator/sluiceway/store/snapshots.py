@@ -64,12 +64,15 @@ LOCK_ONE = _take("e.id = $1")
 # other runs), nothing set aside, and never one another transaction holds.
 # Nor a run with tasks still in flight (a fork's other branches): each of their
 # results would decide it again, where the loop decides it once for many.
-LOCK_GIVEN = _take(
-    """e.id = ANY($1::uuid[]) AND e.parent_execution_id IS NULL AND e.admission_key IS NULL
+_INLINE = """e.id = ANY($1::uuid[]) AND e.parent_execution_id IS NULL AND e.admission_key IS NULL
    AND NOT e.awaiting_admission AND e.quarantined_at IS NULL AND e.terminate_requested IS NULL
-   AND EXISTS (SELECT 1 FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now())
    AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.execution_id = e.id AND t.status IN ('SCHEDULED', 'IN_PROGRESS'))"""
+LOCK_GIVEN = _take(
+    _INLINE + "\n   AND EXISTS (SELECT 1 FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now())"
 )
+# The same, for runs a result batch did not queue because it decides them
+# itself (store.results, `Queued.quiet`): they have no event to find.
+LOCK_UNQUEUED = _take(_INLINE)
 _LATEST_TASKS = """
 SELECT DISTINCT ON (execution_id, ref)
        id, execution_id, ref, type, name, status, attempt, input, output, reason, retry_after_seconds,
