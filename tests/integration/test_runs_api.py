@@ -295,13 +295,20 @@ async def test_a_result_upserts_attributes_and_a_bad_one_is_refused_alone(plane:
 async def test_tasks_are_listed_by_status_type_worker_and_run(plane: Plane) -> None:
     await define_workflow(plane.pool, "two", [{"name": "a", "taskReferenceName": "a"}])
     runs_started = {await start(plane, "two"), await start(plane, "two")}
-    [done] = await leased(plane.pool, "a", 1, worker="w-7")
-    await report(plane.pool, done)
 
     async def tasks(**params: Any) -> list[tuple[str, str]]:
         status, body = await call(plane, "GET", f"{API}/tasks?{urlencode(params)}")
         assert status == 200, body
         return [(item["executionId"], item["status"]) for item in body["items"]]
+
+    async def both_queued() -> bool:
+        return len(await tasks(taskType="a")) == 2
+
+    # The decider queues the runs' first tasks in the background: list them once both are there, or the
+    # lease below may take the only one queued so far and the second would appear after the assertions.
+    await eventually_async(both_queued, timeout=10, what="both runs' first tasks to be queued")
+    [done] = await leased(plane.pool, "a", 1, worker="w-7")
+    await report(plane.pool, done)
 
     assert len(await tasks(taskType="a")) == 2
     assert await tasks(workerId="w-7") == [(done.execution_id, "COMPLETED")]

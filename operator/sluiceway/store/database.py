@@ -103,16 +103,37 @@ def _lost(conn: Connection | None) -> bool:
         return True
 
 
-async def open_pool(dsn: str, *, min_size: int = 2, max_size: int = 10, **kwargs: Any) -> Pool:
-    """A pool against `dsn` with the schema migrated to the latest version."""
+async def open_pool(
+    dsn: str, *, min_size: int = 2, max_size: int = 10, generic_plans: bool = True, **kwargs: Any
+) -> Pool:
+    """A pool against `dsn` with the schema migrated to the latest version.
+
+    `generic_plans`: every statement of the store is planned once per
+    connection (`plan_cache_mode = force_generic_plan`), not again on each
+    call. Most of them take their rows as arrays (a batch of results, of new
+    tasks, of runs to finish), whose plan PostgreSQL would otherwise redo for
+    every call, the new arrays always looking cheaper than the generic plan:
+    that planning was a fifth of the database's CPU per task on the hot path
+    (bench/queue_cost.py; docs/performance.md). Every statement is keyed by
+    columns its indexes name, never by a value a partial index's predicate
+    must see, so one plan serves every call."""
     try:
         conn = await asyncpg.connect(dsn)
         try:
             await migrate(conn)
         finally:
             await conn.close()
+        settings = dict(kwargs.pop("server_settings", {}))
+        if generic_plans:
+            settings.setdefault("plan_cache_mode", "force_generic_plan")
         pool = await asyncpg.create_pool(
-            dsn, min_size=min_size, max_size=max_size, init=init_connection, reset=_no_reset, **kwargs
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            init=init_connection,
+            reset=_no_reset,
+            server_settings=settings,
+            **kwargs,
         )
     except Exception as error:
         store_error = translated(error, connection_lost=True)

@@ -283,7 +283,10 @@ def tasks_query(
         if value is not None:
             where.add(template.format(where.param(value)))
     if f.statuses:
-        where.add(f"t.status = ANY({where.param([s.value for s in f.statuses])}::text[])")
+        # Literals, not a parameter (the values are TaskStatus members): the pool plans generically
+        # (store.database.open_pool), and only values it can see let it pick the failed tasks' index.
+        listed = ",".join(sorted(s.value for s in f.statuses))
+        where.add(f"t.status = ANY('{{{listed}}}'::text[])")
     order, compare = ("ASC", ">") if ascending else ("DESC", "<")
     if after is not None:
         where.add(f"(t.created_at, t.id) {compare} ({where.param(after.created_at)}, {where.param(after.id)})")
