@@ -264,3 +264,12 @@ async def test_a_scheduled_run_carries_the_schedules_search_attributes_checked_a
     await add_schedule(pool, "mistyped", workflow="tagged", every="1h", searchAttributes={"priority": "high"})
     refused = await trigger(pool, "mistyped")
     assert refused.outcome == "refused" and "priority" in (refused.reason or ""), refused
+
+
+async def test_a_scheduled_run_takes_the_schedules_priority(pool: asyncpg.Pool) -> None:
+    await define_workflow(pool)
+    await add_schedule(pool, "urgent-report", every="1h", priority=1)
+    await trigger(pool, "urgent-report")
+    [run] = await runs_of(pool, "urgent-report")
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT priority FROM executions WHERE id = $1", run["id"]) == 1

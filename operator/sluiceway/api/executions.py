@@ -97,6 +97,7 @@ def _item(request: StartRequest, request_id: str | None) -> starts.StartItem:
         search_attributes=request.search_attributes,
         sla_seconds=request.sla_seconds,
         task_overrides=request.task_overrides,
+        priority=request.priority,
     )
 
 

@@ -39,6 +39,7 @@ def _summary(row: listing.RunRow) -> RunSummary:
         sla_breached_at=wire_time(row.sla_breached_at),
         quarantined=row.quarantined,
         search_attributes=row.attributes,
+        priority=row.priority,
     )
 
 
@@ -86,6 +87,7 @@ def execution(run: runs.RunView, tasks: list[runs.TaskView], search_attributes: 
         previous_run_id=run.previous_run_id,
         next_run_id=run.next_run_id,
         chain_deadline=wire_time(run.chain_deadline_at),
+        priority=run.priority,
         tasks=[
             TaskView(
                 task_id=t.id,
@@ -109,6 +111,7 @@ def execution(run: runs.RunView, tasks: list[runs.TaskView], search_attributes: 
                 snooze_count=t.snooze_count,
                 interrupt_count=t.interrupt_count,
                 completed_by=t.completed_by,
+                priority=t.priority,
             )
             for t in tasks
         ],
@@ -154,6 +157,7 @@ def task_page(page: finding.Page, order: Order) -> TaskPage:
                 workflow_name=t.workflow_name,
                 input=t.input or {},
                 completed_by=t.completed_by,
+                priority=t.priority,
             )
             for t in page.rows
         ],

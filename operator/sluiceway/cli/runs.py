@@ -70,6 +70,7 @@ RUN_COLUMNS: list[output.Column] = [
 WIDE_COLUMNS: list[output.Column] = [
     *RUN_COLUMNS,
     ("VERSION", lambda r: str(r.get("workflowVersion", ""))),
+    ("PRIORITY", lambda r: str(r.get("priority", ""))),
     ("CORRELATION", lambda r: r.get("correlationId") or ""),
     ("WORKFLOWRUN", lambda r: r.get("workflowRun") or ""),
     ("ATTRIBUTES", _attributes),
@@ -192,6 +193,7 @@ def describe(body: dict[str, Any]) -> Group:
         ("Started", body.get("startTime") or ""),
         ("Ended", body.get("endTime") or ""),
         ("Duration", output.elapsed(body.get("startTime"), body.get("endTime"))),
+        ("Priority", str(body.get("priority", 3))),
     ]
     optional = [
         ("Reason", body.get("reasonForIncompletion")),
@@ -358,6 +360,10 @@ def start(
         list[str] | None, typer.Option("--search-attr", "-a", help="key=value search attribute (repeat)")
     ] = None,
     sla: Annotated[str | None, typer.Option(help="This run's SLA: seconds or a duration (0 for none)")] = None,
+    priority: Annotated[
+        int | None,
+        typer.Option(min=1, max=5, help="1 (most urgent) to 5; the workflow's (else 3) when unset"),
+    ] = None,
     wait: WAIT = False,
     watching: WATCH = False,
     fmt: OUTPUT = FMT.TABLE,
@@ -366,7 +372,8 @@ def start(
     given = json_object(input_json, input_file, "--input") or {}
     given.update(pairs(param or [], "--param"))
     body: dict[str, Any] = {"name": workflow, "input": given}
-    for key, value in (("version", version), ("correlationId", correlation_id), ("requestId", request_id)):
+    asked = (("version", version), ("correlationId", correlation_id), ("requestId", request_id), ("priority", priority))
+    for key, value in asked:
         if value is not None:
             body[key] = value
     if search_attr:

@@ -23,7 +23,11 @@ from sluiceway.controls.gates import (
     spoken_seconds,
 )
 from sluiceway.controls.policy import Gates
+from sluiceway.controls.priority import DEFAULT as DEFAULT_PRIORITY
 from sluiceway.model.workflow import Executor, TaskType
+
+# `why` counts the ready tasks ahead of a task up to this many.
+AHEAD_COUNTED = 10_001
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,8 @@ class TaskFacts:
     status: str
     attempt: int
     seconds_until_available: float  # <= 0: leasable now
+    priority: int = DEFAULT_PRIORITY
+    ahead: int | None = None  # ready tasks of its queue leased before it (at most AHEAD_COUNTED); None: not ready
     worker_id: str | None = None
     seconds_leased: float | None = None
     seconds_since_heartbeat: float | None = None
@@ -208,11 +214,19 @@ def explain_task(task: TaskFacts) -> list[Reason]:
         found.append(
             reason(
                 "queued",
-                f"{task.ref} ({task.name}) is ready, {task.queue_ready} in its queue, and "
+                f"{task.ref} ({task.name}) is ready at priority {task.priority}, {_ahead(task)}, and "
                 f"waits for a worker to lease it ({task.recent_pollers} polling)",
             )
         )
     return found
+
+
+def _ahead(task: TaskFacts) -> str:
+    """Where it stands: `12 of 40 ready tasks of its queue go first`."""
+    if task.ahead is None:
+        return f"{task.queue_ready} in its queue"
+    first = f"more than {AHEAD_COUNTED - 1:,}" if task.ahead >= AHEAD_COUNTED else f"{task.ahead:,}"
+    return f"{first} of {task.queue_ready:,} ready tasks of its queue go first (docs/priority.md)"
 
 
 def _held(task: TaskFacts, hold: GateHold) -> str:

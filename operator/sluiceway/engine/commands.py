@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sluiceway.controls.policy import Timeouts
+from sluiceway.controls.priority import DEFAULT as DEFAULT_PRIORITY
 from sluiceway.controls.timeouts import Deadlines
 from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.model.workflow import TaskType
@@ -33,6 +34,7 @@ class ScheduleTask:
     time_budget: int = 0
     loop: str | None = None  # the DO_WHILE and iteration this task belongs to
     iteration: int | None = None
+    priority: int = DEFAULT_PRIORITY  # its place in its queue (controls.priority)
 
 
 @dataclass(frozen=True)

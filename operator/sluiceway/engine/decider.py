@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sluiceway.controls import expressions, retries, timeouts
+from sluiceway.controls import expressions, priority, retries, timeouts
 from sluiceway.controls.budget import BudgetWindow
 from sluiceway.controls.chains import chain_timeout_seconds, deadline_fraction, next_run_id
 from sluiceway.controls.durations import parse_duration, parse_instant
@@ -433,6 +433,7 @@ class _Walker:
                 first_scheduled_at=first,
                 timeouts=policy.timeouts,
                 time_budget=policy.retry.deadline_budget() if attempt == 1 else 0,
+                priority=priority.effective(task.priority if task else None, self.snap.priority),
             )
         )
         self.active_workers += 1

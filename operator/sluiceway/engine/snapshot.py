@@ -9,6 +9,7 @@ from typing import Any
 
 from sluiceway.controls.budget import BudgetWindow
 from sluiceway.controls.policy import OperatorDefaults, TaskPolicy
+from sluiceway.controls.priority import DEFAULT as DEFAULT_PRIORITY
 from sluiceway.model.execution import DelaySource, RunStatus, TaskOverride, TaskStatus
 from sluiceway.model.taskdefinition import RetryKind
 from sluiceway.model.workflow import TaskType, WorkflowSpec
@@ -80,6 +81,7 @@ class RunSnapshot:
     chain_id: str | None = None  # the chain's first run; None (or its own id) for a first run
     previous_run_id: str | None = None  # the run this one continues as new, if any
     chain_deadline_at: datetime.datetime | None = None  # the chain's absolute deadline: never moved by a pause
+    priority: int = DEFAULT_PRIORITY  # the run's (controls.priority): its tasks' unless one sets its own
 
     def links(self) -> RunLinks:
         config = self.workflow.rate_limit_config

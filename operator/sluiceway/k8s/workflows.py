@@ -148,6 +148,7 @@ async def start_workflow_run(
             resource_name=name,
             labels=dict(meta.get("labels") or {}),
             retention_seconds=parsed.ttl_seconds_after_finished,
+            priority=parsed.priority,
         )
         paused = PAUSED_BY_SPEC if parsed.paused else None
         outcome = await starts.start(context.plane, spec_actor(name, meta), namespace, item, paused=paused)

@@ -118,6 +118,13 @@ class StartRequest(Spec):
         "reference covers every iteration; a FORK_JOIN_DYNAMIC's covers its branches). Unknown references are "
         "refused.",
     )
+    priority: int | None = Field(
+        None,
+        ge=1,
+        le=5,
+        description="1 (most urgent) to 5: its tasks are leased before less urgent ones of their type that became "
+        "ready up to a minute per level earlier (docs/priority.md). The workflow's priority (else 3) when unset.",
+    )
 
 
 class StartResponse(Spec):
@@ -488,6 +495,7 @@ class TaskView(Spec):
     snooze_count: int = Field(0, description="Snoozes of this attempt: each handed the task back, attempt refunded.")
     interrupt_count: int = Field(0, description="Graceful worker shutdowns that handed this task back.")
     completed_by: str | None = Field(None, description="HUMAN: who completed or rejected it.")
+    priority: int = Field(3, description="1 (most urgent) to 5 (docs/priority.md).")
 
 
 class RunSummary(Spec):
@@ -508,6 +516,7 @@ class RunSummary(Spec):
     sla_breached_at: str | None = None
     quarantined: bool = False
     search_attributes: dict[str, Any] = Field(default_factory=dict)
+    priority: int = Field(3, description="1 (most urgent) to 5 (docs/priority.md).")
 
 
 class RunPage(Spec):
@@ -533,6 +542,7 @@ class TaskSummary(Spec):
         default_factory=dict, description="The task's input: for a HUMAN task, what the person decides on."
     )
     completed_by: str | None = Field(None, description="HUMAN: who completed or rejected it.")
+    priority: int = Field(3, description="1 (most urgent) to 5 (docs/priority.md).")
 
 
 class TaskPage(Spec):
@@ -595,6 +605,7 @@ class ExecutionView(Spec):
     previous_run_id: str | None = Field(None, description="The run it continues as new, if any.")
     next_run_id: str | None = Field(None, description="The run that continues it, once it continued as new.")
     chain_deadline: str | None = Field(None, description="The chain's deadline: set at its first run, never moved.")
+    priority: int = Field(3, description="1 (most urgent) to 5 (docs/priority.md).")
     tasks: list[TaskView] = Field(default_factory=list)
 
 

@@ -64,6 +64,9 @@ class ScheduleSpec(Spec):
         "start's are: a value that does not fit refuses that fire, naming the attribute.",
     )
     correlation_id: str | None = Field(None, max_length=256, description="The correlationId of every run.")
+    priority: int | None = Field(
+        None, ge=1, le=5, description="The priority of every run, 1 (most urgent) to 5; the workflow's when unset."
+    )
     cron: list[str] = Field(
         default_factory=list,
         max_length=32,

@@ -200,6 +200,9 @@ class WorkflowTask(Spec):
     )
     optional: bool = Field(False, description="Absorb the failure after retries: COMPLETED_WITH_ERRORS.")
     retry_count: int | None = Field(None, ge=0, le=100, description="Overrides the TaskDefinition's retryCount.")
+    priority: int | None = Field(
+        None, ge=1, le=5, description="This task's priority, 1 (most urgent) to 5, over its run's (docs/priority.md)."
+    )
     # FORK_JOIN
     fork_tasks: list[list[WorkflowTask]] | None = None
     # JOIN
@@ -429,6 +432,13 @@ class WorkflowSpec(Spec):
         ge=0,
         le=31_536_000,
         description="Soft SLA: a run past it is flagged and counted, nothing more.",
+    )
+    priority: int | None = Field(
+        None,
+        ge=1,
+        le=5,
+        description="The priority of its runs that set none, 1 (most urgent) to 5; 3 when unset. A run's tasks are "
+        "leased before less urgent ones of their type that became ready up to a minute per level earlier.",
     )
     search_attributes: list[SearchAttribute] = Field(
         default_factory=list,

@@ -66,6 +66,9 @@ class WorkflowRunSpec(Spec):
     sla_seconds: int | None = Field(
         None, ge=0, le=31_536_000, description="This run's soft SLA (0: none); the workflow's when unset."
     )
+    priority: int | None = Field(
+        None, ge=1, le=5, description="1 (most urgent) to 5; the workflow's (else 3) when unset (docs/priority.md)."
+    )
     paused: bool = Field(False, description="True pauses the run, false resumes it.")
     retry: RunRetry | None = None
     ttl_seconds_after_finished: int | None = Field(

@@ -82,6 +82,7 @@ class NewTask:
     executor: sql.Text
     loop_ref: sql.Text | None
     iteration: sql.Int | None
+    priority: sql.Int
     # A first attempt of an indefinite task: its deadlines are the insert's
     # now() plus this many seconds (the database's clock), if earlier. 0: none.
     budget: sql.Int
@@ -124,7 +125,8 @@ INSERT INTO tasks (id, execution_id, namespace, ref, type, name, attempt, status
                    first_scheduled_at, available_at, ended_at, close_deadline,
                    schedule_to_start_timeout, start_to_close_timeout, timeout_seconds, heartbeat_timeout,
                    response_timeout, timeout_policy,
-                   schedule_to_start_at, total_at, schedule_to_close_at, wait_until, executor, loop_ref, iteration)
+                   schedule_to_start_at, total_at, schedule_to_close_at, wait_until, executor, loop_ref, iteration,
+                   priority)
 SELECT u.id, u.execution_id, u.namespace, u.ref, u.type, u.name, u.attempt, u.status, u.input, u.output, u.reason,
        u.first_scheduled_at, u.available_at, u.ended_at,
        CASE WHEN u.budget > 0 THEN least(u.close_deadline, now() + make_interval(secs => u.budget))
@@ -133,7 +135,7 @@ SELECT u.id, u.execution_id, u.namespace, u.ref, u.type, u.name, u.attempt, u.st
        u.response_timeout, u.timeout_policy, u.schedule_to_start_at, u.total_at,
        CASE WHEN u.budget > 0 THEN least(u.schedule_to_close_at, now() + make_interval(secs => u.budget))
             ELSE u.schedule_to_close_at END,
-       u.wait_until, u.executor, u.loop_ref, u.iteration
+       u.wait_until, u.executor, u.loop_ref, u.iteration, u.priority
   FROM {sql.unnest(NewTask, "u", first=2)}
 ON CONFLICT (execution_id, ref, attempt) DO NOTHING
 RETURNING namespace, name, attempt, type
@@ -311,6 +313,7 @@ class Applier:
                 executor=executor.value,
                 loop_ref=command.loop,
                 iteration=command.iteration,
+                priority=command.priority,
                 budget=command.time_budget,
             )
         )
@@ -360,6 +363,7 @@ class Applier:
                 executor=command.type.executor().value,
                 loop_ref=command.loop,
                 iteration=command.iteration,
+                priority=snapshot.priority,
                 budget=0,
             )
         )

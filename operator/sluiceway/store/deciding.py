@@ -266,6 +266,7 @@ def _fresh_row(run: FreshStart, now: datetime.datetime) -> snapshots.Run:
         "chain_id": run.id,
         "previous_run_id": None,
         "chain_deadline_at": None,
+        "priority": run.priority,
     }
 
 

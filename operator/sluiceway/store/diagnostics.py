@@ -11,7 +11,7 @@ import asyncpg
 
 from sluiceway.controls.gates import SemaphoreState
 from sluiceway.controls.policy import Gates
-from sluiceway.controls.why import RunFacts, TaskFacts
+from sluiceway.controls.why import AHEAD_COUNTED, RunFacts, TaskFacts
 from sluiceway.model.workflow import Executor, TaskType, WorkflowTask, iter_tasks
 from sluiceway.store import workflows
 from sluiceway.store.policies import Policies
@@ -263,9 +263,17 @@ SELECT e.id, e.namespace, e.workflow_name, e.workflow_version, e.status, e.reaso
                                AND v.version = e.workflow_version
  WHERE e.id = $1 AND e.namespace = $2
 """
+# The ready tasks of a task's queue the lease takes before it (controls.priority),
+# counted up to a bound: an index range, so a deep backlog costs `why` little.
+_AHEAD = """
+SELECT count(*) FROM (SELECT 1 FROM tasks
+ WHERE executor = $1 AND namespace = $2 AND name = $3 AND status = 'SCHEDULED' AND available_at <= now()
+   AND sluiceway_ready_order(available_at, priority) < sluiceway_ready_order($4, $5::smallint)
+ LIMIT $6) AS ahead
+"""
 _ACTIVE_TASKS = """
 SELECT t.id, t.ref, t.type, t.executor, t.name, t.status, t.attempt, t.worker_id, t.input, t.output, t.created_at,
-       t.iteration, t.snooze_count, t.interrupt_count,
+       t.iteration, t.snooze_count, t.interrupt_count, t.priority, t.available_at,
        extract(epoch FROM t.available_at - now()) AS until_available,
        extract(epoch FROM now() - t.leased_at) AS leased_for,
        extract(epoch FROM now() - t.last_heartbeat_at) AS since_beat,
@@ -386,6 +394,8 @@ async def _task_facts(
         status=row["status"],
         attempt=row["attempt"],
         seconds_until_available=float(row["until_available"] or 0),
+        priority=row["priority"],
+        ahead=await _ahead(conn, namespace, row),
         worker_id=row["worker_id"],
         seconds_leased=_float(row["leased_for"]),
         seconds_since_heartbeat=_float(row["since_beat"]),
@@ -411,6 +421,13 @@ async def _task_facts(
         interrupt_count=row["interrupt_count"],
         previous_reason=row["previous_reason"] or "",
     )
+
+
+async def _ahead(conn: asyncpg.Connection, namespace: str, row: asyncpg.Record) -> int | None:
+    if row["status"] != "SCHEDULED" or (row["until_available"] or 0) > 0:
+        return None
+    args = (row["executor"], namespace, row["name"], row["available_at"], row["priority"], AHEAD_COUNTED)
+    return int(await conn.fetchval(_AHEAD, *args))
 
 
 def _float(value: object) -> float | None:

@@ -138,7 +138,7 @@ async def _follow(conn: asyncpg.Connection, finishing: Finishing, command: Conse
     return []
 
 
-_CONTINUED = "SELECT correlation_id, schedule_name FROM executions WHERE id = $1"
+_CONTINUED = "SELECT correlation_id, schedule_name, priority FROM executions WHERE id = $1"
 _NOT_CONTINUED = "UPDATE executions SET reason = $2 WHERE id = $1"
 
 
@@ -158,6 +158,7 @@ async def _continue_as_new(conn: asyncpg.Connection, finishing: Finishing, comma
         correlation_id=previous["correlation_id"],
         run_id=command.run_id,
         schedule=previous["schedule_name"],
+        priority=previous["priority"],
         chain=executions.ChainLink(uuid.UUID(command.chain_id), uuid.UUID(finishing.run_id), command.chain_deadline_at),
     )
     if not isinstance(started, executions.Started):
@@ -180,6 +181,7 @@ async def start_child(conn: asyncpg.Connection, parent: RunSnapshot, child: Star
         child.version,
         child.input,
         parent=(uuid.UUID(parent.id), parent_task),
+        priority=parent.priority,  # a child is as urgent as the run that waits for it
     )
     if isinstance(outcome, executions.Started):
         await conn.execute(_LINK_CHILD, parent_task, uuid.UUID(outcome.id))

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import asyncpg
 
 from sluiceway.controls import attributes as attribute_rules
+from sluiceway.controls import priority as run_priority
 from sluiceway.controls.pausing import effective_sla_seconds
 from sluiceway.model.execution import RunStatus, TaskOverride
 from sluiceway.model.workflow import WorkflowSpec, iter_tasks
@@ -104,10 +105,10 @@ INSERT INTO executions (id, namespace, workflow_name, workflow_version, status, 
                         resource_name, parent_execution_id, parent_task_id, sla_at, admission_key,
                         awaiting_admission, sla_seconds, request_id, restarted_from, retain_seconds,
                         retain_failed_seconds, schedule_name, chain_id, previous_run_id, chain_deadline_at,
-                        task_overrides, created_at)
+                        task_overrides, priority, created_at)
 VALUES ($1, $2, $3, $4, 'RUNNING', $5, $6, $7, $8, $9,
         CASE WHEN $10::int > 0 THEN now() + make_interval(secs => $10::int) END, $11, $12, $10, $13, $14, $15, $16,
-        $17, coalesce($18::uuid, $1::uuid), $19, $20, $21,
+        $17, coalesce($18::uuid, $1::uuid), $19, $20, $21, $22,
         CASE WHEN $17::text IS NULL THEN now() ELSE clock_timestamp() END)
 ON CONFLICT (id) DO NOTHING
 RETURNING created_at
@@ -200,6 +201,7 @@ async def start_run(
     schedule: str | None = None,
     chain: ChainLink | None = None,
     task_overrides: Mapping[str, TaskOverride] | None = None,
+    priority: int | None = None,
     notify: bool = True,
 ) -> StartOutcome:
     """Create a run and wake the decider, in the caller's transaction.
@@ -211,8 +213,9 @@ async def start_run(
     workflow's retention (a WorkflowRun's ttlSecondsAfterFinished). `schedule`
     names the Schedule that started it; `chain` links a continue-as-new run to
     the run it continues. `task_overrides` must name references of the version
-    the run starts on. `notify=False`: the caller decides the run inline and
-    wakes the decider itself if it leaves it queued."""
+    the run starts on. `priority` over the workflow's (controls.priority).
+    `notify=False`: the caller decides the run inline and wakes the decider
+    itself if it leaves it queued."""
     found = await workflows.find_version(conn, namespace, name, version)
     if found is None:
         return WorkflowNotFound(name, version)
@@ -235,6 +238,8 @@ async def start_run(
         sla=sla_seconds,
         restarted_from=restarted_from,
         overrides={ref: o.model_dump(mode="json", by_alias=True, exclude_none=True) for ref, o in overrides.items()},
+        # Only when asked: a key claimed by a release without priorities still names the same start.
+        **({"priority": priority} if priority is not None else {}),
     )
     if request_id is not None:
         prior = await _prior_start(conn, namespace, request_id, asked, idempotency_window)
@@ -288,6 +293,7 @@ async def start_run(
         chain.previous_run_id if chain else None,
         chain.deadline_at if chain else None,
         _stored_overrides(overrides),
+        _priority(spec, priority),
     )
     if created_at is None:  # raced with an identical start
         row = await conn.fetchrow(_EXISTING, execution_id)
@@ -327,6 +333,10 @@ def _kept_seconds(spec: WorkflowSpec | None, asked: int | None) -> tuple[int | N
     return (retention.seconds, retention.failed_seconds) if retention else (None, None)
 
 
+def _priority(spec: WorkflowSpec | None, asked: int | None) -> int:
+    return run_priority.effective(asked, spec.priority if spec is not None else None)
+
+
 def _stored_overrides(overrides: Mapping[str, TaskOverride]) -> dict[str, Any]:
     return {ref: o.model_dump(mode="json", by_alias=True, exclude_none=True) for ref, o in overrides.items()}
 
@@ -348,6 +358,7 @@ class StartItem:
     resource_name: str | None = None  # the WorkflowRun that started it
     labels: Mapping[str, str] = field(default_factory=dict)
     retention_seconds: int | None = None
+    priority: int | None = None  # over the workflow's
 
 
 @dataclass(frozen=True)
@@ -380,6 +391,7 @@ class _RunRow:
     evaluated: sql.Bool
     timeout_at: sql.Instant | None
     chain_deadline_at: sql.Instant | None
+    priority: sql.Int
 
 
 class FirstDecider(Protocol):
@@ -408,6 +420,7 @@ class FreshStart:
     input: Mapping[str, Any]
     correlation_id: str | None
     task_overrides: Mapping[str, Any]
+    priority: int
 
 
 @dataclass(frozen=True)
@@ -423,10 +436,10 @@ class FirstWrite:
 _INSERT_RUNS = f"""
 INSERT INTO executions (id, namespace, workflow_name, workflow_version, status, input, correlation_id, sla_at,
                         sla_seconds, retain_seconds, retain_failed_seconds, chain_id, task_overrides, evaluated,
-                        timeout_at, chain_deadline_at)
+                        timeout_at, chain_deadline_at, priority)
 SELECT r.id, $1, r.name, r.version, 'RUNNING', r.input, r.correlation_id,
        CASE WHEN r.sla > 0 THEN now() + make_interval(secs => r.sla) END, r.sla, r.keep, r.keep_failed, r.id,
-       r.overrides, r.evaluated, r.timeout_at, r.chain_deadline_at
+       r.overrides, r.evaluated, r.timeout_at, r.chain_deadline_at, r.priority
   FROM {sql.unnest(_RunRow, "r", first=2)}
 RETURNING id, created_at
 """
@@ -497,6 +510,7 @@ async def start_runs(
                 resource_name=item.resource_name,
                 labels=item.labels,
                 retention_seconds=item.retention_seconds,
+                priority=item.priority,
                 notify=notify,
             )
         else:
@@ -563,6 +577,7 @@ def _run_row(start: _Plain, decided: FirstWrite | None) -> _RunRow:
         evaluated=decided is not None,
         timeout_at=decided.timeout_at if decided else None,
         chain_deadline_at=decided.chain_deadline_at if decided else None,
+        priority=_priority(start.spec, item.priority),
     )
 
 
@@ -583,6 +598,7 @@ async def _write_plain(
             p.item.input,
             p.item.correlation_id,
             _stored_overrides(p.item.task_overrides),
+            _priority(p.spec, p.item.priority),
         )
         for p in plain
     ]

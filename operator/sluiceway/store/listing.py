@@ -70,6 +70,7 @@ class RunRow:
     sla_breached_at: datetime.datetime | None
     quarantined: bool
     attributes: dict[str, Any] = field(default_factory=dict)
+    priority: int = 3
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,8 @@ def _run_conditions(where: _Where, f: RunFilter) -> None:
 
 _RUN_COLUMNS = """e.id, e.workflow_name, e.workflow_version, e.status, e.awaiting_admission,
        left(e.reason, 512) AS reason, e.correlation_id, e.parent_execution_id, e.resource_name,
-       e.created_at, e.ended_at, e.paused_at, e.sla_breached_at, e.quarantined_at IS NOT NULL AS quarantined"""
+       e.created_at, e.ended_at, e.paused_at, e.sla_breached_at, e.quarantined_at IS NOT NULL AS quarantined,
+       e.priority"""
 
 
 def runs_query(
@@ -227,6 +229,7 @@ async def runs(
             sla_breached_at=r["sla_breached_at"],
             quarantined=r["quarantined"],
             attributes=found[r["id"]],
+            priority=r["priority"],
         )
         for r in rows
     ]
@@ -265,6 +268,7 @@ class TaskRow:
     workflow_name: str | None = None
     input: dict[str, Any] | None = None
     completed_by: str | None = None
+    priority: int = 3
 
 
 def tasks_query(
@@ -292,7 +296,8 @@ def tasks_query(
         where.add(f"(t.created_at, t.id) {compare} ({where.param(after.created_at)}, {where.param(after.id)})")
     sql = (
         "SELECT t.id, t.execution_id, t.ref, t.name, t.type, t.status, t.attempt, t.worker_id, t.created_at,\n"
-        "       t.leased_at, t.ended_at, left(t.reason, 512) AS reason, e.workflow_name, t.input, t.completed_by\n"
+        "       t.leased_at, t.ended_at, left(t.reason, 512) AS reason, e.workflow_name, t.input, t.completed_by,\n"
+        "       t.priority\n"
         "  FROM tasks t LEFT JOIN executions e ON e.id = t.execution_id\n"
         f" WHERE {where.sql()}\n ORDER BY t.created_at {order}, t.id {order}\n"
         f" LIMIT {where.param(limit + 1)}"
@@ -330,6 +335,7 @@ async def tasks(
             workflow_name=r["workflow_name"],
             input=r["input"],
             completed_by=r["completed_by"],
+            priority=r["priority"],
         )
         for r in rows
     ]

@@ -67,7 +67,7 @@ Outcome = Done | Refused | admission.Refusal
 _LOCK = """
 SELECT id, namespace, workflow_name, workflow_version, status, input, correlation_id, paused_at, timeout_at,
        sla_at, sla_breached_at, sla_seconds, chain_deadline_at, parent_execution_id, superseded, input_overrides,
-       now() AS now
+       priority, now() AS now
   FROM executions WHERE id = $1 AND namespace = $2
    FOR UPDATE
 """
@@ -323,6 +323,7 @@ async def restart(
         request_id=request_id,
         restarted_from=run["id"],
         idempotency_window=idempotency_window,
+        priority=run["priority"],
     )
     if isinstance(outcome, executions.Started) and outcome.created:
         created_at = await conn.fetchval("SELECT created_at FROM executions WHERE id = $1", uuid.UUID(outcome.id))

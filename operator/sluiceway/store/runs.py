@@ -57,6 +57,7 @@ class RunView:
     chain_id: str | None = None
     previous_run_id: str | None = None
     next_run_id: str | None = None
+    priority: int = 3
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class TaskView:
     snooze_count: int = 0
     interrupt_count: int = 0
     completed_by: str | None = None
+    priority: int = 3
 
 
 _GET_RUN = """
@@ -89,13 +91,14 @@ SELECT id, namespace, workflow_name, workflow_version, status, input, output, re
        awaiting_admission, resource_name, parent_execution_id, created_at, ended_at, sla_breached_at,
        quarantined_at, quarantine_reason, request_id, restarted_from, paused_at, pause_reason, paused_seconds,
        timeout_at, chain_deadline_at, sla_seconds, sla_at, retries, expires_at, superseded, parent_task_id,
-       schedule_name, chain_id, previous_run_id,
+       schedule_name, chain_id, previous_run_id, priority,
        (SELECT n.id FROM executions n WHERE n.previous_run_id = e.id LIMIT 1) AS next_run_id
   FROM executions e WHERE id = $1 AND namespace = $2
 """
 _TASK_COLUMNS = """
 SELECT id, ref, type, name, status, attempt, epoch, reason, input, output, worker_id, created_at, available_at,
-       leased_at, ended_at, child_execution_id, loop_ref, iteration, snooze_count, interrupt_count, completed_by
+       leased_at, ended_at, child_execution_id, loop_ref, iteration, snooze_count, interrupt_count, completed_by,
+       priority
   FROM tasks"""
 _GET_TASKS = _TASK_COLUMNS + " WHERE execution_id = $1 ORDER BY created_at, ref, attempt"
 _GET_TASK_ATTEMPTS = _TASK_COLUMNS + " WHERE execution_id = $1 AND ref = $2 ORDER BY attempt"

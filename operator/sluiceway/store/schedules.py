@@ -308,6 +308,7 @@ class _Firing:
             run_id=str(rid),
             schedule=self.name,
             search_attributes=spec.search_attributes,
+            priority=spec.priority,
         )
         if not isinstance(outcome, executions.Started):
             await conn.execute(_SETTLE, self.namespace, self.name, fire_at, "refused", outcome.message)

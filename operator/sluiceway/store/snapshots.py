@@ -38,7 +38,7 @@ _RUN_COLUMNS = """now() AS now, e.id, e.namespace, e.workflow_name, e.workflow_v
        e.resource_name IS NOT NULL AS mirrored, e.quarantined_at IS NOT NULL AS quarantined,
        v.created_at AS version_created_at,
        e.paused_at IS NOT NULL AS paused, e.superseded, e.input_overrides,
-       e.chain_id, e.previous_run_id, e.chain_deadline_at,
+       e.chain_id, e.previous_run_id, e.chain_deadline_at, e.priority,
        ARRAY(SELECT q.id FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now()) AS event_ids,
        ARRAY(SELECT DISTINCT q.event FROM decide_queue q WHERE q.execution_id = e.id AND q.due_at <= now())
            AS events"""
@@ -267,6 +267,7 @@ async def build(
                 chain_id=str_or_none(run["chain_id"]),
                 previous_run_id=str_or_none(run["previous_run_id"]),
                 chain_deadline_at=run["chain_deadline_at"],
+                priority=run["priority"],
                 policies=found,
                 defaults=policies.defaults,
                 budgets=budgets[run["namespace"]],
