@@ -71,7 +71,8 @@ async def test_an_urgent_run_is_leased_next_behind_a_hundred_thousand_bulk_tasks
             await conn.fetchval(
                 """EXPLAIN (FORMAT JSON) SELECT id FROM tasks
                     WHERE executor = 'worker' AND namespace = $1 AND name = 'work' AND status = 'SCHEDULED'
-                      AND available_at <= now() ORDER BY sluiceway_ready_order(available_at, priority) LIMIT 10""",
+                      AND available_at <= now() ORDER BY sluiceway_ready_order(available_at, priority), id
+                    LIMIT 10""",
                 NS,
             )
         )

@@ -41,6 +41,9 @@ class TaskFacts:
     seconds_until_available: float  # <= 0: leasable now
     priority: int = DEFAULT_PRIORITY
     ahead: int | None = None  # ready tasks of its queue leased before it (at most AHEAD_COUNTED); None: not ready
+    # What the estimate of its lease goes by: its type's recent tasks (store.diagnostics, RECENT_SAMPLE).
+    recent_lease_rate: float | None = None  # leases a second over the last minute; None: none seen
+    mean_hold_seconds: float | None = None  # how long a recent task of its type held its lease
     worker_id: str | None = None
     seconds_leased: float | None = None
     seconds_since_heartbeat: float | None = None
@@ -218,7 +221,53 @@ def explain_task(task: TaskFacts) -> list[Reason]:
                 f"waits for a worker to lease it ({task.recent_pollers} polling)",
             )
         )
+    if task.ahead is not None and _executor(task) is Executor.WORKER:
+        found.append(reason("estimate", f"{task.ref}: {estimate(task)}", blocking=False))
     return found
+
+
+def estimate(task: TaskFacts) -> str:
+    """When a ready task should be leased, from its place in its queue and the
+    slowest of what serves that queue: its rate window (exact: tokens per
+    window), its cap and semaphores (slots over how long a recent task held
+    one), or, ungated, its type's lease rate over the last minute. Says
+    `unknown` rather than guess when a number it needs was never seen."""
+    position = task.ahead or 0
+    if task.recent_pollers == 0:
+        return "lease time unknown: nobody polls its queue"
+    bounds: list[tuple[float, str]] = []
+    gates = task.gates
+    if gates.rate_limit_per_frequency:
+        bounds.append(_by_window(task, position))
+    slots = [(f"concurrentExecLimit {gates.concurrent_exec_limit}", gates.concurrent_exec_limit, task.in_flight)]
+    slots = [s for s in slots if s[1]] + [(f"semaphore {s.name}", s.permits, s.held) for s in task.semaphores]
+    for name, limit, used in slots:
+        if limit <= 0:
+            return f"no lease while {name} allows none"
+        if task.mean_hold_seconds is None:
+            return f"lease time unknown: no task of {task.name} finished lately, to tell how long one holds {name}"
+        bounds.append(_by_slots(position, limit, used, task.mean_hold_seconds, name))
+    if not bounds:
+        if not task.recent_lease_rate:
+            return f"lease time unknown: no task of {task.name} was leased in the last minute to measure a rate by"
+        rate = task.recent_lease_rate
+        bounds.append((position / rate, f"{task.name}'s {rate:.2g} leases a second over the last minute"))
+    seconds, binding = max(bounds)
+    when = "now" if seconds < 1 else f"in about {spoken_seconds(seconds)}"
+    return f"estimated lease {when}, {position} ahead of it, bound by {binding}"
+
+
+def _by_window(task: TaskFacts, position: int) -> tuple[float, str]:
+    per, window = task.gates.rate_limit_per_frequency, task.gates.rate_limit_frequency_seconds
+    left = max(per - task.window_used, 0)
+    seconds = 0.0 if position < left else task.seconds_to_next_window + ((position - left) // per) * window
+    return seconds, f"rateLimit {per} per {window} s"
+
+
+def _by_slots(position: int, limit: int, used: int, hold: float, name: str) -> tuple[float, str]:
+    free = max(limit - used, 0)
+    seconds = 0.0 if position < free else ((position - free) // limit + 1) * hold
+    return seconds, f"{name} at {hold:.2g} s a task"
 
 
 def _ahead(task: TaskFacts) -> str:

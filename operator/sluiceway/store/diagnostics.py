@@ -268,8 +268,18 @@ SELECT e.id, e.namespace, e.workflow_name, e.workflow_version, e.status, e.reaso
 _AHEAD = """
 SELECT count(*) FROM (SELECT 1 FROM tasks
  WHERE executor = $1 AND namespace = $2 AND name = $3 AND status = 'SCHEDULED' AND available_at <= now()
-   AND sluiceway_ready_order(available_at, priority) < sluiceway_ready_order($4, $5::smallint)
- LIMIT $6) AS ahead
+   AND (sluiceway_ready_order(available_at, priority), id) < (sluiceway_ready_order($4, $5::smallint), $6)
+ LIMIT $7) AS ahead
+"""
+# What `why`'s estimate goes by: the leases of a type's latest tasks in the last
+# minute, and how long those that ended held their lease (its listing index,
+# newest first: a few hundred rows, however long the type's history).
+RECENT_SAMPLE = 500
+_RECENT = """
+SELECT count(*) FILTER (WHERE leased_at > now() - interval '60 seconds') AS leased,
+       avg(extract(epoch FROM ended_at - leased_at)) FILTER (WHERE ended_at IS NOT NULL) AS hold
+  FROM (SELECT leased_at, ended_at FROM tasks WHERE namespace = $1 AND name = $2
+         ORDER BY created_at DESC LIMIT $3) AS recent
 """
 _ACTIVE_TASKS = """
 SELECT t.id, t.ref, t.type, t.executor, t.name, t.status, t.attempt, t.worker_id, t.input, t.output, t.created_at,
@@ -382,6 +392,7 @@ async def _task_facts(
         if s.free == 0
     }
     queue = (await queues(conn, namespace, name)) or [Queue(name, 0, 0, 0, 0, None)]
+    recent = await conn.fetchrow(_RECENT, namespace, name, RECENT_SAMPLE)
     last_poll = queue[0].last_poll
     since_poll = None
     if last_poll is not None:
@@ -396,6 +407,8 @@ async def _task_facts(
         seconds_until_available=float(row["until_available"] or 0),
         priority=row["priority"],
         ahead=await _ahead(conn, namespace, row),
+        recent_lease_rate=recent["leased"] / 60 if recent["leased"] else None,
+        mean_hold_seconds=_float(recent["hold"]),
         worker_id=row["worker_id"],
         seconds_leased=_float(row["leased_for"]),
         seconds_since_heartbeat=_float(row["since_beat"]),
@@ -426,7 +439,7 @@ async def _task_facts(
 async def _ahead(conn: asyncpg.Connection, namespace: str, row: asyncpg.Record) -> int | None:
     if row["status"] != "SCHEDULED" or (row["until_available"] or 0) > 0:
         return None
-    args = (row["executor"], namespace, row["name"], row["available_at"], row["priority"], AHEAD_COUNTED)
+    args = (row["executor"], namespace, row["name"], row["available_at"], row["priority"], row["id"], AHEAD_COUNTED)
     return int(await conn.fetchval(_AHEAD, *args))
 
 

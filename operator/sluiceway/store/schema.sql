@@ -194,7 +194,7 @@ BEGIN
         SELECT id FROM tasks
          WHERE executor = p_executor AND namespace = p_namespace AND name = p_name AND status = 'SCHEDULED'
            AND available_at <= p_at AND (close_deadline IS NULL OR close_deadline > p_at)
-         ORDER BY sluiceway_ready_order(available_at, priority) LIMIT p_count FOR UPDATE SKIP LOCKED
+         ORDER BY sluiceway_ready_order(available_at, priority), id LIMIT p_count FOR UPDATE SKIP LOCKED
     ), leased AS (
         UPDATE tasks t
            SET status = 'IN_PROGRESS', epoch = t.epoch + 1, worker_id = p_worker, leased_at = p_at,
@@ -1301,7 +1301,7 @@ CREATE INDEX tasks_page_worker ON public.tasks USING btree (namespace, worker_id
 -- Name: tasks_ready; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX tasks_ready ON public.tasks USING btree (executor, namespace, name, public.sluiceway_ready_order(available_at, priority), available_at) WHERE (status = 'SCHEDULED'::text);
+CREATE INDEX tasks_ready ON public.tasks USING btree (executor, namespace, name, public.sluiceway_ready_order(available_at, priority), id, available_at) WHERE (status = 'SCHEDULED'::text);
 
 
 --

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sluiceway.controls.gates import SemaphoreState
 from sluiceway.controls.policy import Gates
-from sluiceway.controls.why import RunFacts, TaskFacts, explain, explain_task
+from sluiceway.controls.why import RunFacts, TaskFacts, estimate, explain, explain_task
 
 
 def ready_task(**facts: object) -> TaskFacts:
@@ -123,3 +125,34 @@ def test_a_quarantined_run_says_so_and_how_to_clear_it_before_anything_else() ->
 def test_a_quarantined_run_that_ended_is_only_finished() -> None:
     [reason] = explain(RunFacts("r", "wf", "TERMINATED", reason="cleaning up", quarantine_reason="x"))
     assert reason.control == "finished"
+
+
+def test_a_rate_window_estimates_a_lease_exactly_from_the_position() -> None:
+    gated = ready_task(gates=Gates(rate_limit_per_frequency=3, rate_limit_frequency_seconds=10), ahead=7)
+    # 3 tokens spent in this window, next in 4 s: positions 0-2 then, 3-5 at 14 s, 6-8 (ours) at 24 s.
+    said = estimate(replace(gated, window_used=3, seconds_to_next_window=4.0))
+    assert said == "estimated lease in about 24 s, 7 ahead of it, bound by rateLimit 3 per 10 s", said
+    assert estimate(replace(gated, ahead=1, window_used=1)).startswith("estimated lease now")
+
+
+def test_a_cap_estimates_from_how_long_a_task_holds_a_slot_and_the_slowest_gate_binds() -> None:
+    capped = ready_task(gates=Gates(concurrent_exec_limit=2), in_flight=2, ahead=4, mean_hold_seconds=5.0)
+    assert "in about 15 s" in estimate(capped) and "concurrentExecLimit 2 at 5 s a task" in estimate(capped)
+    both = replace(
+        capped, gates=Gates(concurrent_exec_limit=2, rate_limit_per_frequency=1, rate_limit_frequency_seconds=60)
+    )
+    assert "bound by rateLimit 1 per 60 s" in estimate(replace(both, seconds_to_next_window=30.0))
+
+
+def test_without_a_rate_to_go_by_the_estimate_says_unknown_rather_than_guess() -> None:
+    unknown = "lease time unknown: no task of export_report was leased in the last minute"
+    assert estimate(ready_task(ahead=3)).startswith(unknown)
+    assert estimate(ready_task(ahead=3, recent_pollers=0)) == "lease time unknown: nobody polls its queue"
+    capped = ready_task(gates=Gates(concurrent_exec_limit=2), ahead=3)
+    assert "no task of export_report finished lately" in estimate(capped)
+    assert estimate(ready_task(ahead=3, recent_lease_rate=0.5)).startswith("estimated lease in about 6.0 s")
+
+
+def test_a_ready_task_s_reasons_end_with_its_estimate_which_blocks_nothing() -> None:
+    *_, last = explain_task(ready_task(ahead=0, recent_lease_rate=2.0))
+    assert last.control == "estimate" and not last.blocking and "estimated lease now" in last.message

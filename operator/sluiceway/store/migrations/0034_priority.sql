@@ -17,11 +17,13 @@ CREATE FUNCTION sluiceway_ready_order(p_ready_at timestamptz, p_priority smallin
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$ SELECT p_ready_at + make_interval(secs => (p_priority - 3) * 60) $$;
 
--- The ready tasks of a queue in lease order; available_at follows so that a
--- task moved ahead but not yet available (a retry's backoff) is skipped in
--- the index without reading its row.
+-- The ready tasks of a queue in lease order, ties (tasks a transaction made
+-- together) broken by id so that `why` can count the tasks ahead of one;
+-- available_at follows so that a task moved ahead but not yet available (a
+-- retry's backoff) is skipped in the index without reading its row.
 DROP INDEX tasks_ready;
-CREATE INDEX tasks_ready ON tasks (executor, namespace, name, sluiceway_ready_order(available_at, priority), available_at)
+CREATE INDEX tasks_ready
+    ON tasks (executor, namespace, name, sluiceway_ready_order(available_at, priority), id, available_at)
     WHERE status = 'SCHEDULED';
 
 CREATE OR REPLACE FUNCTION sluiceway_lease(
@@ -34,7 +36,7 @@ BEGIN
         SELECT id FROM tasks
          WHERE executor = p_executor AND namespace = p_namespace AND name = p_name AND status = 'SCHEDULED'
            AND available_at <= p_at AND (close_deadline IS NULL OR close_deadline > p_at)
-         ORDER BY sluiceway_ready_order(available_at, priority) LIMIT p_count FOR UPDATE SKIP LOCKED
+         ORDER BY sluiceway_ready_order(available_at, priority), id LIMIT p_count FOR UPDATE SKIP LOCKED
     ), leased AS (
         UPDATE tasks t
            SET status = 'IN_PROGRESS', epoch = t.epoch + 1, worker_id = p_worker, leased_at = p_at,
