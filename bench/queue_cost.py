@@ -69,9 +69,14 @@ async def measure(server: LocalPostgres, label: str, tasks: int, inline: bool, g
             pid = int(await conn.fetchval("SELECT pg_backend_pid()"))
 
         async def phase(name: str, work: object) -> None:
+            async with pool.acquire() as conn:
+                wal_before = await conn.fetchval("SELECT pg_current_wal_insert_lsn()")
             before = backend_cpu(pid)
             await work  # type: ignore[misc]
             spent[name] = (backend_cpu(pid) - before) / tasks * 1e6
+            async with pool.acquire() as conn:
+                written = await conn.fetchval("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1)", wal_before)
+            spent["WAL bytes"] = spent.get("WAL bytes", 0.0) + float(written) / tasks
 
         config = DeciderConfig(batch_size=BATCH)
 
@@ -146,11 +151,17 @@ async def main() -> None:
         f"\nPostgreSQL backend CPU per task, microseconds ({args.tasks} one-task runs, batches of {BATCH}; "
         f"best of {args.rounds}). Loop: the decider loop decides; inline: starts and results decide their runs."
     )
-    phases = list(next(iter(found.values()))[0])
+    phases = [name for name in next(iter(found.values()))[0] if name != "WAL bytes"]
     print(f"  {'phase':22}" + "".join(f"{label:>22}" for label in found))
     for name in [*phases, "total"]:
-        row = [min(sum(r.values()) if name == "total" else r[name] for r in runs) for runs in found.values()]
+        row = [min(_total(r, phases) if name == "total" else r[name] for r in runs) for runs in found.values()]
         print(f"  {name:22}" + "".join(f"{v:>22.1f}" for v in row))
+    wal = [min(r["WAL bytes"] for r in runs) for runs in found.values()]
+    print(f"  {'WAL bytes per task':22}" + "".join(f"{v:>22.0f}" for v in wal))
+
+
+def _total(spent: dict[str, float], phases: list[str]) -> float:
+    return sum(spent[name] for name in phases)
 
 
 if __name__ == "__main__":
