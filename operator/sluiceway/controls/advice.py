@@ -27,6 +27,7 @@ from sluiceway.controls.calendar import Calendar, CalendarError
 from sluiceway.controls.policy import resolve
 from sluiceway.controls.schedules import calendar_of
 from sluiceway.model import GROUP
+from sluiceway.model.common import kube_time
 from sluiceway.model.quota import QuotaSpec
 from sluiceway.model.schedule import ScheduleSpec
 from sluiceway.model.semaphore import SemaphoreSpec
@@ -428,7 +429,8 @@ def windows_without_a_fire(objects: Sequence[Declared]) -> Iterator[Finding]:
             yield schedule.finding(
                 WINDOW_WITHOUT_FIRE,
                 "spec.endAt",
-                f"no fire time falls between startAt {spec.start_at} and endAt {spec.end_at}: it never starts a run",
+                f"no fire time falls between startAt {kube_time(calendar.start)} and endAt {kube_time(calendar.end)}: "
+                "it never starts a run",
             )
 
 
@@ -504,11 +506,16 @@ def quotas_below_the_fire_rate(objects: Sequence[Declared]) -> Iterator[Finding]
         }
         per_minute = sum(rates.values()) * 60
         if per_minute > spec.max_executions_per_minute:
+            which = (
+                f"Schedules {', '.join(sorted(rates))} start"
+                if len(rates) > 1
+                else f"Schedule {next(iter(rates))} starts"
+            )
             yield quota.finding(
                 QUOTA_RATE_BELOW_FIRE_RATE,
                 "spec.maxExecutionsPerMinute",
-                f"Schedules {', '.join(sorted(rates))} start {_per(per_minute)} runs a minute, above "
-                f"maxExecutionsPerMinute {spec.max_executions_per_minute}",
+                f"{which} {_per(per_minute)} runs a minute on average, above maxExecutionsPerMinute "
+                f"{spec.max_executions_per_minute}",
             )
 
 
