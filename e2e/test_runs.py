@@ -91,7 +91,7 @@ def test_a_workflow_run_created_with_kubectl_completes_on_worker_processes(
         lambda: (o := kube.get("workflow", "order-fulfilment", namespace)) and o.get("status", {}).get("version") and o,
         what="the Workflow to be stored",
     )
-    assert wf["status"]["conditions"][0]["status"] == "True"
+    assert next(c for c in wf["status"]["conditions"] if c["type"] == "Ready")["status"] == "True"
     start_worker(WORKERS, namespace)
     start_worker(WORKERS, namespace)
     kube.run(

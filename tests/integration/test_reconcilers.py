@@ -15,6 +15,7 @@ import pytest
 
 from sluiceway.k8s import definitions, status_reports, workflows
 from sluiceway.k8s import schedules as schedule_handlers
+from sluiceway.k8s.events import EventRecorder
 from sluiceway.k8s.reconciling import Context
 from sluiceway.model.resources import (
     QUOTA,
@@ -270,3 +271,62 @@ async def test_a_schedule_reports_its_next_five_fires_and_its_runs(pool: asyncpg
     assert len(upcoming) == 5 and gaps == {datetime.timedelta(hours=1)}
     assert upcoming[0].minute == upcoming[0].second == 0
     assert (status["activeRuns"], status["suspended"], status["runsStarted"], status["recent"]) == (0, False, 0, [])
+
+
+class RecordedEvents(EventRecorder):
+    """The recorder the handlers are given, keeping what they ask it to post
+    (posting to an API server is e2e's business, and rate limits are its own)."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.posted: list[tuple[str, str, bool, str, str]] = []
+
+    def record(self, kind: str, namespace: str, name: str, uid: str, warning: bool, reason: str, message: str) -> None:
+        self.posted.append((kind, name, warning, reason, message))
+
+
+def policy_warnings(patch: kopf.Patch) -> dict[str, Any]:
+    found: dict[str, Any] = next(c for c in patch.status["conditions"] if c["type"] == "PolicyWarnings")
+    return found
+
+
+async def test_a_definitions_policy_findings_are_a_condition_and_one_event_when_they_change(
+    pool: asyncpg.Pool,
+) -> None:
+    events = RecordedEvents()
+
+    async def apply(spec: dict[str, Any], status: dict[str, Any] | None = None) -> kopf.Patch:
+        kwargs = handler_kwargs(WORKFLOW, "orders", spec, pool, status=status)
+        kwargs["memo"].context.events = events
+        await workflows.reconcile_workflow(**kwargs)
+        patch: kopf.Patch = kwargs["patch"]
+        return patch
+
+    tasks = [{"name": "take_payment", "taskReferenceName": "pay"}]
+    flagged = await apply({"timeoutSeconds": 600, "slaSeconds": 600, "tasks": tasks})
+    assert ready(flagged)["status"] == "True"  # a warning, not a refusal: the Workflow is stored
+    condition = policy_warnings(flagged)
+    assert (condition["status"], condition["reason"]) == ("True", "Findings")
+    assert condition["message"].startswith("spec.slaSeconds: slaSeconds 600 is not below timeoutSeconds 600")
+    assert "Harvest Reliability knobs, Soft SLA" in condition["message"]
+    warnings = [e for e in events.posted if e[3] == "PolicyWarning"]
+    assert warnings == [("Workflow", "orders", True, "PolicyWarning", condition["message"])]
+
+    # A resync of the same spec, with the condition already written: no new Event.
+    await apply({"timeoutSeconds": 600, "slaSeconds": 600, "tasks": tasks}, status=dict(flagged.status))
+    assert [e for e in events.posted if e[3] == "PolicyWarning"] == warnings
+
+    fixed = await apply({"timeoutSeconds": 600, "slaSeconds": 300, "tasks": tasks}, status=dict(flagged.status))
+    assert (policy_warnings(fixed)["status"], policy_warnings(fixed)["reason"]) == ("False", "NoFindings")
+    assert [e for e in events.posted if e[3] == "PolicyWarning"] == warnings
+
+
+async def test_a_task_definition_alone_is_advised_without_guessing_its_namespaces_semaphores(
+    pool: asyncpg.Pool,
+) -> None:
+    spec = {"name": "export_report", "semaphores": ["legacy_erp"], "retryKind": "indefinite"}
+    kwargs = handler_kwargs(TASK_DEFINITION, "export-report", spec, pool)
+    await definitions.reconcile_task_definition(**kwargs)
+    message = policy_warnings(kwargs["patch"])["message"]
+    assert "spec.scheduleToStartTimeout:" in message and "spec.timeBudgetSeconds:" in message
+    assert "legacy_erp" not in message  # the Semaphore may well exist: `sluiceway lint` relates them

@@ -346,8 +346,15 @@ async def test_definitions_show_the_effective_policy_and_the_yaml_of_each_versio
 ) -> None:
     await define_task(pool, "charge", retryCount=7)
     await define_workflow(pool, "pay", [simple("charge")])
+    await define_workflow(pool, "hurry", [simple("charge")], timeoutSeconds=60)
     page = await browser.get(f"/ui/ns/{NS}/definitions")
     assert page.status == 200 and "retry_count: 7" in page.text and "retryCount: 7" in page.text
+    # The policy advisor, next to each definition: charge has no scheduleToStartTimeout.
+    assert "1 policy warning" in page.text
+    assert "<code>spec.scheduleToStartTimeout</code> <small>worker-schedule-to-start</small>" in page.text
+    # and hurry's timeout against charge's stored retries: 0.8 + 1.6 + ... + 51.2 s of backoff before the 7th.
+    assert "<code>spec.timeoutSeconds</code> <small>retries-outlive-workflow-timeout</small>" in page.text
+    assert "its last 1 retry can never run" in page.text
     workflow = await browser.get(f"/ui/ns/{NS}/workflows/pay")
     assert "taskReferenceName: charge" in workflow.text and "v1" in workflow.text
     assert (await browser.get(f"/ui/ns/{NS}/workflows/nope")).status == 404

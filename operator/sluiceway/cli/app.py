@@ -1,6 +1,6 @@
 """The `sluiceway` command line for people and scripts: find, watch and
 operate runs, read their logs, ask why one is stuck, decide HUMAN tasks,
-list definitions, read and fire Schedules. The same commands run as
+list definitions, read and fire Schedules, lint manifests offline. The same commands run as
 `kubectl sluiceway ...`. The composition root
 (`sluiceway.runtime.main`) adds the commands that run parts of the system
 (`operator`, `worker`, `up`, `crds`, `schema`)."""
@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from sluiceway import __version__
-from sluiceway.cli import definitions, logs, output, runs, schedules, tasks, why
+from sluiceway.cli import definitions, lint, logs, output, runs, schedules, tasks, why
 from sluiceway.cli.client import CommandError
 from sluiceway.cli.common import fail
 from sluiceway.cli.config import write_server
@@ -82,5 +82,6 @@ def build(name: str = "sluiceway") -> typer.Typer:
     why.register(app)
     app.add_typer(definitions.app, name="definitions")
     app.add_typer(schedules.app, name="schedules")
+    lint.register(app)
     app.add_typer(config, name="config")
     return app

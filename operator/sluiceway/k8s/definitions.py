@@ -9,12 +9,14 @@ from typing import Any
 
 import kopf
 
+from sluiceway.controls.advice import Kind
 from sluiceway.k8s.conditions import with_condition
 from sluiceway.k8s.reconciling import (
     Lifecycle,
     context_of,
     parse,
     register_lifecycles,
+    report_advice,
     report_claim,
     retrying_outages,
     set_ready,
@@ -77,6 +79,7 @@ async def reconcile_task_definition(
         report_claim(patch, body, context, claim, f"task type {task_type}", "is active")
         warning = retry_warning(parsed)
         _report_warning(patch, body, context.now(), warning)
+        report_advice(patch, body, context, Kind.TASK_DEFINITION, parsed)
         if warning is not None and context.events is not None:
             meta_ = body["metadata"]
             context.events.record("TaskDefinition", namespace, name, meta_.get("uid", ""), True, warning[0], warning[1])
@@ -129,6 +132,7 @@ async def reconcile_quota(
                 parsed.dispatch_weight,
             )
         set_ready(patch, body, context, True, "Stored", "quota is enforced")
+        report_advice(patch, body, context, Kind.QUOTA, parsed)
 
     await retrying_outages(store())
 

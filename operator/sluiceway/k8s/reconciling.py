@@ -19,12 +19,13 @@ from typing import Any, TypeVar
 import kopf
 from pydantic import ValidationError
 
+from sluiceway.controls import advice
 from sluiceway.k8s.conditions import not_ready, ready, with_condition
 from sluiceway.k8s.events import EventRecorder
 from sluiceway.k8s.validation import describe
 from sluiceway.kubeapi.client import KubeClient
 from sluiceway.model import GROUP, VERSION
-from sluiceway.model.common import Spec, kube_time
+from sluiceway.model.common import Condition, ConditionStatus, Spec, kube_time
 from sluiceway.model.resources import ResourceKind
 from sluiceway.observability import metrics
 from sluiceway.plane import Plane
@@ -104,6 +105,36 @@ def parse(model: type[S], body: kopf.Body, patch: kopf.Patch, context: Context) 
     except ValidationError as error:
         set_ready(patch, body, context, False, "InvalidSpec", describe(error))
         return None
+
+
+POLICY_WARNINGS = "PolicyWarnings"
+
+
+def report_advice(
+    patch: kopf.Patch, body: kopf.Body, context: Context, kind: advice.Kind, spec: advice.AdvisedSpec
+) -> None:
+    """The policy advisor's findings on this object alone (`sluiceway lint`
+    relates it to others offline) as the `PolicyWarnings` condition, True with
+    the findings or False with NoFindings; one Warning Event when they change,
+    not on every resync. Call after `set_ready`, which rewrites the conditions."""
+    meta = body["metadata"]
+    target = advice.Declared(kind, meta["name"], meta.get("namespace"), spec)
+    findings = advice.advise([target], semaphores_known=False)
+    message = "; ".join(f"{f.field}: {f.message}" for f in findings)
+    condition = Condition(
+        type=POLICY_WARNINGS,
+        status=ConditionStatus.TRUE if findings else ConditionStatus.FALSE,
+        reason="Findings" if findings else "NoFindings",
+        message=message or "the policy advisor found nothing to warn about",
+        observed_generation=int(meta.get("generation", 0)),
+    )
+    previous = patch.status.get("conditions") or body.get("status", {}).get("conditions")
+    before = next((c for c in previous or [] if c.get("type") == POLICY_WARNINGS), None)
+    if findings and context.events is not None and (before is None or before.get("message") != condition.message):
+        context.events.record(
+            body["kind"], meta["namespace"], meta["name"], meta.get("uid", ""), True, "PolicyWarning", message
+        )
+    patch.status["conditions"] = with_condition(previous, condition, context.now())
 
 
 async def retrying_outages(action: Awaitable[None]) -> None:

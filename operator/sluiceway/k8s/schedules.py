@@ -11,6 +11,7 @@ from typing import Any
 
 import kopf
 
+from sluiceway.controls.advice import Kind
 from sluiceway.controls.calendar import CalendarError
 from sluiceway.controls.schedules import calendar_of
 from sluiceway.k8s.events import EventRecorder
@@ -20,6 +21,7 @@ from sluiceway.k8s.reconciling import (
     context_of,
     parse,
     register_lifecycles,
+    report_advice,
     retrying_outages,
     set_ready,
 )
@@ -56,6 +58,7 @@ async def reconcile_schedule(
         patch.status["suspended"] = parsed.suspend
         what = f"starts runs of workflow {parsed.workflow}"
         set_ready(patch, body, context, True, "Scheduled", what + (" (suspended)" if parsed.suspend else ""))
+        report_advice(patch, body, context, Kind.SCHEDULE, parsed)
 
     await retrying_outages(store())
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import kopf
 
+from sluiceway.controls.advice import Kind
 from sluiceway.controls.payloads import Oversized
 from sluiceway.engine.graph import problems
 from sluiceway.k8s.reconciling import (
@@ -26,6 +27,7 @@ from sluiceway.k8s.reconciling import (
     every,
     parse,
     register_lifecycles,
+    report_advice,
     report_claim,
     retrying_outages,
     set_ready,
@@ -93,6 +95,7 @@ async def reconcile_workflow(
         if claim.is_ours(name):
             patch.status["version"] = version
         report_claim(patch, body, context, claim, f"workflow {engine_name}", f"starts new runs on version {version}")
+        report_advice(patch, body, context, Kind.WORKFLOW, parsed)
 
     await retrying_outages(store())
 

@@ -20,6 +20,7 @@ from fastapi.staticfiles import StaticFiles
 from sluiceway.api import views as api_views
 from sluiceway.api.errors import ApiError
 from sluiceway.api.services import services_of
+from sluiceway.controls import advice
 from sluiceway.controls.gates import GateState, SemaphoreState, closed, window_start
 from sluiceway.controls.policy import Gates
 from sluiceway.controls.why import Reason, explain, explain_task
@@ -29,7 +30,7 @@ from sluiceway.plane import finding
 from sluiceway.plane.finding import Order
 from sluiceway.plane.schedules import schedule_view
 from sluiceway.store import diagnostics, logs, overview, schedules, workflows
-from sluiceway.store.definitions import list_task_definitions
+from sluiceway.store.definitions import StoredDefinition, list_task_definitions
 from sluiceway.store.runs import get_run, task_attempts
 from sluiceway.store.tenancy import tenant_rules
 from sluiceway.ui import actions, gantt, rungraph, session
@@ -385,11 +386,33 @@ async def definitions(request: Request, namespace: str) -> Response:
         tasks = await list_task_definitions(conn, namespace)
         policies = await svc.plane.policies.of(conn, namespace, {d.name for d in tasks})
         live = await workflows.list_workflows(conn, namespace)
+    found = _advice(namespace, tasks, live)
     return render(
         request,
         "definitions.html",
-        {**context, "tasks": tasks, "policies": policies, "workflows": live, "yaml": _yaml},
+        {**context, "tasks": tasks, "policies": policies, "workflows": live, "yaml": _yaml, "advice": found},
     )
+
+
+def _advice(
+    namespace: str, tasks: list[StoredDefinition], live: list[workflows.LiveWorkflow]
+) -> dict[tuple[str, str], list[advice.Finding]]:
+    """The policy advisor over the namespace's stored TaskDefinitions and
+    Workflows together (read now, so never stale), by (kind, engine name). A
+    stored spec that no longer parses is left out: its object's Ready says why."""
+    stored = [(advice.Kind.TASK_DEFINITION, d.name, d.resource_name, d.spec) for d in tasks]
+    stored += [(advice.Kind.WORKFLOW, w.name, w.resource_name, w.spec) for w in live]
+    objects, names = [], {}
+    for kind, name, resource_name, spec in stored:
+        document = {"kind": kind.value, "metadata": {"name": resource_name}, "spec": spec}
+        parsed = advice.declared(document)
+        if isinstance(parsed, advice.Declared):
+            objects.append(parsed)
+            names[(kind.value, resource_name)] = name
+    found: dict[tuple[str, str], list[advice.Finding]] = {}
+    for advised in advice.advise(objects, semaphores_known=False):
+        found.setdefault((advised.kind, names[(advised.kind, advised.name)]), []).append(advised)
+    return found
 
 
 @router.get("/ns/{namespace}/schedules", response_class=HTMLResponse)
