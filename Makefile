@@ -91,7 +91,7 @@ clean:
 # 2 cores); `make bench BENCH=` runs the full forms (hours). The figures land in
 # .run/bench/figures.json and are compared with bench/recorded.json (printed only).
 BENCH ?= --quick
-BENCH_SCRIPTS = throughput latency gated continuous workflows backlog kube_cost idle
+BENCH_SCRIPTS = throughput latency gated continuous workflows backlog kube_cost idle waiters
 bench: venv controlplane
 	$(PY) -m pip install --quiet -c requirements/constraints.txt -e '.[bench]'
 	rm -f .run/bench/figures.json

@@ -28,6 +28,7 @@ class ApiError(Exception):
         super().__init__(message)
         self.status = status
         self.body = {"error": error, "message": message, **extra}
+        self.headers: dict[str, str] | None = None  # Retry-After, for a refusal the caller may simply retry
 
 
 class ErrorBody(BaseModel):
@@ -86,7 +87,7 @@ def invalid_request(fields: list[dict[str, str]]) -> JSONResponse:
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, error: ApiError) -> JSONResponse:
-        return JSONResponse(error.body, status_code=error.status)
+        return JSONResponse(error.body, status_code=error.status, headers=error.headers)
 
     # A filter or cursor the plane could not read.
     @app.exception_handler(Invalid)

@@ -9,6 +9,8 @@ is, calls the command and maps its outcome (`api.outcomes`)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 import uuid
 from typing import Annotated, Any
@@ -22,9 +24,10 @@ from sluiceway.api import views
 from sluiceway.api.actors import actor_of
 from sluiceway.api.errors import INVALID, ApiError, invalid, refusal
 from sluiceway.api.guards import requires
-from sluiceway.api.outcomes import answer, error_of
+from sluiceway.api.outcomes import answer, error_of, too_many_waiters
 from sluiceway.api.params import EXECUTION_ID, NAMESPACE
 from sluiceway.api.services import Services, services
+from sluiceway.controls.durations import parse_duration
 from sluiceway.model.common import DNS_SUBDOMAIN_PATTERN, ENGINE_NAME_PATTERN, INT32_MAX, unstorable, wire_time
 from sluiceway.model.execution import (
     MAX_BATCH,
@@ -48,10 +51,10 @@ from sluiceway.model.execution import (
     invalid_item,
 )
 from sluiceway.model.workflow import RUN_REF_PATTERN
-from sluiceway.plane import finding, runs, starts
+from sluiceway.plane import finding, runs, starts, waiting
 from sluiceway.plane.finding import DEFAULT_LIMIT, MAX_LIMIT, Order
 from sluiceway.store import attributes, logs
-from sluiceway.store.runs import get_run, get_tasks
+from sluiceway.store.runs import RunView, get_run, get_tasks
 
 router = APIRouter(prefix="/v1/ns/{namespace}/executions", tags=["executions"], responses=INVALID)
 
@@ -76,6 +79,64 @@ IDEMPOTENCY_KEY = Annotated[
         description="The same as the body's requestId: a retried start returns the run the first one created.",
     ),
 ]
+
+
+WAIT = Annotated[
+    str | None,
+    Query(
+        max_length=64,
+        description=f"Wait up to this long for the run to end: 30, 30s, 1m (at most {waiting.MAX_WAIT_SECONDS:.0f} s). "
+        "The run's own end wakes the wait; nothing polls.",
+    ),
+]
+
+
+def _wait_seconds(raw: str | None) -> float:
+    """The `wait` asked for, in seconds; 0 when none. A 422 naming `wait` beyond the bound."""
+    if raw is None:
+        return 0.0
+    try:
+        seconds = parse_duration(raw)
+    except ValueError as error:
+        raise invalid("wait", str(error)) from error
+    if seconds > waiting.MAX_WAIT_SECONDS:
+        raise invalid("wait", f"at most {waiting.MAX_WAIT_SECONDS:.0f} s: wait again for longer")
+    return seconds
+
+
+async def _hung_up(caller: Request) -> None:
+    """Returns once the caller hangs up (its body, if any, was read already)."""
+    while (await caller.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _until_ended(
+    caller: Request, waiter: waiting.Waiter, namespace: str, run_id: str, seconds: float
+) -> RunView | None:
+    """The run once it ended, or as it is when `seconds` pass (None: no such
+    run, or the caller hung up: its waiter's slot is freed at once)."""
+    wait = asyncio.ensure_future(waiter.until_ended(namespace, run_id, seconds))
+    gone = asyncio.ensure_future(_hung_up(caller))
+    try:
+        await asyncio.wait((wait, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (wait, gone):
+            task.cancel()
+        await asyncio.gather(wait, gone, return_exceptions=True)
+    return None if wait.cancelled() else wait.result()
+
+
+def _waiter(
+    svc: Services, seconds: float
+) -> contextlib.AbstractContextManager[waiting.Waiter | waiting.TooManyWaiters | None]:
+    return waiting.waiter(svc.plane) if seconds else contextlib.nullcontext()
+
+
+async def _view(svc: Services, run: RunView, include_tasks: bool) -> ExecutionView:
+    async with svc.pool.acquire() as conn:
+        tasks = await get_tasks(conn, run.id) if include_tasks else []
+        found = await attributes.of_runs(conn, run.namespace, [uuid.UUID(run.id)])
+    return views.execution(run, tasks, found[uuid.UUID(run.id)])
 
 
 def _request_id(body: str | None, header: str | None) -> str | None:
@@ -120,14 +181,22 @@ def _started(outcome: starts.StartOutcome | Any, restarted_from: str | None = No
     response_model=StartResponse,
     response_model_by_alias=True,
     responses={
-        200: {"model": StartResponse, "description": "A retried start (same requestId): the run it created"},
+        200: {
+            "model": StartResponse | ExecutionView,
+            "description": "A retried start (same requestId): the run it created. With `wait`: the run, "
+            "ended in time (its status, output and reason; no tasks)",
+        },
         201: {"links": {link: {"operationId": op, "parameters": RUN_ID} for link, op in RUN_LINKS.items()}},
+        202: {"model": StartResponse, "description": "With `wait`: started (or found), not ended in time"},
         404: refusal("No such workflow"),
         409: refusal("LIMIT_EXCEEDED: maxConcurrentExecutions; IDEMPOTENCY_KEY_REUSED: the key started another run"),
         413: refusal("The input is larger than the namespace's payload limit: {field, size, limit}"),
-        429: refusal("A namespace quota: {quota, limit, current, retryAfterSeconds}"),
+        429: refusal(
+            "A namespace quota: {quota, limit, current, retryAfterSeconds}; TOO_MANY_WAITERS: this replica "
+            "holds SLUICEWAY_MAX_RUN_WAITERS waits (Retry-After)"
+        ),
     },
-    summary="Start a run",
+    summary="Start a run (and wait for it to end)",
     dependencies=[requires("create", "workflowruns")],
 )
 async def start(
@@ -135,13 +204,34 @@ async def start(
     request: StartRequest,
     caller: Request,
     idempotency_key: IDEMPOTENCY_KEY = None,
+    wait: WAIT = None,
     svc: Services = Depends(services),
 ) -> JSONResponse:
     """`requestId` (or the `Idempotency-Key` header) makes the start
     idempotent for the idempotency window: a retry gets the same run back
-    (200, `created: false`), and concurrent retries create one run."""
+    (200, `created: false`), and concurrent retries create one run.
+
+    `wait` (e.g. `30s`, at most 60 s): answer once the run ends, 200 with
+    the run (status, output, reason), or 202 with its id and status when
+    the wait ends first; wait again on `GET .../{id}?wait=`. A retried
+    start with the same requestId waits for the same run."""
+    seconds = _wait_seconds(wait)
     item = _item(request, _request_id(request.request_id, idempotency_key))
-    return _started(await starts.start(svc.plane, actor_of(caller), namespace, item))
+    with _waiter(svc, seconds) as waiter:
+        if isinstance(waiter, waiting.TooManyWaiters):
+            raise too_many_waiters(waiter)  # before the start: nothing was started
+        outcome = await starts.start(svc.plane, actor_of(caller), namespace, item)
+        if waiter is None or not isinstance(outcome, starts.Started):
+            return _started(outcome)
+        run = await _until_ended(caller, waiter, namespace, outcome.id, seconds)
+    if run is None or not run.status.is_terminal():
+        still = run.status if run is not None else outcome.status
+        body = StartResponse(
+            id=outcome.id, status=still, awaiting_admission=outcome.awaiting_admission, created=outcome.created
+        )
+        return JSONResponse(body.to_wire(), status_code=202)
+    view = await _view(svc, run, include_tasks=False)
+    return JSONResponse(view.model_dump(mode="json", by_alias=True), status_code=200)
 
 
 @router.post(
@@ -262,13 +352,28 @@ async def list_runs(
     response_model=ExecutionView,
     response_model_by_alias=True,
     responses={404: refusal("No such run in this namespace")},
-    summary="Read a run and its tasks",
+    summary="Read a run and its tasks (once it ends, with `wait`)",
     operation_id="get_run",
     dependencies=[requires("get", "workflowruns")],
 )
 async def get(
-    namespace: NAMESPACE, execution_id: EXECUTION_ID, include_tasks: bool = True, svc: Services = Depends(services)
+    namespace: NAMESPACE,
+    execution_id: EXECUTION_ID,
+    caller: Request,
+    include_tasks: bool = True,
+    wait: WAIT = None,
+    svc: Services = Depends(services),
 ) -> ExecutionView:
+    """`wait` (e.g. `30s`, at most 60 s): answer once the run ends, or as it
+    is when the wait ends first (its status says which)."""
+    seconds = _wait_seconds(wait)
+    with _waiter(svc, seconds) as waiter:
+        if isinstance(waiter, waiting.TooManyWaiters):
+            raise too_many_waiters(waiter)
+        if waiter is not None:
+            run = await _until_ended(caller, waiter, namespace, str(execution_id), seconds)
+            if run is not None:
+                return await _view(svc, run, include_tasks)
     async with svc.pool.acquire() as conn:
         run = await get_run(conn, namespace, str(execution_id))
         if run is None:

@@ -21,6 +21,21 @@ from sluiceway.plane.outcomes import (
     RequestReused,
     WorkflowNotFound,
 )
+from sluiceway.plane.waiting import TooManyWaiters
+
+
+def too_many_waiters(refusal: TooManyWaiters) -> ApiError:
+    error = ApiError(
+        429,
+        "TOO_MANY_WAITERS",
+        refusal.message,
+        control="maxRunWaiters",
+        limit=refusal.limit,
+        retryAfterSeconds=refusal.retry_after_seconds,
+    )
+    error.headers = {"Retry-After": str(refusal.retry_after_seconds)}
+    return error
+
 
 # A quota is a rate the caller may retry later (429); a workflow's own cap is a conflict (409).
 _GATE_STATUS = {QuotaExceeded: 429, LimitExceeded: 409}

@@ -8,6 +8,7 @@ run is not in a state for it, a limit, RBAC); 5 the API cannot be reached."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import sys
 from collections.abc import Callable
@@ -331,12 +332,29 @@ def _finish(
     raise typer.Exit(outcome_code(final["status"]))
 
 
+# One server-side wait (the API's bound): a longer run is waited for again.
+_SERVER_WAIT_SECONDS = 60
+
+
 async def _until_done(conn: Connection, execution: str) -> dict[str, Any]:
+    """Wait on the server (`GET ...?wait=60s`), which answers when the run
+    ends, and again while it runs on. A server that answers a wait at once
+    (one without `wait`) or has too many waiters is asked again after a
+    second, as this command always polled."""
+    api = dataclasses.replace(conn.api, timeout=max(conn.api.timeout, _SERVER_WAIT_SECONDS + 30))
+    params = {"include_tasks": "false", "wait": f"{_SERVER_WAIT_SECONDS}s"}
+    loop = asyncio.get_running_loop()
     while True:
-        body = await conn.api.get(*_path(conn, execution), params={"include_tasks": "false"})
+        asked = loop.time()
+        try:
+            body = await api.get(*_path(conn, execution), params=params)
+        except CommandError as error:
+            if not (isinstance(error.body, dict) and error.body.get("error") == "TOO_MANY_WAITERS"):
+                raise
+            body = {"status": "RUNNING"}
         if body["status"] in TERMINAL:
             return body
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(max(0.0, 1.0 - (loop.time() - asked)))
 
 
 @app.command("start")

@@ -50,6 +50,9 @@ class Plane:
     # transaction (SLUICEWAY_DECIDE_INLINE), with the decider loop's config
     # (the same hooks, metrics and wake-ups); None: the loop decides them all.
     decider: DeciderConfig | None = None
+    max_run_waiters: int = 10_000  # callers waiting at once for runs to end (plane.waiting)
+    run_waiters: int = 0  # how many wait now
+    run_reads: int = 0  # how many times waiters read their run, for tests and the bench
     _polls_seen: dict[tuple[str, str, str], None] = field(default_factory=dict)
     _polls_written: set[tuple[str, str, str]] = field(default_factory=set)
     _polls_written_at: float = 0.0

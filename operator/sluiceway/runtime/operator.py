@@ -274,6 +274,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         gate_handover=settings.gate_handover,
         offers=offers,
         max_payload_bytes=settings.max_payload_bytes,
+        max_run_waiters=settings.max_run_waiters,
         decider=config if settings.decide_inline else None,
     )
     services = Services(

@@ -98,6 +98,9 @@ class Settings(BaseModel):
     # body; a Quota may lower it) and one request body.
     max_payload_bytes: int = Field(DEFAULT_MAX_PAYLOAD_BYTES, ge=1024, le=MAX_PAYLOAD_LIMIT)
     max_request_bytes: int = Field(DEFAULT_MAX_REQUEST_BYTES, ge=4096, le=1024 * 1024 * 1024)
+    # Callers waiting at once, in this process, for runs to end (a start or a
+    # read with `wait`); beyond it a wait is refused with 429 and Retry-After.
+    max_run_waiters: int = Field(10_000, ge=1, le=1_000_000)
     # The egress policy of system tasks: the cluster's ranges they may not
     # reach, the operator's own pod address, and entries allowed to every namespace.
     service_cidrs: tuple[str, ...] = ()
@@ -229,6 +232,7 @@ class Settings(BaseModel):
             ("SLUICEWAY_PURGE_SHARE", "purge_share"),
             ("SLUICEWAY_MAX_PAYLOAD_BYTES", "max_payload_bytes"),
             ("SLUICEWAY_MAX_REQUEST_BYTES", "max_request_bytes"),
+            ("SLUICEWAY_MAX_RUN_WAITERS", "max_run_waiters"),
         ):
             if env.get(variable):
                 raw[key] = env[variable]

@@ -51,8 +51,11 @@ class _Ended:
 
 
 # A run's retention starts when it ends: its own (or its workflow's) for its
-# outcome, else the operator's default ($6); 0 keeps it for ever.
+# outcome, else the operator's default ($6); 0 keeps it for ever. The runs that
+# ended are announced on ENDED_CHANNEL in the same statement (no round trip of
+# its own): whoever waits for them to end wakes once they commit.
 _FINISH = f"""
+WITH ended AS (
 UPDATE executions e
    SET status = f.status, reason = f.reason, output = f.output, failed_task_id = f.failed_task_id,
        ended_at = now(), timeout_at = NULL, mirror_seq = e.mirror_seq + 1, evaluated = true,
@@ -63,6 +66,9 @@ UPDATE executions e
   FROM {sql.unnest(_Ended, "f")}
  WHERE e.id = f.id AND e.status = 'RUNNING'
 RETURNING e.id
+), announced AS ({wakeups.ended_sql("ended")}
+)
+SELECT id, (SELECT count(*) FROM announced) FROM ended
 """
 _CANCEL_ACTIVE = f"""
 WITH cancelled AS (

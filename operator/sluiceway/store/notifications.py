@@ -1,6 +1,7 @@
 """Wake-ups over LISTEN/NOTIFY: the decider is told when runs are queued,
-long polls when tasks become ready. One dedicated connection per process;
-NOTIFY is sent once per transaction and queue, never per task.
+long polls when tasks become ready, callers waiting for a run when it ends.
+One dedicated connection per process; NOTIFY is sent once per transaction and
+queue (once per statement for the runs that end), never per task.
 
 A notification can be missed (a reconnect, another replica's pass); every
 waiter therefore also wakes on its own timeout and re-checks the database, so
@@ -13,13 +14,13 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Protocol
 
 import asyncpg
 
 from sluiceway.store.definitions import DEFINITIONS_CHANNEL
-from sluiceway.store.wakeups import DECIDE_CHANNEL, READY_CHANNEL, parse_ready
+from sluiceway.store.wakeups import DECIDE_CHANNEL, ENDED_CHANNEL, READY_CHANNEL, parse_ended, parse_ready
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ class Notifications:
         self._conn: asyncpg.Connection | None = None
         # Waiters per queue, oldest first: a freed slot wakes the oldest waiter only.
         self._ready: dict[tuple[str, str], dict[asyncio.Event, None]] = defaultdict(dict)
+        # Callers waiting for a run to end, by run id (`watch_end`).
+        self._ending: dict[str, set[asyncio.Event]] = defaultdict(set)
         self.decide = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -64,6 +67,7 @@ class Notifications:
         await conn.add_listener(READY_CHANNEL, self._on_ready)
         await conn.add_listener(DECIDE_CHANNEL, self._on_decide)
         await conn.add_listener(DEFINITIONS_CHANNEL, self._on_definitions)
+        await conn.add_listener(ENDED_CHANNEL, self._on_ended)
         self._conn = conn
         self._reconnects += 1
         self._empty.clear()
@@ -129,6 +133,31 @@ class Notifications:
         for events in self._ready.values():
             for event in events:
                 event.set()
+        for watchers in self._ending.values():
+            for event in watchers:
+                event.set()
+
+    def _on_ended(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        for run_id in parse_ended(payload):
+            for event in self._ending.get(run_id, ()):
+                event.set()
+
+    @contextlib.contextmanager
+    def watch_end(self, run_id: str) -> Iterator[asyncio.Event]:
+        """An event set when `run_id` may have ended: its end was announced, or
+        the listener reconnected (an end may have gone unheard meanwhile).
+        Watch before reading the run, so an end between the read and the wait
+        still wakes it; clear it before each read."""
+        event = asyncio.Event()
+        self._ending[run_id].add(event)
+        try:
+            yield event
+        finally:
+            watchers = self._ending.get(run_id)
+            if watchers is not None:
+                watchers.discard(event)
+                if not watchers:
+                    del self._ending[run_id]
 
     def wake(self, namespace: str, names: Iterable[str]) -> None:
         """Wake local waiters directly (this process made the change)."""

@@ -10,6 +10,10 @@ here once (`parse_ready`, for store.notifications).
   A payload that ends in `SLOT_FREED` and a number says one gated slot came
   free: it wakes one waiter, not all of them (the number only keeps
   PostgreSQL from folding the notifications of one transaction into one).
+- `ENDED_CHANNEL`: runs ended; the payload is their ids, comma-separated,
+  at most `ENDED_PER_PAYLOAD` of them (NOTIFY's payload is under 8000
+  bytes), one notification per statement that ends runs and per that many.
+  It wakes whoever waits for those runs to end (a start with `wait`).
 
 Migration 0033's `sluiceway_hand_over` writes a semaphore's payload in SQL of
 its own (a released migration is never edited): it is given the channel and
@@ -24,6 +28,10 @@ from dataclasses import dataclass
 
 DECIDE_CHANNEL = "sluiceway_decide"
 READY_CHANNEL = "sluiceway_ready"
+ENDED_CHANNEL = "sluiceway_ended"
+
+# 36 characters and a comma per id: 200 ids take 7400 bytes, under NOTIFY's 8000.
+ENDED_PER_PAYLOAD = 200
 
 Queue = tuple[str, str]  # (namespace, name): what a ready payload names
 
@@ -60,6 +68,16 @@ def parse_ready(payload: str) -> Ready:
     key, marker, _ = payload.partition(SLOT_FREED)
     namespace, _, name = key.partition("/")
     return Ready((namespace, name), bool(marker))
+
+
+def ended_payloads(run_ids: Iterable[str]) -> list[str]:
+    """What `ended_sql` sends for these runs (tests read it back with `parse_ended`)."""
+    ids = list(run_ids)
+    return [",".join(ids[at : at + ENDED_PER_PAYLOAD]) for at in range(0, len(ids), ENDED_PER_PAYLOAD)]
+
+
+def parse_ended(payload: str) -> list[str]:
+    return [run_id for run_id in payload.split(",") if run_id]
 
 
 # -- the same, as SQL ----------------------------------------------------------------
@@ -99,3 +117,13 @@ def released(rows: str, refilled: str | None = None, handing: str | None = None)
         UNION ALL
         SELECT {ready_payload_sql("namespace", semaphore)} FROM {rows}, unnest(holds) AS semaphore{keep}
     ) keys"""
+
+
+def ended_sql(rows: str) -> str:
+    """A CTE body that notifies ENDED_CHANNEL of the runs in `rows` (an `id`
+    uuid column): one notification per `ENDED_PER_PAYLOAD` of them, none when
+    there are none."""
+    return f"""
+    SELECT pg_notify('{ENDED_CHANNEL}', string_agg(id::text, ',')) FROM (
+        SELECT id, (row_number() OVER () - 1) / {ENDED_PER_PAYLOAD} AS part FROM {rows}
+    ) numbered GROUP BY part"""

@@ -12,6 +12,9 @@ It speaks only the public HTTP API, so it is also the reference for workers in
 other languages. Retry *policy* lives on the server (the TaskDefinition); the
 SDK only classifies failures: terminal or not, and an exact delay when the
 server it called said so.
+
+`Client` starts runs and waits for their outcome (`execute`), for the code
+that asks for the work rather than does it.
 """
 
 from sluiceway.worker.classifiers import (
@@ -24,11 +27,16 @@ from sluiceway.worker.classifiers import (
 )
 from sluiceway.worker.errors import RetryAfter, Snooze, TerminalError
 from sluiceway.worker.runner import Task, Worker
+from sluiceway.worker.runs import Client, RunError, RunFailed, StillRunning
 
 __all__ = [
+    "Client",
     "RetryAfter",
     "RetryOverride",
+    "RunError",
+    "RunFailed",
     "Snooze",
+    "StillRunning",
     "Task",
     "TerminalError",
     "Worker",

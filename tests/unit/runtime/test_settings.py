@@ -87,3 +87,11 @@ def test_the_event_loop_is_uvloop_unless_asyncio_is_asked_for() -> None:
     assert Settings.from_env({**base, "SLUICEWAY_EVENT_LOOP": "AsyncIO"}).event_loop == "asyncio"
     with pytest.raises(SettingsError, match="SLUICEWAY_EVENT_LOOP: 'trio' is not one of uvloop, asyncio"):
         Settings.from_env({**base, "SLUICEWAY_EVENT_LOOP": "trio"})
+
+
+def test_the_run_waiters_of_a_process_are_capped() -> None:
+    assert Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x"}).max_run_waiters == 10_000
+    given = {"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_MAX_RUN_WAITERS": "500"}
+    assert Settings.from_env(given).max_run_waiters == 500
+    with pytest.raises(SettingsError, match="SLUICEWAY_MAX_RUN_WAITERS"):
+        Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_MAX_RUN_WAITERS": "0"})
