@@ -64,13 +64,13 @@ INSERT INTO tasks (id, execution_id, namespace, ref, type, executor, name, attem
 SELECT gen_random_uuid(), id, $1, 'noop', 'SIMPLE', 'worker', 'noop', 1, 'SCHEDULED', now(), now() FROM runs
 """
 
-# The lease statement's SELECT (migration 0009's sluiceway_lease), without FOR UPDATE SKIP LOCKED:
+# The lease statement's SELECT (sluiceway_lease, migration 0034), without FOR UPDATE SKIP LOCKED:
 # EXPLAIN ANALYZE must not hold rows the workers are leasing.
 _LEASE_SELECT = """
 SELECT id FROM tasks
  WHERE executor = 'worker' AND namespace = $1 AND name = 'noop' AND status = 'SCHEDULED'
    AND available_at <= clock_timestamp() AND (close_deadline IS NULL OR close_deadline > clock_timestamp())
- ORDER BY available_at LIMIT 100
+ ORDER BY sluiceway_ready_order(available_at, priority), id LIMIT 100
 """
 
 
