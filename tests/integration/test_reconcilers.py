@@ -166,6 +166,15 @@ async def test_a_workflow_run_starts_one_run_with_its_uid(pool: asyncpg.Pool) ->
     assert run is not None and run.resource_name == "export-1" and run.input == {"day": "monday"}
 
 
+async def test_a_workflow_run_starts_its_run_at_its_priority(pool: asyncpg.Pool) -> None:
+    await _store_workflow(pool)
+    kwargs = handler_kwargs(WORKFLOW_RUN, "export-urgent", {"workflow": "export", "priority": 1}, pool)
+    await workflows.start_workflow_run(**kwargs)
+    async with pool.acquire() as conn:
+        run = await runs.get_run(conn, NAMESPACE, kwargs["uid"])
+    assert run is not None and run.priority == 1
+
+
 async def test_a_workflow_run_over_a_quota_is_refused_with_the_quotas_answer(pool: asyncpg.Pool) -> None:
     await definitions.reconcile_quota(**handler_kwargs(QUOTA, "default", {"maxConcurrentExecutions": 1}, pool))
     await _store_workflow(pool)
