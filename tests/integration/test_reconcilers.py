@@ -21,13 +21,14 @@ from sluiceway.model.resources import (
     SCHEDULE,
     SEMAPHORE,
     TASK_DEFINITION,
+    TRIGGER,
     WORKFLOW,
     WORKFLOW_RUN,
     ResourceKind,
 )
 from sluiceway.plane import Plane
 from sluiceway.store import definitions as stored
-from sluiceway.store import diagnostics, executions, runs
+from sluiceway.store import diagnostics, executions, runs, triggers
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 NAMESPACE = "team-a"
@@ -270,3 +271,30 @@ async def test_a_schedule_reports_its_next_five_fires_and_its_runs(pool: asyncpg
     assert len(upcoming) == 5 and gaps == {datetime.timedelta(hours=1)}
     assert upcoming[0].minute == upcoming[0].second == 0
     assert (status["activeRuns"], status["suspended"], status["runsStarted"], status["recent"]) == (0, False, 0, [])
+
+
+async def test_a_trigger_is_stored_under_its_event_and_forgotten_when_deleted(pool: asyncpg.Pool) -> None:
+    kwargs = handler_kwargs(
+        TRIGGER, "ship-paid", {"event": "order-paid", "workflow": "ship", "condition": "event.payload.paid"}, pool
+    )
+    await definitions.reconcile_trigger(**kwargs)
+    assert (ready(kwargs["patch"])["status"], ready(kwargs["patch"])["reason"]) == ("True", "Listening")
+    assert kwargs["patch"].status["event"] == "order-paid"
+    async with pool.acquire() as conn:
+        [found] = await triggers.of_event(conn, NAMESPACE, "order-paid")
+        assert (found.name, found.uid) == ("ship-paid", kwargs["uid"])
+        assert found.spec is not None and found.spec.condition == "event.payload.paid"
+    await definitions.delete_trigger(**kwargs)
+    async with pool.acquire() as conn:
+        assert await triggers.of_event(conn, NAMESPACE, "order-paid") == []
+
+
+@pytest.mark.parametrize("field", ["condition", "input", "eventId"])
+async def test_a_trigger_whose_cel_does_not_compile_is_invalid_naming_the_field(pool: asyncpg.Pool, field: str) -> None:
+    kwargs = handler_kwargs(TRIGGER, "broken", {"event": "e", "workflow": "w", field: "event.payload.("}, pool)
+    await definitions.reconcile_trigger(**kwargs)
+    condition = ready(kwargs["patch"])
+    assert (condition["status"], condition["reason"]) == ("False", "InvalidSpec")
+    assert field in condition["message"]
+    async with pool.acquire() as conn:
+        assert await triggers.of_event(conn, NAMESPACE, "e") == []
