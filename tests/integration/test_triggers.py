@@ -13,11 +13,14 @@ from typing import Any
 
 import aiohttp
 import pytest
+from typer.testing import CliRunner
 
+from sluiceway.cli.client import ExitCode
 from sluiceway.model.trigger import TriggerSpec
 from sluiceway.plane import Plane as ExecutionPlane
 from sluiceway.plane import events as publishing
 from sluiceway.plane.audit import Actor
+from sluiceway.runtime.main import app
 from sluiceway.store import definitions, events, triggers, webhooks
 from tests.support.database import pool_on
 from tests.support.plane import Plane, get, post
@@ -262,3 +265,37 @@ async def test_a_payload_over_the_namespace_limit_is_refused_and_kept_nowhere(pl
     assert answer["field"] == "payload"
     async with plane.pool.acquire() as conn:
         assert await events.page(conn, NS, 10) == []
+
+
+async def cli(plane: Plane, *argv: str) -> tuple[int, list[str], str]:
+    """`sluiceway events ...` against the plane, as a person runs it (in a thread: it runs its own loop)."""
+    args = ["events", *argv, "-n", NS, "--server", plane.url]
+    result = await asyncio.to_thread(CliRunner().invoke, app(), args)
+    return result.exit_code, result.stdout.splitlines(), result.stderr
+
+
+async def test_the_events_command_sends_lists_and_shows_what_each_trigger_did(plane: Plane) -> None:
+    await ship(plane)
+    await listen(plane, "ship-paid", condition="event.payload.order.status == 'paid'")
+    code, lines, said = await cli(
+        plane, "send", "order-paid", "--payload", '{"order": {"status": "paid"}}', "--id", "e1"
+    )
+    assert code == 0, said
+    assert lines[0].startswith("event order-paid ") and lines[0].endswith(": started")
+    assert lines[2].startswith("  trigger ship-paid: started run ")
+    code, lines, _ = await cli(plane, "send", "order-paid", "--payload", '{"order": {"status": "open"}}')
+    assert lines[2] == "  trigger ship-paid: filtered (condition event.payload.order.status == 'paid' is false)"
+    code, lines, _ = await cli(plane, "send", "nobody-listens")
+    assert lines[-1] == "  no Trigger listens to this event"
+
+    code, lines, _ = await cli(plane, "list")
+    assert code == 0 and lines[0].split() == ["ID", "EVENT", "RECEIVED", "OUTCOME", "RUNS"]
+    assert [line.split()[3] for line in lines[1:]] == ["unmatched", "filtered", "started"]
+    code, lines, _ = await cli(plane, "list", "--outcome", "started", "-o", "name")
+    [started_id] = lines
+    code, lines, _ = await cli(plane, "get", started_id)
+    assert code == 0 and "event id e1, from api" in lines[1]
+    code, _, said = await cli(plane, "get", str(uuid.uuid4()))
+    assert code == ExitCode.NOT_FOUND and "(HTTP 404" in said, said
+    code, _, said = await cli(plane, "send", "order-paid", "--payload", "[1, 2]")
+    assert code == ExitCode.USAGE and "--payload must be a JSON object" in said, said

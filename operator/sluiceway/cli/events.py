@@ -13,7 +13,8 @@ import typer
 from rich.text import Text
 
 from sluiceway.cli import output
-from sluiceway.cli.common import OUTPUT, connected, json_object, run
+from sluiceway.cli.client import CommandError
+from sluiceway.cli.common import OUTPUT, connected, fail, json_object, run
 from sluiceway.cli.config import Connection
 
 app = typer.Typer(help="List published events and what their Triggers did; publish one.", no_args_is_help=True)
@@ -119,7 +120,10 @@ def send(
     fmt: OUTPUT = FMT.TABLE,
 ) -> None:
     """Publish an event: start the runs of the namespace's Triggers of EVENT."""
-    payload = json_object(payload_json, payload_file, "--payload") or {}
+    try:
+        payload = json_object(payload_json, payload_file, "--payload") or {}
+    except CommandError as error:  # bad input exits 2 with its message, not a traceback
+        fail(error)
     headers = {"X-Sluiceway-Event-Id": event_id} if event_id else None
     body = run(conn.api.post(*_path(conn, name), body=payload, headers=headers))
     output.emit(body, fmt, _text(event_lines(body)), [str(body.get("id"))])
