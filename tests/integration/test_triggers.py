@@ -213,6 +213,7 @@ async def test_unmatched_events_are_kept_listed_and_forgotten_after_the_retentio
 async def test_a_verified_webhook_call_publishes_its_event(plane: Plane) -> None:
     await ship(plane)
     await listen(plane, "ship-paid", input="{'orderId': event.payload.order.id, 'from': event.source}")
+    await listen(plane, "sees-the-token", condition="'x-token' in event.headers")  # the secret is hidden
     async with plane.pool.acquire() as conn:
         spec = {"token": {"header": "X-Token", "secretRef": {"name": "hook", "key": "t"}}, "event": "order-paid"}
         await webhooks.upsert(conn, NS, "payments", "payments", 1, spec)
@@ -227,6 +228,10 @@ async def test_a_verified_webhook_call_publishes_its_event(plane: Plane) -> None
     assert answer["matched"] == 0  # no waiting task; the event still starts its run
     event = answer["event"]
     assert (event["outcome"], event["eventId"], event["source"]) == ("started", "d-1", "webhook payments")
+    assert {o["trigger"]: o["outcome"] for o in event["outcomes"]} == {
+        "sees-the-token": "filtered",
+        "ship-paid": "started",
+    }
     [run] = await runs_of(plane)
     assert run["input"] == {"orderId": 42, "from": "webhook payments"}
     status, trail = await get(plane, f"{API}/executions/{run['id']}/audit")

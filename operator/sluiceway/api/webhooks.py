@@ -121,8 +121,9 @@ async def deliver(
     }
     if spec.event is not None:
         source = f"webhook {name}"
+        token = frozenset({spec.token.header.lower()}) if spec.token is not None else frozenset()
         published = await events.publish(
-            svc.plane, webhooks.signed_by(name), namespace, spec.event, payload, headers, source
+            svc.plane, webhooks.signed_by(name), namespace, spec.event, payload, headers, source, token
         )
         if not isinstance(published, events.Published):
             raise error_of(published)

@@ -2,7 +2,9 @@
 input does the run start with, and under which id is it deduplicated.
 
 Every expression is CEL over one variable, `event`:
-`{name, id, source, payload, headers}` (header names in lower case). `id` is
+`{name, id, source, payload, headers}` (header names in lower case, without
+the ones that carry credentials: an `input` could copy them into a run's
+input, which everyone who reads runs sees). `id` is
 the delivery's own id: the first of the id headers senders use, or else a
 hash of the payload, so a sender that retries the same body is deduplicated
 without saying anything. A Trigger's `eventId` expression may pick another
@@ -28,6 +30,8 @@ from sluiceway.model.trigger import TriggerSpec
 # idempotency key, GitHub's delivery id.
 ID_HEADERS = ("x-sluiceway-event-id", "idempotency-key", "x-github-delivery")
 MAX_EVENT_ID_LENGTH = 512
+# Headers that carry the caller's credentials: never shown to a Trigger.
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key"})
 
 
 def delivery_id(headers: Mapping[str, str], payload: Any) -> str:
@@ -41,9 +45,19 @@ def delivery_id(headers: Mapping[str, str], payload: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
-def event_variable(name: str, event_id: str, source: str, payload: Any, headers: Mapping[str, str]) -> dict[str, Any]:
-    """The `event` every expression of a Trigger reads."""
-    return {"name": name, "id": event_id, "source": source, "payload": payload, "headers": dict(headers)}
+def event_variable(
+    name: str,
+    event_id: str,
+    source: str,
+    payload: Any,
+    headers: Mapping[str, str],
+    secret_headers: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
+    """The `event` every expression of a Trigger reads. `secret_headers`
+    (lower case): more headers to hide, such as a Webhook's token header."""
+    hidden = CREDENTIAL_HEADERS | secret_headers
+    shown = {header: value for header, value in headers.items() if header not in hidden}
+    return {"name": name, "id": event_id, "source": source, "payload": payload, "headers": shown}
 
 
 @dataclass(frozen=True)

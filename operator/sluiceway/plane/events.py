@@ -58,15 +58,17 @@ async def publish(
     payload: Any,
     headers: Mapping[str, str],
     source: str,
+    secret_headers: frozenset[str] = frozenset(),
 ) -> Published | Oversized:
     """Publish `payload` as the event `name` (headers in lower case; `source`:
-    `api` or `webhook <name>`). See the module's docstring."""
+    `api` or `webhook <name>`; `secret_headers`: headers no Trigger may read
+    besides the credential ones, such as a Webhook's token). See the module's docstring."""
     limit = await plane.limit_of(namespace)
     too_large = oversized_value("payload", payload, limit)
     if too_large is not None:
         return too_large
     event_id = judging.delivery_id(headers, payload)
-    variable = judging.event_variable(name, event_id, source, payload, headers)
+    variable = judging.event_variable(name, event_id, source, payload, headers, secret_headers)
     async with unit(plane, actor, namespace) as work:
         outcomes: list[dict[str, Any]] = []
         created: list[str] = []

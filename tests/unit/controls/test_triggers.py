@@ -116,3 +116,12 @@ def test_the_dedup_window_is_bounded() -> None:
         spec(dedupWindowSeconds=MAX_DEDUP_WINDOW_SECONDS + 1)
     with pytest.raises(ValidationError):
         spec(dedupWindowSeconds=0)
+
+
+def test_credentials_in_headers_are_never_shown_to_a_trigger() -> None:
+    headers = {"authorization": "Bearer t", "x-api-key": "k", "cookie": "c", "x-token": "s3cret", "x-trace": "1"}
+    shown = event_variable("e", "id", "webhook w", {}, headers, frozenset({"x-token"}))["headers"]
+    assert shown == {"x-trace": "1"}
+    seen = event_variable("order-paid", "evt", "api", ORDER, {"authorization": "Bearer t"})
+    found = judge(spec(input="{'leak': event.headers.authorization}"), seen)
+    assert isinstance(found, Invalid) and found.field == "input"
