@@ -21,7 +21,7 @@ from sluiceway.plane import Plane as ExecutionPlane
 from sluiceway.plane import events as publishing
 from sluiceway.plane.audit import Actor
 from sluiceway.runtime.main import app
-from sluiceway.store import definitions, events, triggers, webhooks
+from sluiceway.store import definitions, events, retention, triggers, webhooks
 from tests.support.database import pool_on
 from tests.support.plane import Plane, get, post
 from tests.support.store import NS, define_workflow
@@ -304,3 +304,14 @@ async def test_the_events_command_sends_lists_and_shows_what_each_trigger_did(pl
     assert code == ExitCode.NOT_FOUND and "(HTTP 404" in said, said
     code, _, said = await cli(plane, "send", "order-paid", "--payload", "[1, 2]")
     assert code == ExitCode.USAGE and "--payload must be a JSON object" in said, said
+
+
+async def test_the_purger_deletes_events_older_than_the_event_retention_only(plane: Plane) -> None:
+    old = await publish(plane, {"n": 1}, "old", name="nobody-listens")
+    new = await publish(plane, {"n": 2}, "new", name="nobody-listens")
+    async with plane.pool.acquire() as conn:
+        moved = "UPDATE events SET received_at = received_at - interval '2 hours' WHERE id = $1"
+        await conn.execute(moved, uuid.UUID(old["id"]))
+        assert (await retention.purge(conn, 100, 86_400, 0, 0)).events == 0  # 0: no event retention asked
+        assert (await retention.purge(conn, 100, 86_400, 0, 3600)).events == 1
+        assert [e.id for e in await events.page(conn, NS, 10)] == [new["id"]]
