@@ -28,6 +28,7 @@ from typing import Any
 from sluiceway.controls import triggers as judging
 from sluiceway.controls.payloads import Oversized, PayloadLimit, oversized_value
 from sluiceway.model.common import wire_time
+from sluiceway.observability import metrics
 from sluiceway.plane.audit import Actor, Operation
 from sluiceway.plane.core import Plane
 from sluiceway.plane.units import Unit, unit
@@ -81,6 +82,8 @@ async def publish(
         await work.inline.decide(work.conn, [uuid.UUID(run) for run in created])
         if created and not plane.decides_inline:
             work.wake_decider()
+    for outcome in outcomes or [{"outcome": "unmatched"}]:
+        metrics.TRIGGER_OUTCOMES.labels(outcome["outcome"]).inc()
     return Published(recorded, created)
 
 
