@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 import aiohttp
+import asyncpg
 import pytest
 from typer.testing import CliRunner
 
@@ -25,6 +26,7 @@ from sluiceway.store import definitions, events, retention, triggers, webhooks
 from tests.support.database import pool_on
 from tests.support.plane import Plane, get, post
 from tests.support.store import NS, define_workflow
+from tests.support.waiting import eventually_async
 
 API = f"/v1/ns/{NS}"
 SENDER = Actor("orders service", "test")
@@ -142,6 +144,53 @@ async def test_concurrent_deliveries_of_one_event_id_from_two_planes_start_exact
     print(f"20 concurrent deliveries over two pools: worst {worst * 1000:.0f} ms")  # noqa: T201 - the record asked for
     async with plane.pool.acquire() as conn:
         assert len(await events.page(conn, NS, 100)) == 20  # every delivery is kept, each with its outcome
+
+
+_BLOCKED_BY = "SELECT pid FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))"
+
+
+async def test_a_delivery_whose_replica_dies_mid_publish_leaves_the_event_id_to_the_next(
+    plane: Plane, database_url: str
+) -> None:
+    """Replica A claims the event id and writes the run, then dies before it
+    commits (its backend is terminated while it waits to record the event);
+    replica B's delivery of the same id, which waited on A's claim, then
+    starts the one run. Nothing of A's is left."""
+    await ship(plane)
+    await listen(plane, "ship-paid")
+    headers = {"idempotency-key": "o-crash"}
+    locker = await asyncpg.connect(database_url)
+    holding = locker.transaction()
+    await holding.start()
+    # A publish records its event last: holding the table stops A after its claim and its run.
+    await locker.execute("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")
+    async with pool_on(database_url) as pool_a, pool_on(database_url) as pool_b:
+        delivery_a = asyncio.create_task(
+            publishing.publish(ExecutionPlane(pool_a), SENDER, NS, "order-paid", ORDER, headers, "api")
+        )
+
+        async def blocked_by(pid: int) -> int | None:
+            async with plane.pool.acquire() as conn:
+                found: int | None = await conn.fetchval(_BLOCKED_BY, pid)
+            return found
+
+        replica_a = await eventually_async(lambda: blocked_by(locker.get_server_pid()), what="A to hold its claim")
+        delivery_b = asyncio.create_task(
+            publishing.publish(ExecutionPlane(pool_b), SENDER, NS, "order-paid", ORDER, headers, "api")
+        )
+        await eventually_async(lambda: blocked_by(replica_a), what="B to wait on A's claim")
+        async with plane.pool.acquire() as conn:
+            assert await conn.fetchval("SELECT pg_terminate_backend($1)", replica_a)
+        await holding.rollback()
+        await locker.close()
+        [died, finished_b] = await asyncio.gather(delivery_a, delivery_b, return_exceptions=True)
+    assert isinstance(died, Exception), died
+    assert isinstance(finished_b, publishing.Published), finished_b
+    [outcome] = finished_b.event.outcomes
+    [run] = await runs_of(plane)
+    assert (outcome["outcome"], outcome["runId"]) == ("started", str(run["id"]))
+    async with plane.pool.acquire() as conn:
+        assert [e.id for e in await events.page(conn, NS, 10)] == [finished_b.event.id]
 
 
 async def test_a_redelivery_after_the_dedup_window_starts_a_new_run(plane: Plane) -> None:
