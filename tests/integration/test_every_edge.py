@@ -30,9 +30,10 @@ from sluiceway.k8s import workflows as workflow_runs
 from sluiceway.k8s.reconciling import Context
 from sluiceway.model.execution import MAX_MESSAGE_BYTES
 from sluiceway.model.schedule import ScheduleSpec
+from sluiceway.model.trigger import TriggerSpec
 from sluiceway.plane import schedules as firing
 from sluiceway.runtime.main import app
-from sluiceway.store import schedules, webhooks
+from sluiceway.store import schedules, triggers, webhooks
 from tests.support.plane import Plane, execution_plane, finished, get, post
 from tests.support.store import NS, define_workflow, fetchval
 from tests.support.ui import Browser, Page
@@ -398,6 +399,48 @@ async def test_the_scheduler_s_own_fires_are_audited_as_the_scheduler_and_limite
     assert started.outcome == "started" and started.run_id is not None
     [(operation, who, detail)] = await edges.trail(started.run_id)
     assert (operation, who, detail["schedule"]) == ("start", ("sluiceway scheduler", "schedule"), "hourly")
+
+
+async def test_an_event_triggered_start_is_audited_and_limited_alike_by_rest_the_cli_and_a_webhook(
+    edges: Edges,
+) -> None:
+    """An event published by REST, by the CLI (through REST) and by a verified
+    Webhook call starts its run audited as `start` by the sender; a payload
+    over the limit is refused with the same message naming the field and
+    starts nothing."""
+    spec = TriggerSpec.model_validate({"event": "ping", "workflow": "one"})
+    hook = {"token": {"header": "X-Token", "secretRef": {"name": "hook", "key": "t"}}, "event": "ping"}
+    async with edges.plane.pool.acquire() as conn:
+        await triggers.upsert(conn, NS, "on-ping", str(uuid.uuid4()), 1, spec)
+        await webhooks.upsert(conn, NS, "pinger", "pinger", 1, hook)
+    edges.plane.secrets.secrets[(NS, "hook")] = {"t": b"s3cret"}
+    runs_before = await fetchval(edges.plane.pool, "SELECT count(*) FROM executions")
+    status, answer = await post(edges.plane, f"{API}/events/ping", BIG)
+    assert (status, answer["field"], answer["message"]) == (413, "payload", refusal("payload"))
+    code, said = await edges.cli("events", "send", "ping", "--payload", _json(BIG))
+    assert code != 0 and says(said, refusal("payload"))
+    webhook = f"{edges.plane.url}{API}/webhooks/pinger"
+    async with aiohttp.ClientSession() as http, http.post(webhook, json=BIG, headers={"X-Token": "s3cret"}) as response:
+        assert response.status == 413 and (await response.json())["message"] == refusal("body")
+    assert await fetchval(edges.plane.pool, "SELECT count(*) FROM executions") == runs_before
+
+    status, by_rest = await post(edges.plane, f"{API}/events/ping", {"via": "rest"})
+    assert status == 202, by_rest
+    code, said = await edges.cli("events", "send", "ping", "--payload", '{"via": "cli"}', "-o", "json")
+    assert code == 0, said
+    by_cli = json.loads(said)
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(webhook, json={"via": "webhook"}, headers={"X-Token": "s3cret"}) as response,
+    ):
+        assert response.status == 200
+        by_webhook = (await response.json())["event"]
+    signature = ("webhook pinger (signature verified)", "signature")
+    for event, who in ((by_rest, PERSON), (by_cli, PERSON), (by_webhook, signature)):
+        [outcome] = event["outcomes"]
+        assert outcome["outcome"] == "started", event
+        detail = {"workflow": "one", "trigger": "on-ping", "event": "ping", "eventId": event["eventId"]}
+        assert await edges.trail(outcome["runId"]) == [("start", who, detail)]
 
 
 # -- messages, HUMAN decisions, webhooks ---------------------------------------------------

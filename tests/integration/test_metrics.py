@@ -24,11 +24,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sluiceway.controls.webhooks import signed_headers
 from sluiceway.model.execution import MAX_QUEUED_MESSAGES, ResultStatus
+from sluiceway.model.trigger import TriggerSpec
 from sluiceway.observability import metrics
 from sluiceway.observability.logs import JsonFormatter
 from sluiceway.plane import Plane as ExecutionPlane
+from sluiceway.plane import events as publishing
 from sluiceway.runtime import loops
-from sluiceway.store import mirroring, schedules, webhooks
+from sluiceway.store import mirroring, schedules, triggers, webhooks
 from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.sweeping import sweep
 from tests.integration.test_schedules import add_schedule, db_now, rewind
@@ -527,3 +529,18 @@ async def test_webhook_calls_refused_matched_and_unmatched(plane: Plane) -> None
     assert added(before, after, "sluiceway_webhook_calls_total", outcome="refused") == 1
     assert added(before, after, "sluiceway_webhook_calls_total", outcome="matched") == 1
     assert added(before, after, "sluiceway_webhook_calls_total", outcome="unmatched") == 1, "the task completed once"
+
+
+async def test_trigger_outcomes_count_each_trigger_s_verdict(plane: Plane) -> None:
+    await define_workflow(plane.pool, "ship", [{"name": "pack", "taskReferenceName": "pack"}])
+    async with plane.pool.acquire() as conn:
+        for name, condition in (("every-order", None), ("big-orders", "event.payload.total > 100")):
+            spec = TriggerSpec.model_validate({"event": "order", "workflow": "ship", "condition": condition})
+            await triggers.upsert(conn, NS, name, name, 1, spec)
+    before = await scrape_http(plane)
+    for event in ("order", "order", "nobody-listens"):
+        status, _ = await call(plane, f"/v1/ns/{NS}/events/{event}", b'{"total": 5}', {"Idempotency-Key": "o-1"})
+        assert status == 202
+    after = await scrape_http(plane)
+    counted = {o: added(before, after, "sluiceway_trigger_outcomes_total", outcome=o) for o in publishing.OUTCOMES}
+    assert counted == {"started": 1, "duplicate": 1, "filtered": 2, "refused": 0, "invalid": 0, "unmatched": 1}

@@ -22,13 +22,14 @@ from sluiceway.model.resources import (
     SCHEDULE,
     SEMAPHORE,
     TASK_DEFINITION,
+    TRIGGER,
     WORKFLOW,
     WORKFLOW_RUN,
     ResourceKind,
 )
 from sluiceway.plane import Plane
 from sluiceway.store import definitions as stored
-from sluiceway.store import diagnostics, executions, runs
+from sluiceway.store import diagnostics, executions, runs, triggers
 
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 NAMESPACE = "team-a"
@@ -339,3 +340,28 @@ async def test_a_task_definition_alone_is_advised_without_guessing_its_namespace
     message = policy_warnings(kwargs["patch"])["message"]
     assert "spec.scheduleToStartTimeout:" in message and "spec.timeBudgetSeconds:" in message
     assert "legacy_erp" not in message  # the Semaphore may well exist: `sluiceway lint` relates them
+async def test_a_trigger_is_stored_under_its_event_and_forgotten_when_deleted(pool: asyncpg.Pool) -> None:
+    kwargs = handler_kwargs(
+        TRIGGER, "ship-paid", {"event": "order-paid", "workflow": "ship", "condition": "event.payload.paid"}, pool
+    )
+    await definitions.reconcile_trigger(**kwargs)
+    assert (ready(kwargs["patch"])["status"], ready(kwargs["patch"])["reason"]) == ("True", "Listening")
+    assert kwargs["patch"].status["event"] == "order-paid"
+    async with pool.acquire() as conn:
+        [found] = await triggers.of_event(conn, NAMESPACE, "order-paid")
+        assert (found.name, found.uid) == ("ship-paid", kwargs["uid"])
+        assert found.spec is not None and found.spec.condition == "event.payload.paid"
+    await definitions.delete_trigger(**kwargs)
+    async with pool.acquire() as conn:
+        assert await triggers.of_event(conn, NAMESPACE, "order-paid") == []
+
+
+@pytest.mark.parametrize("field", ["condition", "input", "eventId"])
+async def test_a_trigger_whose_cel_does_not_compile_is_invalid_naming_the_field(pool: asyncpg.Pool, field: str) -> None:
+    kwargs = handler_kwargs(TRIGGER, "broken", {"event": "e", "workflow": "w", field: "event.payload.("}, pool)
+    await definitions.reconcile_trigger(**kwargs)
+    condition = ready(kwargs["patch"])
+    assert (condition["status"], condition["reason"]) == ("False", "InvalidSpec")
+    assert field in condition["message"]
+    async with pool.acquire() as conn:
+        assert await triggers.of_event(conn, NAMESPACE, "e") == []

@@ -8,7 +8,7 @@ cluster-wide (ClusterRole) or per watched namespace (Role); see rbac-*.yaml.
 {{- define "sluiceway.rbac.namespacedRules" -}}
 # Watch and reconcile the Sluiceway resources; patch for finalizers and kopf's annotations.
 - apiGroups: [sluiceway.dev]
-  resources: [taskdefinitions, workflows, workflowruns, semaphores, quotas, schedules, webhooks]
+  resources: [taskdefinitions, workflows, workflowruns, semaphores, quotas, schedules, webhooks, triggers]
   verbs: [get, list, watch, patch]
 # Delete WorkflowRuns whose ttlSecondsAfterFinished has passed since their run ended.
 - apiGroups: [sluiceway.dev]
@@ -17,7 +17,7 @@ cluster-wide (ClusterRole) or per watched namespace (Role); see rbac-*.yaml.
 # Report Ready conditions and counters: status is written only by the operator.
 - apiGroups: [sluiceway.dev]
   resources: [taskdefinitions/status, workflows/status, workflowruns/status, semaphores/status, quotas/status,
-              schedules/status, webhooks/status]
+              schedules/status, webhooks/status, triggers/status]
   verbs: [get, patch]
 # Read, by name, the Secrets Webhooks verify with and GRPC and WEBHOOK tasks use
 # (only those labelled sluiceway.dev/secret=true are ever used).

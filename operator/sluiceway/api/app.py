@@ -7,7 +7,18 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sluiceway import __version__
-from sluiceway.api import definitions, diagnostics, errors, executions, guards, human, schedules, tasks, webhooks
+from sluiceway.api import (
+    definitions,
+    diagnostics,
+    errors,
+    events,
+    executions,
+    guards,
+    human,
+    schedules,
+    tasks,
+    webhooks,
+)
 from sluiceway.api.payloads import RequestSizeLimit
 from sluiceway.api.ratelimits import RateLimitMiddleware
 from sluiceway.api.services import Services
@@ -51,6 +62,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(diagnostics.router)
     app.include_router(definitions.router)
     app.include_router(schedules.router)
+    app.include_router(events.router)
 
     @app.get("/healthz", tags=["health"], summary="Liveness: the process serves requests")
     async def healthz() -> dict[str, str]:

@@ -29,7 +29,7 @@ from sluiceway.kubeapi.secrets import SecretUnavailable
 from sluiceway.model.common import unstorable
 from sluiceway.model.webhook import WebhookSpec
 from sluiceway.observability import metrics
-from sluiceway.plane import webhooks
+from sluiceway.plane import events, webhooks
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,10 @@ async def _verified(svc: Services, namespace: str, name: str, spec: WebhookSpec,
     "/{name}",
     summary="Deliver a webhook call (verified by its signature, not a token)",
     responses={
-        200: {"description": "`{matched, tasks}`: the waiting tasks this call completed (possibly none)"},
+        200: {
+            "description": "`{matched, tasks}`: the waiting tasks this call completed (possibly none); and, when "
+            "the Webhook names an `event`, `event`: the event as published, with what each Trigger did"
+        },
         401: refusal("The signature or token does not verify: nothing was read further or stored"),
         404: refusal("No Webhook of that name in this namespace"),
         413: refusal("The body is larger than the Webhook's maxPayloadBytes or the namespace's payload limit"),
@@ -108,12 +111,21 @@ async def deliver(
     body = await _body(request, spec.max_payload_bytes)
     await _verified(svc, namespace, name, spec, request, body)
     headers = {k.lower(): v for k, v in request.headers.items()}
-    completed = await webhooks.deliver(svc.plane, namespace, name, _payload(body), headers)
+    payload = _payload(body)
+    completed = await webhooks.deliver(svc.plane, namespace, name, payload, headers)
     if not isinstance(completed, list):
         raise error_of(completed)
-    return JSONResponse(
-        {
-            "matched": len(completed),
-            "tasks": [{"taskId": t.task_id, "executionId": t.execution_id, "referenceName": t.ref} for t in completed],
-        }
-    )
+    answer: dict[str, Any] = {
+        "matched": len(completed),
+        "tasks": [{"taskId": t.task_id, "executionId": t.execution_id, "referenceName": t.ref} for t in completed],
+    }
+    if spec.event is not None:
+        source = f"webhook {name}"
+        token = frozenset({spec.token.header.lower()}) if spec.token is not None else frozenset()
+        published = await events.publish(
+            svc.plane, webhooks.signed_by(name), namespace, spec.event, payload, headers, source, token
+        )
+        if not isinstance(published, events.Published):
+            raise error_of(published)
+        answer["event"] = events.event_view(published.event)
+    return JSONResponse(answer)

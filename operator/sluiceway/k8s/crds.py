@@ -87,6 +87,11 @@ PRINTER_COLUMNS: dict[str, list[Schema]] = {
         {"name": "Ready", "type": "string", "jsonPath": _READY},
         {"name": "Path", "type": "string", "jsonPath": ".status.path"},
     ],
+    "Trigger": [
+        {"name": "Event", "type": "string", "jsonPath": ".spec.event"},
+        {"name": "Workflow", "type": "string", "jsonPath": ".spec.workflow"},
+        {"name": "Ready", "type": "string", "jsonPath": _READY},
+    ],
     "Quota": [
         {"name": "Max-Running", "type": "integer", "jsonPath": ".spec.maxConcurrentExecutions"},
         {"name": "Running", "type": "integer", "jsonPath": ".status.used.concurrentExecutions"},

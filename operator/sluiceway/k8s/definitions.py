@@ -1,4 +1,4 @@
-"""TaskDefinitions, Semaphores, Quotas and Webhooks: parse the spec, store
+"""TaskDefinitions, Semaphores, Quotas, Webhooks and Triggers: parse the spec, store
 the definition in PostgreSQL, report the outcome in `status`; forget it when
 the object is deleted. They share one shape, registered from `LIFECYCLES`."""
 
@@ -23,11 +23,12 @@ from sluiceway.k8s.reconciling import (
 )
 from sluiceway.model.common import Condition, ConditionStatus
 from sluiceway.model.quota import QuotaSpec
-from sluiceway.model.resources import QUOTA, SEMAPHORE, TASK_DEFINITION, WEBHOOK
+from sluiceway.model.resources import QUOTA, SEMAPHORE, TASK_DEFINITION, TRIGGER, WEBHOOK
 from sluiceway.model.semaphore import SemaphoreSpec
 from sluiceway.model.taskdefinition import RetryKind, TaskDefinitionSpec
+from sluiceway.model.trigger import TriggerSpec
 from sluiceway.model.webhook import WebhookSpec
-from sluiceway.store import definitions, webhooks
+from sluiceway.store import definitions, triggers, webhooks
 from sluiceway.store.database import Connection
 
 
@@ -156,6 +157,26 @@ async def reconcile_webhook(
     await retrying_outages(store())
 
 
+async def reconcile_trigger(
+    body: kopf.Body, meta: kopf.Meta, namespace: str, name: str, uid: str, patch: kopf.Patch, memo: kopf.Memo, **_: Any
+) -> None:
+    """A spec whose CEL does not compile is InvalidSpec (the model compiles
+    it), naming the field, and nothing is stored: events go on to the others."""
+    context = context_of(memo)
+    parsed = parse(TriggerSpec, body, patch, context)
+    if parsed is None:
+        return
+
+    async def store() -> None:
+        async with context.pool.acquire() as conn:
+            await triggers.upsert(conn, namespace, name, uid, int(meta["generation"]), parsed)
+        patch.status["event"] = parsed.event
+        patch.status["workflow"] = parsed.workflow
+        set_ready(patch, body, context, True, "Listening", f"starts workflow {parsed.workflow} on event {parsed.event}")
+
+    await retrying_outages(store())
+
+
 async def _forget(
     memo: kopf.Memo, remove: Callable[[Connection, str, str], Awaitable[None]], namespace: str, name: str
 ) -> None:
@@ -182,11 +203,16 @@ async def delete_webhook(namespace: str, name: str, memo: kopf.Memo, **_: Any) -
     await _forget(memo, webhooks.delete, namespace, name)
 
 
+async def delete_trigger(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    await _forget(memo, triggers.delete, namespace, name)
+
+
 LIFECYCLES = (
     Lifecycle(TASK_DEFINITION, reconcile_task_definition, delete_task_definition),
     Lifecycle(SEMAPHORE, reconcile_semaphore, delete_semaphore),
     Lifecycle(QUOTA, reconcile_quota, delete_quota),
     Lifecycle(WEBHOOK, reconcile_webhook, delete_webhook),
+    Lifecycle(TRIGGER, reconcile_trigger, delete_trigger),
 )
 
 

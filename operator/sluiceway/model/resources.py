@@ -1,4 +1,4 @@
-"""The six custom resources: their names and the models of spec and status."""
+"""The custom resources: their names and the models of spec and status."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from sluiceway.model.quota import QuotaSpec, QuotaStatus
 from sluiceway.model.schedule import ScheduleSpec, ScheduleStatus
 from sluiceway.model.semaphore import SemaphoreSpec, SemaphoreStatus
 from sluiceway.model.taskdefinition import TaskDefinitionSpec, TaskDefinitionStatus
+from sluiceway.model.trigger import TriggerSpec, TriggerStatus
 from sluiceway.model.webhook import WebhookSpec, WebhookStatus
 from sluiceway.model.workflow import WorkflowSpec, WorkflowStatus
 from sluiceway.model.workflowrun import WorkflowRunSpec, WorkflowRunStatus
@@ -48,5 +49,15 @@ QUOTA = ResourceKind("Quota", "quotas", "quota", ("swquota",), QuotaSpec, QuotaS
 WEBHOOK = ResourceKind("Webhook", "webhooks", "webhook", ("wh",), WebhookSpec, WebhookStatus)
 
 SCHEDULE = ResourceKind("Schedule", "schedules", "schedule", ("sched", "swsched"), ScheduleSpec, ScheduleStatus)
+TRIGGER = ResourceKind("Trigger", "triggers", "trigger", ("swtrigger",), TriggerSpec, TriggerStatus)
 
-ALL_KINDS: tuple[ResourceKind, ...] = (TASK_DEFINITION, WORKFLOW, WORKFLOW_RUN, SEMAPHORE, QUOTA, SCHEDULE, WEBHOOK)
+ALL_KINDS: tuple[ResourceKind, ...] = (
+    TASK_DEFINITION,
+    WORKFLOW,
+    WORKFLOW_RUN,
+    SEMAPHORE,
+    QUOTA,
+    SCHEDULE,
+    WEBHOOK,
+    TRIGGER,
+)

@@ -54,6 +54,11 @@ class WebhookSpec(Spec):
     )
     hmac: HmacVerification | None = Field(None, description="Verify an HMAC signature of the body.")
     token: TokenVerification | None = Field(None, description="Verify a static token in a header.")
+    event: EngineName | None = Field(
+        None,
+        description="Publish every verified call as this event too, starting the runs of its Triggers "
+        "(besides completing the WAIT_FOR_WEBHOOK tasks it matches).",
+    )
     max_payload_bytes: int = Field(
         1024 * 1024, ge=1, le=MAX_PAYLOAD_BYTES, description="Largest body accepted (413 above). Default 1 MiB."
     )

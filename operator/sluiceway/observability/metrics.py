@@ -134,6 +134,12 @@ WEBHOOK_CALLS = Counter(
     "Webhook intake calls: refused, matched (completed tasks) or unmatched.",
     ["outcome"],
 )
+TRIGGER_OUTCOMES = Counter(
+    "sluiceway_trigger_outcomes_total",
+    "What Triggers did with published events: started, duplicate, filtered, refused, invalid; "
+    "unmatched for an event no Trigger listens to.",
+    ["outcome"],
+)
 HUMAN_DECISIONS = Counter("sluiceway_human_decisions_total", "HUMAN tasks completed or rejected.", ["decision"])
 RUN_MESSAGES = Counter("sluiceway_run_messages_total", "Messages sent to runs, by outcome.", ["outcome"])
 

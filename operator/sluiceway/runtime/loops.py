@@ -359,23 +359,25 @@ async def run_purger(
     idempotency_window: float,
     share: float = 0.25,
     retention_seconds: float = 0,
+    event_retention_seconds: float = 0,
 ) -> None:
     """Delete expired runs in small batches. While a backlog drains, the
     purger takes at most `share` of the time: after a full batch it pauses
     long enough for that (retention is never urgent; dispatch, sharing the
     database with it, is). After a partial batch it waits `interval`.
-    Schedule fires older than `retention_seconds` go with the same batches."""
+    Schedule fires older than `retention_seconds`, and published events older
+    than `event_retention_seconds`, go with the same batches."""
 
     async def step() -> bool:
         started = time.perf_counter()
         async with pool.acquire() as conn:
-            purged = await retention.purge(conn, batch, idempotency_window, retention_seconds)
+            purged = await retention.purge(conn, batch, idempotency_window, retention_seconds, event_retention_seconds)
         spent = time.perf_counter() - started
         metrics.RUNS_PURGED.inc(purged.runs)
         metrics.TASKS_PURGED.inc(purged.tasks)
         if purged.runs:
             log.debug("purged %d runs, %d tasks, %d log lines in %.2f s", purged.runs, purged.tasks, purged.logs, spent)
-        backlog = max(purged.runs, purged.fires) >= batch
+        backlog = max(purged.runs, purged.fires, purged.events) >= batch
         await _pause(stop, max(0.05, spent * (1 - share) / share) if backlog else interval)
         return False
 

@@ -41,6 +41,7 @@ from sluiceway.k8s.schedules import post_events
 from sluiceway.k8s.worker_pods import DEFAULT_API_URL, WorkerPods
 from sluiceway.kubeapi.client import Events, KubeClient, Leases
 from sluiceway.kubeapi.secrets import KubeSecrets
+from sluiceway.model.trigger import MAX_DEDUP_WINDOW_SECONDS
 from sluiceway.observability import logs, metrics, tracing
 from sluiceway.plane import Plane
 from sluiceway.plane.audit import Announcer
@@ -326,9 +327,11 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                 stop,
                 batch=settings.purge_batch,
                 interval=settings.purge_interval,
-                idempotency_window=settings.idempotency_window,
+                # Keys are kept for the longest window that may read them: a Trigger's dedup window too.
+                idempotency_window=max(settings.idempotency_window, MAX_DEDUP_WINDOW_SECONDS),
                 share=settings.purge_share,
                 retention_seconds=settings.retention,
+                event_retention_seconds=settings.event_retention,
             ),
         ),
         ("API server", server.serve_until(stop)),

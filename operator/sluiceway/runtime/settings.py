@@ -84,6 +84,8 @@ class Settings(BaseModel):
     # or WorkflowRun says otherwise; 0 keeps them. Durations: 30d, 12h, 3600.
     retention: int = Field(30 * 86_400, ge=0, le=10 * 31_536_000)
     idempotency_window: int = Field(86_400, ge=1, le=31_536_000)
+    # Published events (docs/triggers.md) are kept this long, matched or not, then deleted.
+    event_retention: int = Field(7 * 86_400, ge=60, le=31_536_000)
     task_log_bytes: int = Field(256 * 1024, ge=1024, le=64 * 1024 * 1024)
     # A result's freed slot of a capped or semaphore-gated type goes to the
     # type's next task without the gate's locks (off: under them, as before).
@@ -110,7 +112,7 @@ class Settings(BaseModel):
     # Unset: the defaults with authentication on, none without (no identity to key on).
     api_rate_limits: RateLimits | None = None
 
-    @field_validator("retention", "idempotency_window", mode="before")
+    @field_validator("retention", "idempotency_window", "event_retention", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return int(parse_duration(value)) if isinstance(value, str) else value
@@ -226,6 +228,7 @@ class Settings(BaseModel):
             ("SLUICEWAY_AUTOSCALING_INTERVAL", "autoscaling_interval"),
             ("SLUICEWAY_RETENTION", "retention"),
             ("SLUICEWAY_IDEMPOTENCY_WINDOW", "idempotency_window"),
+            ("SLUICEWAY_EVENT_RETENTION", "event_retention"),
             ("SLUICEWAY_TASK_LOG_BYTES", "task_log_bytes"),
             ("SLUICEWAY_PURGE_BATCH", "purge_batch"),
             ("SLUICEWAY_PURGE_INTERVAL", "purge_interval"),

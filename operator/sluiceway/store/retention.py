@@ -11,7 +11,10 @@ running is kept, since the parent's SUB_WORKFLOW task points at it.
 Schedule fires older than the operator's retention go too, in the same small
 batches: a fire still buffered is pending work and is kept. A pruned fire
 time is still never started twice while its run exists, since the run's id
-is derived from the schedule and the fire time."""
+is derived from the schedule and the fire time.
+
+Published events older than the event retention go too (store.events): a
+sender reads what happened to its call for that long."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from sluiceway.store import events
 from sluiceway.store.sql import claim
 
 _DOOMED = claim(
@@ -84,18 +88,25 @@ class Purged:
     logs: int = 0
     requests: int = 0
     fires: int = 0
+    events: int = 0
 
 
 async def purge(
-    conn: asyncpg.Connection, batch: int, idempotency_window: float, retention_seconds: float = 0
+    conn: asyncpg.Connection,
+    batch: int,
+    idempotency_window: float,
+    retention_seconds: float = 0,
+    event_retention_seconds: float = 0,
 ) -> Purged:
     """Delete one batch of expired runs, of forgotten idempotency keys and,
-    with a retention (0 keeps them for ever), of schedule fires older than it."""
+    with a retention (0 keeps them for ever), of schedule fires older than it
+    and of events older than the event retention."""
     async with conn.transaction():
         row = await conn.fetchrow(_PURGE, batch)
     forgotten = await conn.execute(_FORGET_REQUESTS, idempotency_window, batch)
     fires = await conn.execute(_FORGET_FIRES, retention_seconds, batch) if retention_seconds > 0 else "DELETE 0"
-    return Purged(row["runs"], row["tasks"], row["logs"], _count(forgotten), _count(fires))
+    gone = await events.forget(conn, event_retention_seconds, batch) if event_retention_seconds > 0 else 0
+    return Purged(row["runs"], row["tasks"], row["logs"], _count(forgotten), _count(fires), gone)
 
 
 def _count(status: str) -> int:

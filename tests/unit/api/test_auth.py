@@ -134,6 +134,10 @@ EXPECTED_GUARDS: dict[tuple[str, str], Rule | str] = {
     ("POST", "/metadata/task-definitions"): guards.WRITES_AS_CALLER,
     ("PUT", "/semaphores/{name}"): guards.WRITES_AS_CALLER,
     ("PUT", "/quotas"): guards.WRITES_AS_CALLER,
+    # Publishing an event starts runs; reading events is reading what the namespace's Triggers did.
+    ("POST", "/events/{name}"): Rule("create", "workflowruns"),
+    ("GET", "/events"): Rule("list", "triggers"),
+    ("GET", "/events/{event_record_id}"): Rule("get", "triggers"),
 }
 
 

@@ -50,10 +50,14 @@ def test_retention_and_windows_are_durations_and_a_bad_one_names_its_variable() 
     )
     assert (set_.retention, set_.idempotency_window) == (14 * 86400, 7200)
     assert Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_RETENTION": "0"}).retention == 0
+    assert defaults.event_retention == 7 * 86400
+    events = Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_EVENT_RETENTION": "2d"})
+    assert events.event_retention == 2 * 86400
     for variable, value in (
         ("SLUICEWAY_RETENTION", "forever"),
         ("SLUICEWAY_TASK_LOG_BYTES", "12"),
         ("SLUICEWAY_PURGE_BATCH", "0"),
+        ("SLUICEWAY_EVENT_RETENTION", "10s"),  # under a minute: a sender could not read what happened
     ):
         with pytest.raises(SettingsError, match=variable):
             Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", variable: value})

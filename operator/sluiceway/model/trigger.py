@@ -1,0 +1,77 @@
+"""Trigger: starts runs of a Workflow when a named event is published (a
+verified call of a Webhook that names the event, or `POST .../events/{event}`),
+with the run's input mapped by CEL, filtered by a CEL condition, and
+deduplicated by an event id for a window: one run per (trigger, event id)."""
+
+from __future__ import annotations
+
+import cel
+from pydantic import Field, field_validator
+
+from sluiceway.model.common import INT32_MAX, EngineName, Spec, Status
+
+DEFAULT_DEDUP_WINDOW_SECONDS = 86_400
+# The longest a dedup window may be. The purger keeps idempotency keys at
+# least this long (runtime.operator), so no window outlives its keys.
+MAX_DEDUP_WINDOW_SECONDS = 7 * 86_400
+MAX_EXPRESSION_LENGTH = 4096
+
+
+def _compile(expression: str) -> None:
+    # The model layer may not import controls/; `cel` is the same library
+    # controls.expressions evaluates with, so what compiles here runs there.
+    try:
+        cel.compile(expression)
+    except (ValueError, RuntimeError) as error:
+        raise ValueError(f"invalid CEL expression: {error}") from error
+
+
+class TriggerSpec(Spec):
+    """Start runs of a workflow when a named event is published."""
+
+    event: EngineName = Field(description="The event's name: a Webhook's `event`, or POST .../events/{event}.")
+    workflow: EngineName = Field(description="The Workflow to start (its spec.name or metadata.name).")
+    version: int | None = Field(None, ge=1, le=INT32_MAX, description="Pinned version; the latest when unset.")
+    condition: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_EXPRESSION_LENGTH,
+        description="CEL over `event` giving a bool: only events for which it is true start a run. "
+        "Every event when unset.",
+    )
+    input: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_EXPRESSION_LENGTH,
+        description="CEL over `event` giving the run's input (an object). The event's payload when unset.",
+    )
+    event_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_EXPRESSION_LENGTH,
+        description="CEL over `event` giving the id runs are deduplicated by. When unset, the delivery's id "
+        "(`event.id`: an X-Sluiceway-Event-Id, Idempotency-Key or X-GitHub-Delivery header, else a hash of the body).",
+    )
+    dedup_window_seconds: int = Field(
+        DEFAULT_DEDUP_WINDOW_SECONDS,
+        ge=1,
+        le=MAX_DEDUP_WINDOW_SECONDS,
+        description="For how long an event id names the run it started: a redelivery within it starts nothing. "
+        "Default 86400 (a day), at most 604800 (a week).",
+    )
+    priority: int | None = Field(
+        None, ge=1, le=5, description="The priority of every run, 1 (most urgent) to 5; the workflow's when unset."
+    )
+    correlation_id: str | None = Field(None, max_length=256, description="The correlationId of every run.")
+
+    @field_validator("condition", "input", "event_id")
+    @classmethod
+    def _compiles(cls, expression: str | None) -> str | None:
+        if expression is not None:
+            _compile(expression)
+        return expression
+
+
+class TriggerStatus(Status):
+    event: str | None = Field(None, description="The event it listens to.")
+    workflow: str | None = Field(None, description="The workflow it starts.")
