@@ -340,6 +340,8 @@ async def test_a_task_definition_alone_is_advised_without_guessing_its_namespace
     message = policy_warnings(kwargs["patch"])["message"]
     assert "spec.scheduleToStartTimeout:" in message and "spec.timeBudgetSeconds:" in message
     assert "legacy_erp" not in message  # the Semaphore may well exist: `sluiceway lint` relates them
+
+
 async def test_a_trigger_is_stored_under_its_event_and_forgotten_when_deleted(pool: asyncpg.Pool) -> None:
     kwargs = handler_kwargs(
         TRIGGER, "ship-paid", {"event": "order-paid", "workflow": "ship", "condition": "event.payload.paid"}, pool
