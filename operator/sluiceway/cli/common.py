@@ -140,9 +140,11 @@ def connected(command: Callable[..., Any]) -> Callable[..., Any]:
         )
         try:
             conn = resolve(flags)
+            # A refusal raised before the command's async body (its flags read, a file parsed) exits as
+            # one raised inside it does: its code and one line, never a traceback.
+            return command(*args, conn=conn, **kwargs)
         except CommandError as error:
             fail(error)
-        return command(*args, conn=conn, **kwargs)
 
     parameters = [*own, *_CONNECTION]
     wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]

@@ -119,3 +119,10 @@ def test_ages_print_as_kubectl_prints_them(seconds: float, text: str) -> None:
 def test_a_bad_run_reference_exits_2_before_anything_is_called() -> None:
     result = CliRunner().invoke(app(), ["runs", "get", "not-a-run", "--server", "http://127.0.0.1:9"])
     assert result.exit_code == 2 and "is not a run id" in result.stderr
+
+
+@pytest.mark.parametrize("given", ["[1, 2]", "not json"])
+def test_an_input_that_is_not_a_json_object_exits_2_naming_the_flag(given: str) -> None:
+    result = CliRunner().invoke(app(), ["runs", "start", "wf", "--input", given, "--server", "http://127.0.0.1:9"])
+    assert result.exit_code == 2 and "--input" in result.stderr and "Traceback" not in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
