@@ -17,6 +17,7 @@ answer, one JSON line each) for the test to judge."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import os
 import re
@@ -28,7 +29,11 @@ from typing import Any
 
 import schemathesis
 
+from sluiceway.controls.calendar import CalendarError
 from sluiceway.controls.durations import parse_duration
+from sluiceway.controls.schedules import calendar_of
+from sluiceway.model.quota import egress_problem
+from sluiceway.model.schedule import ScheduleSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Every check that the server answers as documented: no 5xx, only documented
@@ -62,11 +67,18 @@ class Outcome:
 
 
 async def run(
-    url: str, *args: str, steer: dict[str, str] | None = None, record: Path | None = None, checks: str = CHECKS
+    url: str,
+    *args: str,
+    steer: dict[str, str] | None = None,
+    record: Path | None = None,
+    checks: str = CHECKS,
+    positive: bool = False,
 ) -> Outcome:
     """`st run` against the OpenAPI document served at `url`, seeded; the
     output is returned whole (it names the seed and every failure). With
-    `record`, every call is appended to that file (see `recorded`)."""
+    `record`, every call is appended to that file (see `recorded`); with
+    `positive`, generated data keeps to the rules the document states only in
+    words (see `_keep_to_described_rules`)."""
     command = [
         str(Path(sys.executable).parent / "st"),
         "run",
@@ -92,6 +104,7 @@ async def run(
         "SCHEMATHESIS_HOOKS": "tests.support.fuzzing",
         **{f"SLUICEWAY_FUZZ_{key.upper()}": value for key, value in (steer or {}).items()},
         **({"SLUICEWAY_FUZZ_RECORD": str(record)} if record else {}),
+        **({"SLUICEWAY_FUZZ_POSITIVE": "1"} if positive else {}),
     }
     process = await asyncio.create_subprocess_exec(
         *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env, cwd=REPO_ROOT
@@ -157,9 +170,95 @@ def _steer_tenants(case: schemathesis.Case) -> None:
     _steer_fields(case.body, generated)
 
 
+# --- Positive mode: the server must accept what the document allows ---------
+#
+# With $SLUICEWAY_FUZZ_POSITIVE (`run(..., positive=True)`), the calls below
+# keep generated data to the rules the document states only in words, because
+# JSON Schema cannot: a rule between two places (a header and the body, the
+# path and the body, two fields), one over every nested value, one on data the
+# server holds (what the seeded workflow declares), or a parser's grammar (cron,
+# time zones, CIDRs). Each is named in the field's description; every other
+# constraint is in the document, and a refusal of it fails the pass.
+
+_INT64 = 2**63 - 1
+
+
+def _storable(value: Any) -> Any:
+    """`value` without what no payload may hold, at any depth: NUL characters
+    and lone surrogates (PostgreSQL and UTF-8 refuse them), integers past 64 bits."""
+    if isinstance(value, str):
+        return (
+            value.replace("\x00", "").encode("utf-8", "ignore").decode("utf-8")
+            if not value.isascii() or "\x00" in value
+            else value
+        )
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return max(-_INT64 - 1, min(_INT64, value))
+    if isinstance(value, dict):
+        return {_storable(key): _storable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_storable(item) for item in value]
+    return value
+
+
+def _keep_to_described_rules(case: schemathesis.Case) -> None:
+    if isinstance(case.body, dict | list | str):
+        case.body = _storable(case.body)
+    body, path, method = case.body, case.operation.path, case.method.upper()
+    headers = case.headers
+    key = body.get("requestId") if isinstance(body, dict) else None
+    if headers and isinstance(headers.get("Idempotency-Key"), str) and isinstance(key, str) and key.isascii():
+        headers["Idempotency-Key"] = key  # start, restart: one key, if sent twice
+    if not isinstance(body, dict):
+        return
+    if path.endswith("/executions") and method == "POST":
+        body.pop("taskOverrides", None)  # references the workflow must have
+        body.pop("searchAttributes", None)  # attributes it must declare
+    elif path.endswith("/result"):
+        body.pop("searchAttributes", None)  # attributes the task's workflow must declare
+    elif path.endswith("/backfill"):
+        _past_range(body)
+    elif path.endswith("/quotas") and isinstance(body.get("allowedEgress"), list):
+        body["allowedEgress"] = [e for e in body["allowedEgress"] if not isinstance(e, str) or not egress_problem(e)]
+    elif "/schedules/" in path and method == "PUT":
+        _readable_calendar(body)
+
+
+def _past_range(body: dict[str, Any]) -> None:
+    """A backfill's range as the handler takes it: endTime not before startTime, nor after now."""
+    start, end = body.get("startTime"), body.get("endTime")
+    if not (isinstance(start, str) and isinstance(end, str)):
+        return
+    try:
+        first, last = sorted(datetime.datetime.fromisoformat(t.upper()) for t in (start, end))
+    except (ValueError, TypeError):
+        return  # not an instant the schema allows: left for the server to refuse
+    if first.tzinfo is None or last.tzinfo is None:
+        return  # likewise: the schema's pattern asks for a time zone
+    past = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=1)
+    last = min(last, past)
+    body["startTime"], body["endTime"] = min(first, last).isoformat(), last.isoformat()
+
+
+def _readable_calendar(body: dict[str, Any]) -> None:
+    """A cron, interval or time zone the calendar cannot read becomes an hourly interval."""
+    try:
+        calendar_of(ScheduleSpec.model_validate(body))
+    except CalendarError:
+        body.pop("cron", None)
+        body.pop("offset", None)
+        body["every"] = "1h"
+    except ValueError:
+        pass  # refused by the model itself: the document states that, so the pass must fail on it
+
+
 @schemathesis.hook
 def before_call(context: schemathesis.HookContext, case: schemathesis.Case, kwargs: dict[str, Any]) -> None:
     _steer_tenants(case)  # only when the lists are given
+    if os.environ.get("SLUICEWAY_FUZZ_POSITIVE"):
+        _keep_to_described_rules(case)
     query = case.query
     if query and isinstance(query.get("wait"), str) and _waits(query["wait"]):
         query["wait"] = f"{POLL_TIMEOUT_CAP}s"  # still a wait; one that cannot be read stays, for its 422

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
@@ -24,7 +24,7 @@ from sluiceway.api.params import NAME, NAMESPACE
 from sluiceway.api.services import Services, services
 from sluiceway.kubeapi.client import KubeClient, KubeError
 from sluiceway.model import API_VERSION
-from sluiceway.model.common import EngineName, kube_name_for
+from sluiceway.model.common import INT32_MAX, EngineName, kube_name_for
 from sluiceway.model.quota import QuotaSpec
 from sluiceway.model.resources import QUOTA, SEMAPHORE, TASK_DEFINITION, ResourceKind
 from sluiceway.model.semaphore import SemaphoreSpec
@@ -287,13 +287,14 @@ async def list_workflows(namespace: NAMESPACE, svc: Services = Depends(services)
     dependencies=[requires("get", "workflows")],
 )
 async def get_workflow(
-    namespace: NAMESPACE, name: NAME, version: int | None = None, svc: Services = Depends(services)
+    namespace: NAMESPACE,
+    name: NAME,
+    version: Annotated[
+        int | None, Query(ge=1, le=INT32_MAX, description="A pinned version; the live one when unset.")
+    ] = None,
+    svc: Services = Depends(services),
 ) -> dict[str, Any]:
     """A version stays readable while runs pin it, even after its Workflow is deleted."""
-    if version is not None and not 1 <= version <= 2**31 - 1:
-        raise ApiError(
-            422, "INVALID_REQUEST", "version: 1 or more", fields=[{"field": "version", "message": "1 or more"}]
-        )
     async with svc.pool.acquire() as conn:
         found = await workflows.find_version(conn, namespace, name, version)
         resource = await workflows.resource_of(conn, namespace, name)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import uuid
 from typing import Annotated, Any
 
@@ -75,16 +74,21 @@ IDEMPOTENCY_KEY = Annotated[
     str | None,
     Header(
         alias="Idempotency-Key",
-        max_length=256,
-        description="The same as the body's requestId: a retried start returns the run the first one created.",
+        pattern=REQUEST_ID_PATTERN,
+        description="The same as the body's requestId: a retried start returns the run the first one created. "
+        "1 to 256 printable characters, no spaces; with a requestId in the body, the same key (else 422).",
     ),
 ]
 
-
+# The forms of a `wait` within its bound, as the document states them: the
+# server reads more (`1 minute`, `0.5M`, `45 SECS`), so a client that keeps to
+# the pattern is never refused, and the bound is checked by hand beyond it.
+WAIT_PATTERN = r"^(([0-5]?[0-9](\.[0-9]+)?|60) ?(s|sec|secs|second|seconds)?|1 ?(m|min|mins|minute|minutes))$"
 WAIT = Annotated[
     str | None,
     Query(
         max_length=64,
+        json_schema_extra={"pattern": WAIT_PATTERN},
         description=f"Wait up to this long for the run to end: 30, 30s, 1m (at most {waiting.MAX_WAIT_SECONDS:.0f} s). "
         "The run's own end wakes the wait; nothing polls.",
     ),
@@ -140,11 +144,11 @@ async def _view(svc: Services, run: RunView, include_tasks: bool) -> ExecutionVi
 
 
 def _request_id(body: str | None, header: str | None) -> str | None:
+    """The start's key; the header's pattern is checked as it is read. Two
+    keys that differ are a rule between the header and the body, which the
+    document can only say in words."""
     if header is not None and (body is not None and header != body):
         raise invalid("requestId", "differs from the Idempotency-Key header: send one key")
-    if header is not None:
-        if not re.fullmatch(REQUEST_ID_PATTERN, header):
-            raise invalid("Idempotency-Key", "1 to 256 printable characters, no spaces")
     return body or header
 
 
@@ -635,9 +639,25 @@ async def _message(request: Request) -> object:
     return payload
 
 
+# The message is read by hand (any JSON value, not a model): its body is
+# declared here, so the document says a client must send one.
+_MESSAGE_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {
+            "schema": {
+                "description": f"The message: any JSON value, at most {MAX_MESSAGE_BYTES} bytes. As every payload: "
+                "text holds no NUL character or lone surrogate, integers fit in 64 bits (else 422 naming `body`)."
+            }
+        }
+    },
+}
+
+
 @router.post(
     "/{execution_id}/messages",
     status_code=202,
+    openapi_extra={"requestBody": _MESSAGE_BODY},
     summary="Send a message to a run: PULL_WORKFLOW_MESSAGES tasks take them in order, each once",
     responses={
         202: {"description": "`{id, delivered}`: queued; `delivered` when a waiting task took it at once"},

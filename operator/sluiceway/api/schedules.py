@@ -25,7 +25,7 @@ from sluiceway.controls.schedules import calendar_of
 from sluiceway.kubeapi.client import KubeError
 from sluiceway.model.common import Spec
 from sluiceway.model.resources import SCHEDULE
-from sluiceway.model.schedule import UPCOMING, OverlapPolicy, ScheduleSpec
+from sluiceway.model.schedule import MAX_BACKFILL_FIRES, UPCOMING, OverlapPolicy, ScheduleSpec
 from sluiceway.plane import schedules as firing
 from sluiceway.store import schedules
 
@@ -37,9 +37,21 @@ class TriggerRequest(Spec):
     overlap_policy: OverlapPolicy | None = Field(None, description="Overrides the schedule's for this fire.")
 
 
+# A backfill instant as the handler takes it: from 1970, with a time zone
+# (pydantic reads naive and older ones too, so the check is by hand).
+BACKFILL_INSTANT: dict[str, Any] = {"pattern": r"^(19[7-9][0-9]|[2-9][0-9]{3})-.*([Zz]|[+-][0-9]{2}:[0-9]{2})$"}
+
+
 class BackfillRequest(Spec):
-    start_time: datetime.datetime = Field(description="The first fire time to fill, inclusive.")
-    end_time: datetime.datetime = Field(description="The last fire time to fill, inclusive; not in the future.")
+    start_time: datetime.datetime = Field(
+        description="The first fire time to fill, inclusive: an ISO 8601 instant from 1970, with a time zone.",
+        json_schema_extra=BACKFILL_INSTANT,
+    )
+    end_time: datetime.datetime = Field(
+        description="The last fire time to fill, inclusive: not before startTime, not after now (else 422 "
+        f"naming endTime); the range holds at most {MAX_BACKFILL_FIRES} of the schedule's fires.",
+        json_schema_extra=BACKFILL_INSTANT,
+    )
     overlap_policy: OverlapPolicy | None = Field(
         None, description="Overrides the schedule's for these fires (AllowAll starts them all at once)."
     )

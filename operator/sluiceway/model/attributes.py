@@ -6,7 +6,7 @@ upsert them, and a WorkflowRun's labels become keyword attributes."""
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -15,7 +15,14 @@ from sluiceway.model.common import Spec
 # Identifiers (`tenant`, `order_total`) and Kubernetes label keys
 # (`app.kubernetes.io/name`), so a WorkflowRun's labels fit as they are.
 ATTRIBUTE_NAME_PATTERN = r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9_]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9_])?$"
-AttributeName = Annotated[str, Field(pattern=ATTRIBUTE_NAME_PATTERN, max_length=317)]
+MAX_ATTRIBUTE_NAME = 317  # a DNS subdomain prefix, a slash and a 63-character name
+AttributeName = Annotated[str, Field(pattern=ATTRIBUTE_NAME_PATTERN, max_length=MAX_ATTRIBUTE_NAME)]
+# pydantic documents a dict's key pattern as `patternProperties`, which lets any
+# other key through: a dict keyed by attribute names says so in `propertyNames`
+# too (the CRDs drop it; the API's document keeps it).
+ATTRIBUTE_NAMES: dict[str, Any] = {
+    "propertyNames": {"pattern": ATTRIBUTE_NAME_PATTERN, "maxLength": MAX_ATTRIBUTE_NAME}
+}
 MAX_KEYWORD = 256  # characters of a keyword value
 MAX_DECLARED = 32  # attributes a Workflow declares
 MAX_PER_RUN = 64  # attributes one run carries (declared ones plus labels)

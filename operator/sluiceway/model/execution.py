@@ -9,7 +9,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, Field, SkipValidation, ValidationError
 
-from sluiceway.model.attributes import MAX_PER_RUN, AttributeName
+from sluiceway.model.attributes import ATTRIBUTE_NAMES, MAX_PER_RUN, AttributeName
 from sluiceway.model.common import INT32_MAX, EngineName, Epoch, SetOf, Spec, Uuid
 from sluiceway.model.taskdefinition import RetryKind
 from sluiceway.model.workflow import REF_PATTERN, RUN_REF_PATTERN
@@ -78,7 +78,12 @@ RequestId = Annotated[
 ]
 SearchAttributes = Annotated[
     dict[AttributeName, Any],
-    Field(max_length=MAX_PER_RUN, description="Values of the attributes the workflow declares, by name."),
+    Field(
+        max_length=MAX_PER_RUN,
+        description="Values of the attributes the workflow declares, by name: an undeclared name, or a value "
+        "that does not fit its declared type, is refused (422 naming it).",
+        json_schema_extra=ATTRIBUTE_NAMES,
+    ),
 ]
 
 
@@ -94,6 +99,7 @@ class TaskOverride(Spec):
 
 
 TaskReferenceKey = Annotated[str, Field(pattern=REF_PATTERN)]
+TASK_REFERENCE_KEYS: dict[str, Any] = {"propertyNames": {"pattern": REF_PATTERN}}  # as ATTRIBUTE_NAMES
 MAX_TASK_OVERRIDES = 100
 
 
@@ -115,8 +121,9 @@ class StartRequest(Spec):
         default_factory=dict,
         max_length=MAX_TASK_OVERRIDES,
         description="Per task reference: retryCount and startToCloseTimeout for this run only (a DO_WHILE's inner "
-        "reference covers every iteration; a FORK_JOIN_DYNAMIC's covers its branches). Unknown references are "
-        "refused.",
+        "reference covers every iteration; a FORK_JOIN_DYNAMIC's covers its branches). References the workflow "
+        "does not have are refused (422 naming them).",
+        json_schema_extra=TASK_REFERENCE_KEYS,
     )
     priority: int | None = Field(
         None,

@@ -48,7 +48,9 @@ class QuotaSpec(Spec):
         default_factory=list,
         max_length=100,
         description="Destinations this namespace's HTTP, HTTP_POLL, WEBHOOK and GRPC tasks may reach although "
-        "the egress policy denies them by default: host names, `*.suffix`, IP addresses or CIDRs.",
+        "the egress policy denies them by default: host names, `*.suffix`, IP addresses or CIDRs. An entry "
+        "with `/` or `:`, or only digits and dots, must be an IPv4 or IPv6 address or network; `*` only as a "
+        "leading `*.` (else 422 naming allowedEgress).",
     )
 
     @field_validator("allowed_egress")

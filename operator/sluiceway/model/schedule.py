@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from sluiceway.model.attributes import MAX_PER_RUN, AttributeName
+from sluiceway.model.attributes import ATTRIBUTE_NAMES, MAX_PER_RUN, AttributeName
 from sluiceway.model.common import INT32_MAX, EngineName, Spec, Status
 
 MAX_CATCHUP_WINDOW_SECONDS = 31_536_000
@@ -59,7 +59,7 @@ class ScheduleSpec(Spec):
     search_attributes: dict[AttributeName, Any] = Field(
         default_factory=dict,
         max_length=MAX_PER_RUN,
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True, **ATTRIBUTE_NAMES},
         description="Search attributes of every run it starts, checked against the workflow's declarations as a "
         "start's are: a value that does not fit refuses that fire, naming the attribute.",
     )
