@@ -34,7 +34,16 @@ Manifest = dict[str, Any]
 Helm = Callable[..., subprocess.CompletedProcess[str]]
 
 # The rules the operator needs on namespaced resources, and on cluster-scoped ones.
-SLUICEWAY_KINDS = ["taskdefinitions", "workflows", "workflowruns", "semaphores", "quotas", "schedules", "webhooks"]
+SLUICEWAY_KINDS = [
+    "taskdefinitions",
+    "workflows",
+    "workflowruns",
+    "semaphores",
+    "quotas",
+    "schedules",
+    "webhooks",
+    "triggers",
+]
 NAMESPACED_RULES = [
     {"apiGroups": ["sluiceway.dev"], "resources": SLUICEWAY_KINDS, "verbs": ["get", "list", "watch", "patch"]},
     # WorkflowRuns past their ttlSecondsAfterFinished; nothing else is ever deleted.
