@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import yaml
@@ -26,12 +26,15 @@ from rich.text import Text
 
 from sluiceway.cli import output
 from sluiceway.cli.client import ExitCode
-from sluiceway.controls import advice
-from sluiceway.engine.graph import problems
-from sluiceway.model.workflow import WorkflowSpec
+
+if TYPE_CHECKING:
+    from sluiceway.controls import advice
+
+# The advisor and the workflow graph are imported by the command that uses them: they
+# bring the CEL compiler, a quarter of a second that every other command would pay.
 
 MANIFEST_SUFFIXES = (".yaml", ".yml")
-_SEVERITY_STYLES = {advice.Severity.ERROR: "red", advice.Severity.WARNING: "yellow"}
+_SEVERITY_STYLES = {"error": "red", "warning": "yellow"}
 
 
 class LintFormat(StrEnum):
@@ -58,6 +61,8 @@ def manifests(paths: list[Path]) -> Iterator[Path]:
 
 
 def _file_error(source: str, message: str) -> advice.Finding:
+    from sluiceway.controls import advice
+
     return advice.Finding("", "", "", "unreadable-file", message, advice.Severity.ERROR, source)
 
 
@@ -74,6 +79,8 @@ def _documents(loaded: Any) -> Iterator[Mapping[str, Any]]:
 
 
 def read(paths: list[Path]) -> Reading:
+    from sluiceway.controls import advice
+
     reading = Reading()
     for path in manifests(paths):
         source = str(path)
@@ -101,6 +108,10 @@ def read(paths: list[Path]) -> Reading:
 def _graph_errors(declared: advice.Declared) -> list[advice.Finding]:
     """What the operator refuses in a Workflow's graph beyond its schema (an
     unknown reference, a JOIN on nothing), as errors."""
+    from sluiceway.controls import advice
+    from sluiceway.engine.graph import problems
+    from sluiceway.model.workflow import WorkflowSpec
+
     if not isinstance(declared.spec, WorkflowSpec):
         return []
     return [
@@ -118,7 +129,7 @@ def _graph_errors(declared: advice.Declared) -> list[advice.Finding]:
 
 
 def exit_code(findings: list[advice.Finding], strict: bool) -> ExitCode:
-    if any(f.severity is advice.Severity.ERROR for f in findings):
+    if any(f.severity == "error" for f in findings):
         return ExitCode.USAGE
     if strict and findings:
         return ExitCode.UNSUCCESSFUL
@@ -132,7 +143,7 @@ def _render(findings: list[advice.Finding]) -> Any:
             ("FILE", lambda r: r["source"]),
             ("OBJECT", lambda r: f"{r['kind']}/{r['name']}" if r["kind"] else ""),
             ("FIELD", lambda r: r["field"]),
-            ("SEVERITY", lambda r: Text(r["severity"], style=_SEVERITY_STYLES[advice.Severity(r["severity"])])),
+            ("SEVERITY", lambda r: Text(r["severity"], style=_SEVERITY_STYLES[r["severity"]])),
             ("RULE", lambda r: r["rule"]),
             ("MESSAGE", lambda r: r["message"]),
         ],
@@ -156,6 +167,8 @@ def lint(
 
     Exit codes: 0 clean (warnings allowed without --strict), 1 warnings with
     --strict, 2 an error (a file or an object that does not parse)."""
+    from sluiceway.controls import advice
+
     missing = [p for p in paths if not p.exists()]
     reading = read([p for p in paths if p.exists()])
     errors = [_file_error(str(p), f"no such file or directory: {p}") for p in missing] + reading.errors

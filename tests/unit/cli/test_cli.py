@@ -5,6 +5,8 @@ people, and the way ages print."""
 from __future__ import annotations
 
 import datetime
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +128,11 @@ def test_an_input_that_is_not_a_json_object_exits_2_naming_the_flag(given: str) 
     result = CliRunner().invoke(app(), ["runs", "start", "wf", "--input", given, "--server", "http://127.0.0.1:9"])
     assert result.exit_code == 2 and "--input" in result.stderr and "Traceback" not in result.output, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_the_cli_starts_without_the_cel_compiler() -> None:
+    """Every command pays for what the CLI imports at start; CEL (a quarter of a
+    second) is imported by the commands that evaluate it, `lint`, not by all."""
+    probe = "import sys, sluiceway.cli.app; print('cel' in sys.modules)"
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "False", found.stderr
