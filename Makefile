@@ -54,6 +54,7 @@ lint: venv typecheck
 	$(VENV)/bin/lint-imports
 	$(PY) -m sluiceway crds --check
 	$(PY) -m sluiceway schema --check
+	$(PY) -m sluiceway openapi --check
 
 format: venv
 	$(VENV)/bin/ruff check --fix $(SOURCES)

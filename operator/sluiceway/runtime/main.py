@@ -1,6 +1,6 @@
 """The `sluiceway` command: the user commands of `sluiceway.cli`, and the
 commands that run parts of the system: `operator`, `worker`, `up`, `crds`,
-`schema`.
+`schema`, `openapi`.
 Heavy imports happen inside each command, so `sluiceway runs list` starts fast."""
 
 from __future__ import annotations
@@ -33,6 +33,23 @@ def _crds(dirs: list[str], write: bool, check: bool) -> int:
         return 0
     for text in crds.rendered_files().values():
         sys.stdout.write("---\n" + text)
+    return 0
+
+
+def _openapi(write: bool, check: bool) -> int:
+    from sluiceway.devenv import openapi
+
+    current = openapi.rendered()
+    if check:
+        stale = not openapi.COMMITTED.exists() or openapi.COMMITTED.read_text() != current
+        if stale:
+            print(f"{openapi.COMMITTED}: out of date with the API (run `{openapi.REGENERATE}`)", file=sys.stderr)
+        return 1 if stale else 0
+    if write:
+        openapi.COMMITTED.write_text(current)
+        print(openapi.COMMITTED)
+        return 0
+    sys.stdout.write(current)
     return 0
 
 
@@ -136,6 +153,16 @@ def app(name: str = "sluiceway") -> typer.Typer:
         if write and check:
             raise typer.BadParameter("--write and --check exclude each other")
         raise typer.Exit(_schema(write, check))
+
+    @root.command("openapi", rich_help_panel="Running Sluiceway")
+    def openapi(
+        write: Annotated[bool, typer.Option("--write", help="Write sdk/openapi.json")] = False,
+        check: Annotated[bool, typer.Option("--check", help="Fail if the committed sdk/openapi.json is stale")] = False,
+    ) -> None:
+        """Print, write or check the API's OpenAPI document (the SDKs generate their types from it)."""
+        if write and check:
+            raise typer.BadParameter("--write and --check exclude each other")
+        raise typer.Exit(_openapi(write, check))
 
     return root
 
