@@ -81,18 +81,18 @@ class SystemTaskRunner:
         try:
             while not stop.is_set():
                 mark = self.notifications.mark(*_WAKE) if self.notifications is not None else None
+                # An outage (a failover takes ~10 s) pauses this loop; it never ends it.
                 try:
                     leased = await self._lease_batch()
+                    for lease in leased:
+                        task = asyncio.create_task(self._execute(lease))
+                        self.in_flight.add(task)
+                        task.add_done_callback(self.in_flight.discard)
+                    if not leased:
+                        await self._idle(stop, mark)
                 except (OSError, StoreError) as error:
                     log.warning("system tasks: database unavailable (%s)", error)
-                    leased = []
                     await asyncio.sleep(1.0)
-                for lease in leased:
-                    task = asyncio.create_task(self._execute(lease))
-                    self.in_flight.add(task)
-                    task.add_done_callback(self.in_flight.discard)
-                if not leased:
-                    await self._idle(stop, mark)
         finally:
             if self.in_flight:
                 await asyncio.wait(self.in_flight, timeout=10)
