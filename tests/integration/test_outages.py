@@ -21,8 +21,8 @@ import pytest
 
 from sluiceway.controls.breaker import BreakerConfig, Breakers
 from sluiceway.devenv.postgres import LocalPostgres
-from sluiceway.systemtasks.http import HttpTasks
 from sluiceway.systemtasks import runner as system_runner
+from sluiceway.systemtasks.http import HttpTasks
 from sluiceway.systemtasks.runner import SystemTaskRunner
 from sluiceway.worker import Task, Worker
 from tests.support.plane import Plane, Running, finished, get, post
