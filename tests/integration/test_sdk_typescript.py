@@ -1,0 +1,170 @@
+"""The TypeScript SDK's conformance program (sdk/typescript, built by
+hack/build-sdk-typescript.sh) against the real API: its worker leases,
+retries, fails terminally and shuts down gracefully as the Python SDK does,
+and its client starts runs with start-and-wait. The language-neutral
+conformance suite covers every scenario; this is the SDK's own smoke test."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.plane import Plane, finished, get, post
+from tests.support.store import NS, define_task, define_workflow
+from tests.support.waiting import eventually_async
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAM = ROOT / ".run/sdk/typescript/conformance"
+
+
+@pytest.fixture(scope="module")
+def conformance() -> Path:
+    """The conformance program, built (or found up to date) once per module."""
+    subprocess.run(["bash", str(ROOT / "hack/build-sdk-typescript.sh")], check=True, timeout=600)
+    return PROGRAM
+
+
+class TsWorker:
+    """`conformance worker` as a process, its output in a file shown on failure."""
+
+    def __init__(self, program: Path, plane: Plane, log: Path, grace: float) -> None:
+        self.program, self.log, self.grace = program, log, grace
+        self.env = {
+            **os.environ,
+            "SLUICEWAY_URL": plane.url,
+            "SLUICEWAY_NAMESPACE": NS,
+            "SLUICEWAY_WORKER_ID": f"ts-{log.stem}",
+            "SLUICEWAY_SHUTDOWN_GRACE": str(grace),
+        }
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> TsWorker:
+        with self.log.open("ab") as out:
+            self.process = await asyncio.create_subprocess_exec(
+                str(self.program), "worker", env=self.env, stdout=out, stderr=out
+            )
+        return self
+
+    async def terminate(self) -> int:
+        assert self.process is not None
+        if self.process.returncode is None:
+            self.process.send_signal(signal.SIGTERM)
+        # The poll on its way is answered (10 s at most), then the grace period runs.
+        return await asyncio.wait_for(self.process.wait(), timeout=self.grace + 30)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+
+@pytest.fixture
+async def ts_worker(conformance: Path, plane: Plane, tmp_path: Path) -> AsyncIterator[TsWorker]:
+    worker = await TsWorker(conformance, plane, tmp_path / "worker.log", grace=1).start()
+    try:
+        yield worker
+    finally:
+        if worker.process is not None and worker.process.returncode is None:
+            worker.process.kill()
+            await worker.process.wait()
+
+
+async def run_program(program: Path, plane: Plane, *args: str) -> tuple[int, dict[str, Any]]:
+    child = await asyncio.create_subprocess_exec(
+        str(program),
+        *args,
+        env={**os.environ, "SLUICEWAY_URL": plane.url, "SLUICEWAY_NAMESPACE": NS},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(child.communicate(), timeout=60)
+    assert child.returncode is not None
+    lines = stdout.decode().strip().splitlines()
+    assert len(lines) == 1, (stdout, stderr)
+    return child.returncode, json.loads(lines[0])
+
+
+async def test_echo_through_the_typescript_client_and_worker(
+    conformance: Path, plane: Plane, ts_worker: TsWorker
+) -> None:
+    await define_workflow(
+        plane.pool, "ts-echo", [{"name": "conformance_echo", "taskReferenceName": "e", "inputParameters": {"n": "${workflow.input.n}"}}],
+        outputParameters={"echo": "${e.output.echo}", "attempt": "${e.output.attempt}"},
+    )
+    code, line = await run_program(conformance, plane, "start", "ts-echo", '{"n": 7}', "20")
+    assert code == 0, ts_worker.output()
+    assert line["status"] == "COMPLETED", (line, ts_worker.output())
+    assert line["output"] == {"echo": {"n": 7}, "attempt": 1}
+
+
+async def test_the_client_reports_a_refused_start(conformance: Path, plane: Plane) -> None:
+    code, line = await run_program(conformance, plane, "start", "no-such-workflow", "{}", "5")
+    assert code == 1
+    assert line["error"] == "404" and line["message"]
+
+
+async def test_flaky_attempts_are_retried_until_one_succeeds(plane: Plane, ts_worker: TsWorker) -> None:
+    await define_task(plane.pool, "conformance_flaky", retryCount=3, retryLogic="FIXED", retryDelaySeconds=0)
+    await define_workflow(
+        plane.pool, "ts-flaky", [{"name": "conformance_flaky", "taskReferenceName": "f", "inputParameters": {"succeedOnAttempt": 3}}]
+    )
+    _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "ts-flaky"})
+    run = await finished(plane, started["id"])
+    assert run["status"] == "COMPLETED", ts_worker.output()
+    tasks = run["tasks"]
+    assert [t["status"] for t in tasks] == ["FAILED", "FAILED", "COMPLETED"]
+    assert tasks[0]["reason"] == "Error: flaky attempt 1"
+    assert tasks[2]["output"] == {"attempt": 3}
+
+
+async def test_a_terminal_error_is_never_retried(plane: Plane, ts_worker: TsWorker) -> None:
+    await define_task(plane.pool, "conformance_terminal", retryCount=5, retryDelaySeconds=0)
+    await define_workflow(
+        plane.pool, "ts-terminal", [{"name": "conformance_terminal", "taskReferenceName": "t", "inputParameters": {"why": "no such account"}}]
+    )
+    _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "ts-terminal"})
+    run = await finished(plane, started["id"])
+    assert run["status"] == "FAILED", ts_worker.output()
+    [task] = run["tasks"]
+    assert task["status"] == "FAILED_WITH_TERMINAL_ERROR"
+    assert task["reason"] == "TerminalError: INVALID_ARGUMENT: no such account"
+
+
+async def test_shutdown_hands_the_task_back_interrupted_and_the_next_worker_finishes_it(
+    conformance: Path, plane: Plane, ts_worker: TsWorker, tmp_path: Path
+) -> None:
+    """SIGTERM: the slow task gets the grace period (1 s), then goes back
+    INTERRUPTED, its attempt spent; the process exits 0; a replacement leases
+    attempt 2 and finishes it (8 s, far longer than the grace)."""
+    await define_task(plane.pool, "conformance_slow", retryCount=2, retryDelaySeconds=0)
+    await define_workflow(
+        plane.pool,
+        "ts-slow",
+        [{"name": "conformance_slow", "taskReferenceName": "s", "inputParameters": {"seconds": 8}}],
+        outputParameters={"attempt": "${s.output.attempt}"},
+    )
+    _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "ts-slow"})
+
+    async def task_in(status: str) -> dict[str, Any] | None:
+        _, run = await get(plane, f"/v1/ns/{NS}/executions/{started['id']}")
+        return next((t for t in run.get("tasks", []) if t["status"] == status), None)
+
+    await eventually_async(lambda: task_in("IN_PROGRESS"), what="the slow task to be leased", timeout=20)
+    assert await ts_worker.terminate() == 0, ts_worker.output()
+    handed_back = await task_in("SCHEDULED")
+    assert handed_back is not None, ts_worker.output()
+    assert (handed_back["attempt"], handed_back["interruptCount"]) == (2, 1)
+
+    second = await TsWorker(conformance, plane, tmp_path / "second.log", grace=30).start()
+    try:
+        run = await finished(plane, started["id"])
+    finally:
+        assert await second.terminate() == 0, second.output()
+    assert run["status"] == "COMPLETED", second.output()
+    assert run["output"] == {"attempt": 2}
