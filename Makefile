@@ -16,12 +16,14 @@ SOURCES := operator tests e2e bench conftest.py
 
 IMAGE ?= ghcr.io/sluiceway/sluiceway:$(shell $(PYTHON) -c "import re;print(re.search(r'^version = \"(.+)\"', open('pyproject.toml').read(), re.M).group(1))")
 
+# sdk-typescript, lint-typescript: see the TypeScript SDK block below.
+.PHONY: sdk-typescript lint-typescript
 .PHONY: up test lint format typecheck unit integration e2e chaos bench crds schema controlplane promtool node browser venv clean image
 
 up: venv controlplane $(if $(NODE),node)
 	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m sluiceway up $(if $(NODE),--node)
 
-test: venv controlplane promtool browser $(if $(ROOT),node) lint
+test: venv controlplane promtool browser $(if $(ROOT),node) sdk-typescript lint
 	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m pytest -p no:cacheprovider tests e2e
 
 venv: $(STAMP)
@@ -48,7 +50,7 @@ node:
 	@bash hack/install-node-packages.sh
 	@bash hack/build-node.sh >/dev/null
 
-lint: venv typecheck
+lint: venv typecheck lint-typescript
 	$(VENV)/bin/ruff check $(SOURCES)
 	$(VENV)/bin/ruff format --check $(SOURCES)
 	$(VENV)/bin/lint-imports
@@ -107,3 +109,14 @@ bench: venv controlplane
 # a cluster (`kind load image-archive`, `ctr images import`). Prints its size.
 image:
 	IMAGE=$(IMAGE) bash hack/build-image.sh sluiceway
+
+# -- TypeScript SDK (sdk/typescript; docs/sdk-typescript.md) -----------------------
+# Builds it (npm ci only when package-lock.json changed, tsc only when a source did)
+# and leaves .run/sdk/typescript/{conformance,example-worker}.
+sdk-typescript:
+	@bash hack/build-sdk-typescript.sh
+
+# Strict type check, and the generated API types must match sdk/openapi.json.
+lint-typescript: sdk-typescript
+	cd sdk/typescript && node_modules/.bin/tsc -p tsconfig.json --noEmit --strict
+	cd sdk/typescript && node scripts/generate.mjs --check

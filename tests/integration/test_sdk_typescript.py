@@ -93,8 +93,11 @@ async def run_program(program: Path, plane: Plane, *args: str) -> tuple[int, dic
 async def test_echo_through_the_typescript_client_and_worker(
     conformance: Path, plane: Plane, ts_worker: TsWorker
 ) -> None:
+    echo = {"name": "conformance_echo", "taskReferenceName": "e", "inputParameters": {"n": "${workflow.input.n}"}}
     await define_workflow(
-        plane.pool, "ts-echo", [{"name": "conformance_echo", "taskReferenceName": "e", "inputParameters": {"n": "${workflow.input.n}"}}],
+        plane.pool,
+        "ts-echo",
+        [echo],
         outputParameters={"echo": "${e.output.echo}", "attempt": "${e.output.attempt}"},
     )
     code, line = await run_program(conformance, plane, "start", "ts-echo", '{"n": 7}', "20")
@@ -111,9 +114,8 @@ async def test_the_client_reports_a_refused_start(conformance: Path, plane: Plan
 
 async def test_flaky_attempts_are_retried_until_one_succeeds(plane: Plane, ts_worker: TsWorker) -> None:
     await define_task(plane.pool, "conformance_flaky", retryCount=3, retryLogic="FIXED", retryDelaySeconds=0)
-    await define_workflow(
-        plane.pool, "ts-flaky", [{"name": "conformance_flaky", "taskReferenceName": "f", "inputParameters": {"succeedOnAttempt": 3}}]
-    )
+    flaky = {"name": "conformance_flaky", "taskReferenceName": "f", "inputParameters": {"succeedOnAttempt": 3}}
+    await define_workflow(plane.pool, "ts-flaky", [flaky])
     _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "ts-flaky"})
     run = await finished(plane, started["id"])
     assert run["status"] == "COMPLETED", ts_worker.output()
@@ -125,9 +127,8 @@ async def test_flaky_attempts_are_retried_until_one_succeeds(plane: Plane, ts_wo
 
 async def test_a_terminal_error_is_never_retried(plane: Plane, ts_worker: TsWorker) -> None:
     await define_task(plane.pool, "conformance_terminal", retryCount=5, retryDelaySeconds=0)
-    await define_workflow(
-        plane.pool, "ts-terminal", [{"name": "conformance_terminal", "taskReferenceName": "t", "inputParameters": {"why": "no such account"}}]
-    )
+    terminal = {"name": "conformance_terminal", "taskReferenceName": "t", "inputParameters": {"why": "no such account"}}
+    await define_workflow(plane.pool, "ts-terminal", [terminal])
     _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "ts-terminal"})
     run = await finished(plane, started["id"])
     assert run["status"] == "FAILED", ts_worker.output()
