@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.support.plane import Plane, finished, get, post
+from sluiceway.worker.cli import load_worker
+from tests.support.plane import Plane, Running, finished, get, post
 from tests.support.store import NS, define_task, define_workflow
 from tests.support.waiting import eventually_async
 
@@ -169,3 +171,59 @@ async def test_shutdown_hands_the_task_back_interrupted_and_the_next_worker_fini
         assert await second.terminate() == 0, second.output()
     assert run["status"] == "COMPLETED", second.output()
     assert run["output"] == {"attempt": 2}
+
+
+EXAMPLES = ROOT / "examples"
+EXAMPLE_WORKER = ROOT / ".run/sdk/typescript/example-worker"
+
+
+def _example(path: str, kind: str) -> dict[str, Any]:
+    documents = [*yaml.safe_load_all((EXAMPLES / path).read_text())]
+    found: dict[str, Any] = next(d for d in documents if d["kind"] == kind)
+    return found
+
+
+async def _outputs_by_task(plane: Plane, workflow: str, input: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The run's status and each task's output, its run id written RUN (receipts and keys name it)."""
+    _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": workflow, "input": input})
+    run = await finished(plane, started["id"])
+    text = json.dumps({t["referenceName"]: t.get("output") for t in run["tasks"]})
+    return run["status"], json.loads(text.replace(run["id"], "RUN").replace(run["id"][:8], "RUN"))
+
+
+async def test_the_example_worker_gives_the_python_examples_outputs(
+    conformance: Path, plane: Plane, tmp_path: Path
+) -> None:
+    """examples/workers.py and sdk/typescript/examples/worker.ts on the README's
+    orders (paid, and declined) and thumbnails workflows: the same task outputs,
+    the same search attribute, the same log lines kept by the server."""
+    orders, payment = _example("15-orders.yaml", "Workflow"), _example("15-orders.yaml", "TaskDefinition")
+    await define_task(plane.pool, payment["spec"]["name"], **{k: v for k, v in payment["spec"].items() if k != "name"})
+    await define_workflow(plane.pool, "orders", **orders["spec"])
+    await define_workflow(plane.pool, "thumbnails", **_example("05-fan-out.yaml", "Workflow")["spec"])
+    order = yaml.safe_load((EXAMPLES / "16-order-run.yaml").read_text())["spec"]["input"]
+    album = yaml.safe_load((EXAMPLES / "06-run.yaml").read_text())["spec"]["input"]
+    cases = [("orders", order), ("orders", {**order, "card": "declined"}), ("thumbnails", album)]
+
+    python = load_worker(str(EXAMPLES / "workers.py"))
+    python.url, python.namespace, python.poll_timeout = plane.url, NS, 2
+    async with Running(python):
+        expected = [await _outputs_by_task(plane, workflow, input) for workflow, input in cases]
+
+    env = {**os.environ, "SLUICEWAY_URL": plane.url, "SLUICEWAY_NAMESPACE": NS, "SLUICEWAY_WORKER_ID": "ts-examples"}
+    log = tmp_path / "example-worker.log"
+    with log.open("wb") as out:
+        child = await asyncio.create_subprocess_exec(str(EXAMPLE_WORKER), env=env, stdout=out, stderr=out)
+    try:
+        seen = [await _outputs_by_task(plane, workflow, input) for workflow, input in cases]
+        _, page = await get(plane, f"/v1/ns/{NS}/executions?workflow=orders&searchAttribute=stage%3Dshipped")
+    finally:
+        child.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(child.wait(), 40) == 0, log.read_text()[-3000:]
+    assert seen == expected, log.read_text()[-3000:]
+    assert [status for status, _ in seen] == ["COMPLETED", "FAILED", "COMPLETED"]
+    assert len(page["items"]) == 2, "both paid orders (Python's and TypeScript's) reached stage=shipped"
+    ts_run = page["items"][0]["id"]
+    _, logged = await get(plane, f"/v1/ns/{NS}/executions/{ts_run}/logs")
+    messages = [line["message"] for line in logged["lines"]]
+    assert {"reserving 2 items", "charging 120 to visa", "parcel with 2 items handed to the carrier"} <= set(messages)
