@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from sluiceway.store import definitions
 from sluiceway.worker.cli import load_worker
 from tests.support.plane import Plane, Running, finished, get, post
 from tests.support.store import NS, define_task, define_workflow
@@ -227,3 +228,49 @@ async def test_the_example_worker_gives_the_python_examples_outputs(
     _, logged = await get(plane, f"/v1/ns/{NS}/executions/{ts_run}/logs")
     messages = [line["message"] for line in logged["lines"]]
     assert {"reserving 2 items", "charging 120 to visa", "parcel with 2 items handed to the carrier"} <= set(messages)
+
+
+async def test_snooze_retry_after_heartbeats_logs_payload_limits_traces_and_attributes(
+    plane: Plane, ts_worker: TsWorker
+) -> None:
+    """The rest of the conformance handlers, one run each, at once on one worker."""
+    async with plane.pool.acquire() as conn:
+        await definitions.upsert_quota(conn, NS, "tenant", 1, None, None, None, None, max_payload_bytes=4096)
+    # A policy delay of a minute: only the handler's RetryAfter(1) brings attempt 2 in time.
+    await define_task(plane.pool, "conformance_retry_after", retryCount=1, retryDelaySeconds=60)
+    await define_task(plane.pool, "conformance_heartbeat", heartbeatTimeout=2, retryCount=0)
+    cases: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+        "conformance_snooze": ({"seconds": 1}, {}),
+        "conformance_retry_after": ({"seconds": 1}, {}),
+        "conformance_heartbeat": ({"seconds": 5}, {}),
+        "conformance_log": ({"tag": "t-1"}, {}),
+        "conformance_big": ({"bytes": 10_000}, {}),
+        "conformance_trace": ({}, {}),
+        "conformance_attributes": ({"stage": "packed"}, {"searchAttributes": [{"name": "stage", "type": "keyword"}]}),
+    }
+    started = {}
+    for task_type, (input, spec) in cases.items():
+        task = {"name": task_type, "taskReferenceName": "t", "inputParameters": input}
+        await define_workflow(plane.pool, task_type.replace("_", "-"), [task], **spec)
+        _, started[task_type] = await post(plane, f"/v1/ns/{NS}/executions", {"name": task_type.replace("_", "-")})
+    runs = {task_type: await finished(plane, run["id"]) for task_type, run in started.items()}
+
+    def last(task_type: str) -> dict[str, Any]:
+        task: dict[str, Any] = runs[task_type]["tasks"][-1]
+        return task
+
+    assert last("conformance_snooze")["output"] == {"snoozed": True}, ts_worker.output()
+    assert (last("conformance_snooze")["attempt"], last("conformance_snooze")["snoozeCount"]) == (1, 1)
+    assert last("conformance_retry_after")["output"] == {"attempt": 2}, ts_worker.output()
+    assert last("conformance_heartbeat")["output"] == {"slept": 5}, ts_worker.output()
+    big = last("conformance_big")
+    assert (runs["conformance_big"]["status"], big["status"]) == ("FAILED", "FAILED_WITH_TERMINAL_ERROR")
+    assert "over the limit of 4096 bytes" in big["reason"], big
+    assert set(last("conformance_trace")["output"]) == {"traceparent"}
+    assert runs["conformance_attributes"]["status"] == "COMPLETED"
+    _, page = await get(plane, f"/v1/ns/{NS}/executions?searchAttribute=stage%3Dpacked")
+    assert [r["id"] for r in page["items"]] == [runs["conformance_attributes"]["id"]]
+    _, logged = await get(plane, f"/v1/ns/{NS}/executions/{runs['conformance_log']['id']}/logs")
+    assert [line["message"] for line in logged["lines"]] == ["first line", "second line t-1"]
+    # The worker kept running after the refused output: the later runs completed on it.
+    assert ts_worker.process is not None and ts_worker.process.returncode is None
