@@ -38,15 +38,23 @@ export function authHeaders(credentials: Credentials): Record<string, string> {
   return {};
 }
 
+/** The credentials given, else those of the environment (a worker pod's
+ * SLUICEWAY_TOKEN_FILE, or SLUICEWAY_TOKEN, SLUICEWAY_API_KEY), as the Python SDK reads them. */
+export function credentialsOr(given: Credentials, env: NodeJS.ProcessEnv = process.env): Credentials {
+  if (given.token || given.tokenFile || given.apiKey) return given;
+  return { token: env.SLUICEWAY_TOKEN || undefined, tokenFile: env.SLUICEWAY_TOKEN_FILE || undefined, apiKey: env.SLUICEWAY_API_KEY || undefined };
+}
+
 /** A typed client whose every request carries the caller's credentials. */
 export function connect(connection: Connection): Api {
+  const credentials = credentialsOr(connection);
   const api = createClient<paths>({
     baseUrl: connection.url.replace(/\/+$/, ""),
     ...(connection.fetch ? { fetch: connection.fetch } : {}),
   });
   api.use({
     onRequest({ request }) {
-      for (const [name, value] of Object.entries(authHeaders(connection))) request.headers.set(name, value);
+      for (const [name, value] of Object.entries(authHeaders(credentials))) request.headers.set(name, value);
       return request;
     },
   });
