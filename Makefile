@@ -16,14 +16,12 @@ SOURCES := operator tests e2e bench conftest.py
 
 IMAGE ?= ghcr.io/sluiceway/sluiceway:$(shell $(PYTHON) -c "import re;print(re.search(r'^version = \"(.+)\"', open('pyproject.toml').read(), re.M).group(1))")
 
-# sdk-typescript, lint-typescript: see the TypeScript SDK block below.
-.PHONY: sdk-typescript lint-typescript
 .PHONY: up test lint format typecheck unit integration e2e chaos bench crds schema controlplane promtool node browser venv clean image
 
 up: venv controlplane $(if $(NODE),node)
 	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m sluiceway up $(if $(NODE),--node)
 
-test: venv controlplane promtool browser $(if $(ROOT),node) sdk-typescript lint
+test: venv controlplane promtool browser $(if $(ROOT),node) lint
 	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m pytest -p no:cacheprovider tests e2e
 
 venv: $(STAMP)
@@ -50,7 +48,7 @@ node:
 	@bash hack/install-node-packages.sh
 	@bash hack/build-node.sh >/dev/null
 
-lint: venv typecheck lint-typescript
+lint: venv typecheck
 	$(VENV)/bin/ruff check $(SOURCES)
 	$(VENV)/bin/ruff format --check $(SOURCES)
 	$(VENV)/bin/lint-imports
@@ -111,6 +109,13 @@ image:
 	IMAGE=$(IMAGE) bash hack/build-image.sh sluiceway
 
 # -- TypeScript SDK (sdk/typescript; docs/sdk-typescript.md) -----------------------
+# Kept in this one block: extra prerequisite lines add to `test` and `lint` without
+# touching their rules (make merges them), and `sdks` gathers every SDK's build.
+.PHONY: sdks sdk-typescript lint-typescript
+test: sdks
+lint: lint-typescript
+sdks: sdk-typescript
+
 # Builds it (npm ci only when package-lock.json changed, tsc only when a source did)
 # and leaves .run/sdk/typescript/{conformance,example-worker}.
 sdk-typescript:

@@ -91,7 +91,10 @@ async function start(workflow: string, inputJson: string, waitSeconds: string): 
       console.log(JSON.stringify({ error: String(error.status), message: error.serverMessage }));
       return 1;
     }
-    throw error;
+    // No answer at all (refused connection, timeout): not a status, but still one JSON line.
+    const cause = error instanceof Error && error.cause instanceof Error ? `: ${error.cause.message}` : "";
+    console.log(JSON.stringify({ error: "connection", message: `${String(error)}${cause}` }));
+    return 1;
   }
 }
 
