@@ -274,3 +274,34 @@ async def test_snooze_retry_after_heartbeats_logs_payload_limits_traces_and_attr
     assert [line["message"] for line in logged["lines"]] == ["first line", "second line t-1"]
     # The worker kept running after the refused output: the later runs completed on it.
     assert ts_worker.process is not None and ts_worker.process.returncode is None
+
+
+async def test_a_task_reported_gone_is_aborted_through_its_signal(plane: Plane, ts_worker: TsWorker) -> None:
+    """Terminating the run ends the lease: the next heartbeat hears `gone`, the
+    handler's AbortSignal fires, and its slot is free for the next task."""
+    await define_task(plane.pool, "conformance_slow", heartbeatTimeout=2, retryCount=0)
+    slow = {
+        "name": "conformance_slow",
+        "taskReferenceName": "s",
+        "inputParameters": {"seconds": "${workflow.input.seconds}"},
+    }
+    await define_workflow(plane.pool, "ts-gone", [slow], outputParameters={"attempt": "${s.output.attempt}"})
+    runs = []
+    for _ in range(4):  # every slot of the type (concurrency 4) holds a two-minute task
+        _, started = await post(plane, f"/v1/ns/{NS}/executions", {"name": "ts-gone", "input": {"seconds": 120}})
+        runs.append(started["id"])
+
+    async def all_leased() -> bool:
+        views = [(await get(plane, f"/v1/ns/{NS}/executions/{run}"))[1] for run in runs]
+        return all(view["tasks"] and view["tasks"][0]["status"] == "IN_PROGRESS" for view in views)
+
+    await eventually_async(all_leased, what="four slow tasks leased", timeout=20)
+    status, _ = await post(plane, f"/v1/ns/{NS}/executions/{runs[0]}/terminate", {"reason": "test"})
+    assert status in (200, 202)
+    await eventually_async(
+        lambda: asyncio.sleep(0, "aborting it" in ts_worker.output()), what="the worker to abort the gone task"
+    )
+    # The freed slot takes a new task, while the other three still sleep.
+    _, quick = await post(plane, f"/v1/ns/{NS}/executions", {"name": "ts-gone", "input": {"seconds": 0.1}})
+    run = await finished(plane, quick["id"])
+    assert run["status"] == "COMPLETED" and run["output"] == {"attempt": 1}, ts_worker.output()
