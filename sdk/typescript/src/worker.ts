@@ -303,6 +303,10 @@ export class Worker {
       reg.inFlight -= 1;
       this.inFlight.delete(task.taskId);
     }
+    const reason: unknown = task.signal.reason;
+    if (reason instanceof ShutDown || reason instanceof LeaseGone) {
+      body = undefined; // finished as it was handed back, or after its lease ended: that result stands
+    }
     const slot = body !== undefined && (this.options.leaseWithResults ?? true) ? reg : undefined;
     if (slot) slot.reserved += 1; // the result's request leases this slot's next task
     else reg.freed.notify();
