@@ -107,3 +107,21 @@ bench: venv controlplane
 # a cluster (`kind load image-archive`, `ctr images import`). Prints its size.
 image:
 	IMAGE=$(IMAGE) bash hack/build-image.sh sluiceway
+
+# -- TypeScript SDK (sdk/typescript; docs/sdk-typescript.md) -----------------------
+# Kept in this one block: extra prerequisite lines add to `test` and `lint` without
+# touching their rules (make merges them), and `sdks` gathers every SDK's build.
+.PHONY: sdks sdk-typescript lint-typescript
+test: sdks
+lint: lint-typescript
+sdks: sdk-typescript
+
+# Builds it (npm ci only when package-lock.json changed, tsc only when a source did)
+# and leaves .run/sdk/typescript/{conformance,example-worker}.
+sdk-typescript:
+	@bash hack/build-sdk-typescript.sh
+
+# Strict type check, and the generated API types must match sdk/openapi.json.
+lint-typescript: sdk-typescript
+	cd sdk/typescript && node_modules/.bin/tsc -p tsconfig.json --noEmit --strict
+	cd sdk/typescript && node scripts/generate.mjs --check
