@@ -214,8 +214,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	<-ctx.Done()
 	close(w.stopping)
 	w.log.Info("worker stopping: finishing in-flight tasks", "worker", w.opts.WorkerID, "inFlight", w.inFlight())
-	polls.Wait()
+	// The grace period starts now, while the polls on their way end (within
+	// PollTimeout; what they lease now goes straight back as a zero snooze).
 	w.drain()
+	polls.Wait()
 	w.mu.Lock()
 	w.giveUp = time.Now().Add(w.opts.ShutdownGrace)
 	w.closed = true
