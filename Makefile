@@ -107,3 +107,18 @@ bench: venv controlplane
 # a cluster (`kind load image-archive`, `ctr images import`). Prints its size.
 image:
 	IMAGE=$(IMAGE) bash hack/build-image.sh sluiceway
+
+# -- SDKs in other languages (sdk/conformance/README.md) ---------------------
+# `make test` builds each SDK's conformance program and example worker into
+# .run/sdk/<lang>/ (hack/build-sdk-<lang>.sh, idempotent); `make lint` checks
+# each SDK's formatting, vetting and generated code against sdk/openapi.json.
+.PHONY: sdks sdk-go lint-sdk-go
+test: sdks
+lint: lint-sdk-go
+sdks: sdk-go
+
+# Go (sdk/go, docs/sdk-go.md): gofmt -l, go vet, and the drift check.
+sdk-go:
+	@bash hack/build-sdk-go.sh
+lint-sdk-go:
+	@bash hack/lint-sdk-go.sh
