@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from sluiceway.store import definitions
 from tests.support.plane import Plane, finished, get, post
 from tests.support.store import NS, define_task, define_workflow
 from tests.support.waiting import eventually_async
@@ -160,3 +161,47 @@ async def test_go_client_starts_and_waits(plane: Plane, conformance: Path) -> No
     assert code == 0 and done["status"] == "COMPLETED" and done["output"] == {"echo": {"n": 2}, "attempt": 1}, done
     code, refused = await start("no_such_workflow", "{}", "5")
     assert code == 1 and refused["error"] == "404", refused
+
+
+async def test_go_worker_signals_limits_traces_and_attributes(plane: Plane, conformance: Path) -> None:
+    async with plane.pool.acquire() as conn:
+        await definitions.upsert_quota(conn, NS, "tenant", 1, None, None, None, None, max_payload_bytes=4096)
+    await define_task(plane.pool, "conformance_retry_after", retryCount=1, retryDelaySeconds=3600)
+    await define_task(plane.pool, "conformance_big", retryCount=0)
+    for name in ("conformance_snooze", "conformance_trace", "conformance_attributes", "conformance_heartbeat"):
+        await define_task(plane.pool, name, **({"heartbeatTimeoutSeconds": 1} if name.endswith("heartbeat") else {}))
+    one = {
+        "retry": ("conformance_retry_after", {"seconds": 0.5}),
+        "big": ("conformance_big", {"bytes": 10000}),
+        "snooze": ("conformance_snooze", {"seconds": 0.5}),
+        "trace": ("conformance_trace", {}),
+        "beat": ("conformance_heartbeat", {"seconds": 3}),
+    }
+    for workflow, (task, input) in one.items():
+        await define_workflow(
+            plane.pool, workflow, [{"name": task, "taskReferenceName": "x", "inputParameters": input}]
+        )
+    await define_workflow(
+        plane.pool,
+        "staged",
+        [{"name": "conformance_attributes", "taskReferenceName": "x", "inputParameters": {"stage": "paid"}}],
+        searchAttributes=[{"name": "stage", "type": "keyword"}],
+    )
+    async with _worker(conformance, plane, "go-3"):
+        runs = {workflow: await _run(plane, workflow, {}) for workflow in [*one, "staged"]}
+    # RetryAfter is the handler's own signal: the policy's hour is not waited.
+    retry = runs["retry"]
+    assert retry["status"] == "COMPLETED" and retry["output"] == {"attempt": 2}, retry
+    # Over the payload limit: the server failed the task with its reason; the worker went on.
+    big = runs["big"]
+    assert big["status"] == "FAILED" and "4096" in big["tasks"][0]["reason"], big
+    snooze = runs["snooze"]
+    assert snooze["status"] == "COMPLETED" and snooze["output"] == {"snoozed": True}, snooze
+    assert len(snooze["tasks"]) == 1 and snooze["tasks"][0]["attempt"] == 1, snooze["tasks"]
+    assert runs["trace"]["status"] == "COMPLETED" and "traceparent" in runs["trace"]["output"], runs["trace"]
+    # Slept 3 s with a 1 s heartbeatTimeout: the SDK's beats kept the lease.
+    beat = runs["beat"]
+    assert beat["status"] == "COMPLETED" and beat["output"] == {"slept": 3}, beat
+    assert len(beat["tasks"]) == 1, beat["tasks"]
+    staged = runs["staged"]
+    assert staged["status"] == "COMPLETED" and staged["searchAttributes"]["stage"] == "paid", staged
