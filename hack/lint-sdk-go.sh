@@ -7,12 +7,14 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
-cd "$ROOT/sdk/go"
-unformatted=$(gofmt -l .)
+cd "$ROOT"
+unformatted=$(gofmt -l sdk/go examples/go)
 if [ -n "$unformatted" ]; then
-	printf 'sdk/go: gofmt would change:\n%s\n' "$unformatted" >&2
+	printf 'gofmt would change:\n%s\n' "$unformatted" >&2
 	exit 1
 fi
+(cd examples/go && go vet ./...)
+cd sdk/go
 go vet ./...
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

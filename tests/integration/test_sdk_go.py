@@ -2,7 +2,8 @@
 free port, real PostgreSQL): its worker runs the echo, flaky, terminal, log
 and slow handlers to the outcomes sdk/conformance/README.md names, hands a
 task back INTERRUPTED on SIGTERM, and its `start` subcommand starts and waits
-through the Go client. (The language-neutral suite is test_sdk_conformance.py;
+through the Go client; the Go example worker runs examples/15-orders.yaml.
+(The language-neutral suite is test_sdk_conformance.py;
 this one proves the Go programs themselves.)"""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from sluiceway.store import definitions
 from tests.support.plane import Plane, finished, get, post
@@ -205,3 +207,31 @@ async def test_go_worker_signals_limits_traces_and_attributes(plane: Plane, conf
     assert len(beat["tasks"]) == 1, beat["tasks"]
     staged = runs["staged"]
     assert staged["status"] == "COMPLETED" and staged["searchAttributes"]["stage"] == "paid", staged
+
+
+async def test_go_example_worker_runs_the_orders_example(plane: Plane, conformance: Path) -> None:
+    """examples/15-orders.yaml's workflow on examples/go: the outputs, logs
+    and search attributes of examples/workers.py."""
+    spec = yaml.safe_load_all((ROOT / "examples/15-orders.yaml").read_text())
+    workflow = next(doc for doc in spec if doc["kind"] == "Workflow")["spec"]
+    await define_workflow(
+        plane.pool,
+        "orders",
+        workflow["tasks"],
+        searchAttributes=workflow["searchAttributes"],
+        outputParameters=workflow["outputParameters"],
+    )
+    program = ROOT / ".run/sdk/go/example-worker"
+    input = {"tenant": "acme", "amount": 12.5, "items": ["a", "b"], "shippingSeconds": 0}
+    async with _worker(program, plane, "go-example"):
+        run = await _run(plane, "orders", input)
+        declined = await _run(plane, "orders", {**input, "card": "declined"})
+    assert run["status"] == "COMPLETED", run
+    assert run["output"] == {"receipt": f"r-{run['id'][:8]}", "parcel": "p-1"}
+    assert run["searchAttributes"]["stage"] == "shipped", run["searchAttributes"]
+    _, page = await get(plane, f"/v1/ns/{NS}/executions/{run['id']}/logs")
+    messages = [line["message"] for line in page["lines"]]
+    assert messages[0].startswith("reserving 2 items"), messages
+    assert messages[-1] == "parcel with 2 items handed to the carrier", messages
+    assert declined["status"] == "FAILED", declined
+    assert declined["tasks"][1]["reason"] == "DECLINED: the bank refused the card"
