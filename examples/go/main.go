@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -70,7 +69,7 @@ func charge(_ context.Context, t *worker.Task) (map[string]any, error) {
 // resizeImage: what each resize logs is kept with its run (`sluiceway logs RUN`).
 func resizeImage(ctx context.Context, t *worker.Task) (map[string]any, error) {
 	url, width := t.Input["url"], t.Input["width"]
-	log := t.Logger().With(slog.String("logger", "thumbnails"))
+	log := t.Logger()
 	log.Info(fmt.Sprintf("resizing %v to %v px wide", url, width))
 	if err := sleep(ctx, 500*time.Millisecond); err != nil { // pretend to work
 		return nil, err

@@ -55,8 +55,11 @@ func newTask(leased api.LeasedTask, logger *slog.Logger, now time.Time) *Task {
 	if leased.Traceparent != nil {
 		task.Traceparent = *leased.Traceparent
 	}
-	task.logger = slog.New(&taskHandler{buffer: task.logs, next: logger.Handler()}).With(
-		"run", task.ExecutionID, "task", task.ID, "epoch", task.Epoch)
+	// The worker's own log names the task; the task's log needs not (the server keys it).
+	named := logger.Handler().WithAttrs([]slog.Attr{
+		slog.String("run", task.ExecutionID), slog.String("task", task.ID), slog.Int("epoch", task.Epoch),
+	})
+	task.logger = slog.New(&taskHandler{buffer: task.logs, next: named})
 	return task
 }
 

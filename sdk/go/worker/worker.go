@@ -527,8 +527,10 @@ func (w *Worker) send(ctx context.Context, batch []*report, counts map[string]an
 		}
 		outcomes, leased, err := w.postResults(ctx, pending, next)
 		if next != nil {
-			w.unreserve(batch)
+			// The leased tasks take their slots before the slots go back to
+			// the polls, which would otherwise ask for them too.
 			w.start(ctx, leased)
+			w.unreserve(batch)
 		}
 		var refusal *api.Error
 		switch {
