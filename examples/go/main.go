@@ -28,6 +28,9 @@ func main() {
 }
 
 func run(opts worker.Options) error {
+	// As examples/workers.py: 429 waited out (Retry-After exactly), connection
+	// errors, timeouts and 5xx retried, other 4xx terminal.
+	opts.Classifier = worker.ComposeClassifiers(worker.RateLimitAware(worker.Indefinite), worker.FailureTaxonomy())
 	w, err := worker.New(opts)
 	if err != nil {
 		return err

@@ -83,16 +83,26 @@ type Verdict struct {
 type Classifier func(err error, attempt int) *Verdict
 
 // ComposeClassifiers asks each classifier in turn; the first verdict wins.
+// A classifier that panics is skipped: a broken one degrades to the policy.
 func ComposeClassifiers(classifiers ...Classifier) Classifier {
 	return func(err error, attempt int) *Verdict {
 		for _, classify := range classifiers {
-			if classify == nil {
-				continue
-			}
-			if verdict := classify(err, attempt); verdict != nil {
+			if verdict := safely(classify, err, attempt); verdict != nil {
 				return verdict
 			}
 		}
 		return nil
 	}
+}
+
+func safely(classify Classifier, err error, attempt int) (verdict *Verdict) {
+	if classify == nil {
+		return nil
+	}
+	defer func() {
+		if recover() != nil {
+			verdict = nil
+		}
+	}()
+	return classify(err, attempt)
 }
