@@ -21,7 +21,7 @@ import aiohttp
 from e2e.faults.rig import DRIVER, Db, Replica, Rig, WorkerProcess
 from e2e.faults.workload import WORKFLOW
 
-API = "sluiceway.dev/v1alpha1"
+API = "sluiceway.dev/v1beta1"
 HTTP_TIMEOUT = aiohttp.ClientTimeout(total=10)
 
 WORKER_KILL = "worker_sigkill"
