@@ -232,7 +232,9 @@ def _first_line(text: str) -> str:
 
 
 def render(kind: ResourceKind) -> str:
-    header = "# Generated from sluiceway.model by `sluiceway crds`. Do not edit.\n"
+    # A document start of its own, so `helm show crds`, which joins the files as they
+    # are, prints YAML that `kubectl apply -f -` reads as one object per CRD.
+    header = "---\n# Generated from sluiceway.model by `sluiceway crds`. Do not edit.\n"
     return header + yaml.safe_dump(crd_for(kind), sort_keys=False, width=120, allow_unicode=True)
 
 

@@ -32,7 +32,7 @@ def _crds(dirs: list[str], write: bool, check: bool) -> int:
                 print(path)
         return 0
     for text in crds.rendered_files().values():
-        sys.stdout.write("---\n" + text)
+        sys.stdout.write(text)  # each begins with its own document start
     return 0
 
 
