@@ -166,14 +166,15 @@ async def _run_page(request: Request, namespace: str, execution_id: str) -> dict
         run = await get_run(conn, namespace, str(run_id))
         if run is not None:
             attempts = await overview.attempts(conn, run.id)
+            version = await workflows.find_version(conn, namespace, run.workflow_name, run.workflow_version)
             facts = await diagnostics.run_facts(conn, namespace, run_id, svc.plane.policies, limit=WHY_TASKS)
-    gone = await _archived(request, namespace, str(run_id)) if run is None else None
-    if gone is not None:  # purged: the page of the run as it was archived, read only
+    gone: ArchivedRun | None = None
+    if run is None:  # purged: the page of the run as it was archived, read only
+        gone = await _archived(request, namespace, str(run_id))
         run, facts = gone.run, None
         attempts = [overview.AttemptRow(**{f: getattr(t, f) for f in _ATTEMPT_FIELDS}) for t in gone.tasks]
-    assert run is not None
-    async with svc.pool.acquire() as conn:
-        version = await workflows.find_version(conn, namespace, run.workflow_name, run.workflow_version)
+        async with svc.pool.acquire() as conn:  # its version's graph, if the version is still stored
+            version = await workflows.find_version(conn, namespace, run.workflow_name, run.workflow_version)
     latest: dict[str, rungraph.Latest] = {}
     for a in attempts:
         latest[a.ref] = rungraph.Latest(a.ref, a.type, a.name, a.status, a.attempt)
