@@ -30,7 +30,7 @@ from sluiceway.store import logs, retention
 from sluiceway.store.archives import Archive, ArchiveError
 from sluiceway.store.errors import StoreError
 from tests.support.plane import Plane, execution_plane, get, post
-from tests.support.store import NS, define_task, define_workflow, fetchval, lease, report, settle
+from tests.support.store import NS, define_task, define_workflow, fetchval, lease, report, settle, start
 from tests.support.ui import Browser
 
 API = f"/v1/ns/{NS}"
@@ -166,6 +166,41 @@ async def test_a_failed_delete_keeps_the_run_and_a_readable_archive_and_the_next
     assert second["archivedAt"] > first["archivedAt"]
     status, body = await get(plane, f"{API}/executions/{run_id}")
     assert status == 200 and body["archived"] is True and len(body["tasks"]) == 2
+
+
+async def test_two_replicas_purging_at_once_write_their_own_files_and_lose_no_run(
+    plane: Plane, archive: Archive
+) -> None:
+    await define_task(plane.pool, "pack")
+    await define_workflow(plane.pool, "orders", [{"name": "pack", "taskReferenceName": "pack"}])
+    run_ids = [await start(plane.pool, "orders", {"n": n}) for n in range(40)]
+    await settle(plane.pool)
+    for leased in await lease(plane.pool, "pack", count=40):
+        await report(plane.pool, leased)
+    await settle(plane.pool)
+    await fetchval(plane.pool, "UPDATE executions SET expires_at = now() - interval '1 second'")
+    other = Archive.open(str(archive.root), "replica-1")  # the same volume, another process
+
+    async def replica(writer: Archive) -> int:
+        total = 0
+        async with plane.pool.acquire() as conn:
+            while (purged := await retention.purge(conn, 3, 86_400, archive=writer)).runs:
+                total += purged.archived
+        return total
+
+    # Overlapping batches, for certain: replica 0's stays open (its rows
+    # locked, its file written) while replica 1 takes the next rows.
+    async with plane.pool.acquire() as first, plane.pool.acquire() as second, first.transaction():
+        assert (await retention.purge(first, 3, 86_400, archive=archive)).archived == 3
+        assert (await retention.purge(second, 3, 86_400, archive=other)).archived == 3
+    counts = await asyncio.gather(replica(archive), replica(other))  # then both drain the rest at once
+    assert sum(counts) == 34, counts
+    files = sorted(Path(archive.root).glob(f"{NS}/*.jsonl.gz"))
+    assert {f.name.split(".")[1].rsplit("-", 1)[0] for f in files} == {"replica-0", "replica-1"}
+    assert sorted(line["id"] for line in lines_in(Path(archive.root))) == sorted(run_ids), "each once, whole"
+    for run_id in run_ids:
+        status, body = await get(plane, f"{API}/executions/{run_id}")
+        assert status == 200 and body["archived"] is True, body
 
 
 async def test_an_archived_run_is_read_only_in_its_own_namespace(plane: Plane, archive: Archive) -> None:
