@@ -19,11 +19,12 @@ from typing import Any
 
 import asyncpg
 import pytest
+from prometheus_client import REGISTRY
 from typer.testing import CliRunner
 
 from sluiceway.devenv.processes import free_port
 from sluiceway.model.execution import LogLine, ResultStatus
-from sluiceway.runtime import operator
+from sluiceway.runtime import loops, operator
 from sluiceway.runtime.main import app
 from sluiceway.runtime.settings import Settings
 from sluiceway.store import logs, retention
@@ -32,6 +33,7 @@ from sluiceway.store.errors import StoreError
 from tests.support.plane import Plane, execution_plane, get, post
 from tests.support.store import NS, define_task, define_workflow, fetchval, lease, report, settle, start
 from tests.support.ui import Browser
+from tests.support.waiting import eventually_async
 
 API = f"/v1/ns/{NS}"
 ATTRIBUTES = [{"name": "tenant", "type": "keyword", "source": "${workflow.input.tenant}"}]
@@ -201,6 +203,27 @@ async def test_two_replicas_purging_at_once_write_their_own_files_and_lose_no_ru
     for run_id in run_ids:
         status, body = await get(plane, f"{API}/executions/{run_id}")
         assert status == 200 and body["archived"] is True, body
+
+
+async def test_the_purger_loop_archives_what_it_purges_and_counts_it(plane: Plane, archive: Archive) -> None:
+    run_id = await finished_run(plane)
+    await expire(plane.pool, run_id)
+    before = REGISTRY.get_sample_value("sluiceway_runs_archived_total") or 0.0
+    stop = asyncio.Event()
+    purger = asyncio.create_task(
+        loops.run_purger(plane.pool, stop, batch=100, interval=0.1, idempotency_window=86_400, archive=archive)
+    )
+    try:
+        await eventually_async(
+            lambda: fetchval(plane.pool, "SELECT 1 FROM archived_runs WHERE id = $1", uuid.UUID(run_id)),
+            what="the purger loop to archive the run",
+        )
+    finally:
+        stop.set()
+        await purger
+    assert REGISTRY.get_sample_value("sluiceway_runs_archived_total") == before + 1
+    status, body = await get(plane, f"{API}/executions/{run_id}")
+    assert status == 200 and body["archived"] is True
 
 
 async def test_an_archived_run_is_read_only_in_its_own_namespace(plane: Plane, archive: Archive) -> None:

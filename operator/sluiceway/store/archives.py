@@ -58,7 +58,9 @@ SUFFIX = ".jsonl.gz"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 # A run's history as one JSON object, rendered by the database (its own JSON
-# forms of times and jsonb, so nothing is lost): each table's rows whole.
+# forms of times and jsonb, so nothing is lost): each table's rows whole, of
+# every table the purge deletes from but decide_queue, whose rows are
+# wake-ups still owed to the run, not its history.
 _HISTORY = """
 SELECT e.id, e.namespace, (coalesce(e.ended_at, now()) AT TIME ZONE 'UTC')::date AS day,
        jsonb_build_object(
