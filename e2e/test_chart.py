@@ -244,6 +244,10 @@ def test_lint_passes_without_warnings_or_errors(helm: Helm, values: list[str]) -
                 "--set",
                 "serviceAccount.annotations.example\\.com/role=sluiceway",
                 "--set",
+                "archive.enabled=true",
+                "--set",
+                "archive.accessMode=ReadWriteMany",
+                "--set",
                 "extraEnv[0].name=SLUICEWAY_DECIDERS",
                 "--set-string",
                 "extraEnv[0].value=4",
@@ -358,6 +362,10 @@ def test_impersonate_is_granted_only_when_api_keys_allow_writes(helm: Helm, valu
         pytest.param(
             [*DB, "--set", "circuitBreaker.failureRatio=0"], "/circuitBreaker/failureRatio", id="breaker-ratio-0"
         ),
+        pytest.param(
+            [*DB, "--set", "archive.enabled=true", "--set", "replicas=2"], "archive.accessMode", id="archive-rwo-shared"
+        ),
+        pytest.param([*DB, "--set", "archive.mountPath=archive"], "/archive/mountPath", id="archive-relative-path"),
     ],
 )
 def test_bad_values_fail_with_a_message_naming_the_field(helm: Helm, values: list[str], named: str) -> None:
@@ -601,6 +609,34 @@ def test_dev_postgres_is_opt_in_and_labelled_not_for_production(helm: Helm) -> N
     services = {m["metadata"]["name"]: m for m in of_kind(manifests, "Service")}
     operator_selector = services["sluiceway"]["spec"]["selector"].items()
     assert not operator_selector <= postgres["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_the_archive_is_opt_in_on_a_claim_kept_after_uninstall(helm: Helm) -> None:
+    manifests = render(helm, *DB)
+    assert of_kind(manifests, "PersistentVolumeClaim") == []
+    assert "SLUICEWAY_ARCHIVE_DIR" not in env_of(operator_container(manifests))
+
+    manifests = render(helm, *DB, "--set", "archive.enabled=true", "--set", "archive.storageClass=fast")
+    claim = one(manifests, "PersistentVolumeClaim")
+    assert claim["metadata"]["name"] == "sluiceway-archive"
+    assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep", "the only copy of purged runs"
+    assert claim["spec"] == {
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": "fast",
+        "resources": {"requests": {"storage": "10Gi"}},
+    }
+    container = operator_container(manifests)
+    assert env_of(container)["SLUICEWAY_ARCHIVE_DIR"] == "/var/lib/sluiceway/archive"
+    assert {"name": "archive", "mountPath": "/var/lib/sluiceway/archive"} in container["volumeMounts"]
+    pod = one(manifests, "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "archive", "persistentVolumeClaim": {"claimName": "sluiceway-archive"}} in pod["volumes"]
+
+    shared = render(
+        helm, *DB, "--set", "archive.enabled=true", "--set", "archive.existingClaim=nfs", "--set", "replicas=3"
+    )
+    assert of_kind(shared, "PersistentVolumeClaim") == [], "an existing claim is used, not made"
+    pod = one(shared, "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "archive", "persistentVolumeClaim": {"claimName": "nfs"}} in pod["volumes"]
 
 
 def test_a_new_image_tag_does_not_restart_the_development_database(helm: Helm) -> None:
