@@ -342,7 +342,9 @@ type ErrorBody struct {
 
 // ExecutionView defines model for ExecutionView.
 type ExecutionView struct {
-	AwaitingAdmission bool `json:"awaitingAdmission"`
+	// Archived Read back from the archive: retention deleted the run, after writing its history to the archive (docs/retention.md).
+	Archived          *bool `json:"archived,omitempty"`
+	AwaitingAdmission bool  `json:"awaitingAdmission"`
 
 	// ChainDeadline The chain's deadline: set at its first run, never moved.
 	ChainDeadline *string `json:"chainDeadline,omitempty"`

@@ -1035,6 +1035,12 @@ export interface components {
         };
         /** ExecutionView */
         ExecutionView: {
+            /**
+             * Archived
+             * @description Read back from the archive: retention deleted the run, after writing its history to the archive (docs/retention.md).
+             * @default false
+             */
+            archived?: boolean;
             /** Awaitingadmission */
             awaitingAdmission: boolean;
             /**
