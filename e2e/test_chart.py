@@ -624,6 +624,35 @@ def test_the_leader_election_lease_is_part_of_the_release(helm: Helm) -> None:
     assert lease["metadata"]["namespace"] == "team-x"
 
 
+# --- the CRDs ---------------------------------------------------------------------
+
+
+def test_the_charts_crds_serve_both_versions_and_the_api_server_accepts_them(helm: Helm, kube: Kube) -> None:
+    """The chart ships the committed CRDs (the drift check keeps both copies generated):
+    v1beta1 stored, v1alpha1 served and deprecated, converted by identity. Helm creates
+    them without the last-applied annotation; applied by hand they must go server-side
+    (docs/upgrades.md), which the API server checks here without keeping them."""
+    shown = helm("show", "crds", str(CHART)).stdout
+    chart_crds = {c["metadata"]["name"]: c for c in yaml.safe_load_all(shown) if c}
+    committed = {
+        (c := yaml.safe_load(p.read_text()))["metadata"]["name"]: c for p in (REPO_ROOT / "crds").glob("*.yaml")
+    }
+    assert chart_crds == committed
+    assert set(chart_crds) == {f"{kind}.sluiceway.dev" for kind in SLUICEWAY_KINDS}
+    for name, crd in chart_crds.items():
+        versions = {v["name"]: v for v in crd["spec"]["versions"]}
+        assert crd["spec"]["conversion"] == {"strategy": "None"}, name
+        assert {n: (v["served"], v["storage"], v.get("deprecated", False)) for n, v in versions.items()} == {
+            "v1alpha1": (True, False, True),
+            "v1beta1": (True, True, False),
+        }, name
+    accepted = kube.run(
+        "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", "-", input=shown, check=False
+    )
+    assert accepted.returncode == 0, accepted.stderr
+    assert accepted.stdout.count("serverside-applied (server dry run)") == len(SLUICEWAY_KINDS), accepted.stdout
+
+
 # --- a real install --------------------------------------------------------------
 
 

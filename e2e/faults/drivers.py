@@ -24,7 +24,7 @@ from e2e.faults.workload import WORKFLOW
 from sluiceway.devenv.postgres import LocalPostgres
 from tests.support.patroni import PatroniCluster
 
-API = "sluiceway.dev/v1alpha1"
+API = "sluiceway.dev/v1beta1"
 HTTP_TIMEOUT = aiohttp.ClientTimeout(total=10)
 
 WORKER_KILL = "worker_sigkill"
