@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # The Sluiceway operator image (also the default worker image).
-#   docker build -t ghcr.io/sluiceway/sluiceway:0.1.0 .
+#   docker build -t ghcr.io/sluiceway/sluiceway:0.2.0.dev0 .
 # or, without Docker, `make image` (buildah, FROM a Debian-built base).
 # Entrypoint `sluiceway`; the default command runs the operator. The examples'
 # workers are in /opt/sluiceway/examples, so the examples run without an image
@@ -37,7 +37,7 @@ LABEL org.opencontainers.image.title="sluiceway" \
       org.opencontainers.image.description="A Kubernetes operator for workflows, with every execution control enforced on the server." \
       org.opencontainers.image.source="https://github.com/sluiceway/sluiceway" \
       org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.version="0.1.0"
+      org.opencontainers.image.version="0.2.0.dev0"
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \

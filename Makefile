@@ -16,7 +16,7 @@ SOURCES := operator tests e2e bench conftest.py
 
 IMAGE ?= ghcr.io/sluiceway/sluiceway:$(shell $(PYTHON) -c "import re;print(re.search(r'^version = \"(.+)\"', open('pyproject.toml').read(), re.M).group(1))")
 
-.PHONY: up test lint format typecheck unit integration e2e chaos bench crds schema controlplane promtool node browser venv clean image
+.PHONY: up test lint format typecheck unit integration e2e chaos upgrade bench crds schema controlplane promtool node browser venv clean image
 
 up: venv controlplane $(if $(NODE),node)
 	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m sluiceway up $(if $(NODE),--node)
@@ -76,6 +76,12 @@ e2e: venv controlplane promtool browser $(if $(ROOT),node)
 # SLUICEWAY_FAULT_SEED replays a seed's plan.
 chaos: venv controlplane
 	SLUICEWAY_BIN_DIR=$(BIN_DIR) SLUICEWAY_CHAOS=1 $(PY) -m pytest -p no:cacheprovider -s e2e/faults/test_chaos.py
+
+# An upgrade from the previous release (CHANGELOG.md) with runs in flight: its image
+# built from the project's history, its chart installed on the local node, then
+# `helm upgrade` to this tree (root; docs/upgrades.md).
+upgrade: venv controlplane node
+	SLUICEWAY_BIN_DIR=$(BIN_DIR) SLUICEWAY_UPGRADE=1 $(PY) -m pytest -p no:cacheprovider -s e2e/pods/test_release_upgrade.py
 
 crds: venv
 	$(PY) -m sluiceway crds --write

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from sluiceway import __version__
 from sluiceway.controls.breaker import BreakerConfig
 from sluiceway.devenv.controlplane import REPO_ROOT
 from sluiceway.k8s.worker_pods import build_worker_deployment
@@ -542,7 +543,9 @@ def test_probes_point_at_healthz_and_readyz_on_the_http_port(helm: Helm) -> None
 def test_operator_environment_and_image(helm: Helm) -> None:
     manifests = render(helm, *DB, namespace="ops")
     container = operator_container(manifests)
-    assert container["image"] == "ghcr.io/sluiceway/sluiceway:0.1.0"
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert container["image"] == f"ghcr.io/sluiceway/sluiceway:{app_version}"
+    assert app_version == __version__, "the chart's appVersion is the package's version"
     assert container["args"] == ["operator"]
     assert container["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}}
     env = env_of(container)
