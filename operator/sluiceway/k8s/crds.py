@@ -203,7 +203,10 @@ def crd_for(kind: ResourceKind) -> Schema:
                                 "kind": {"type": "string"},
                                 "metadata": {"type": "object"},
                                 "spec": spec,
-                                "status": status,
+                                # observedGeneration 0 until the operator first writes: kstatus
+                                # (Flux, cli-utils) reads an object without a status as Current,
+                                # this as InProgress (docs/gitops.md). Applied when read, never stored.
+                                "status": {**status, "default": {"observedGeneration": 0}},
                             },
                         }
                     },
