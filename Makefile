@@ -16,12 +16,12 @@ SOURCES := operator tests e2e bench conftest.py
 
 IMAGE ?= ghcr.io/sluiceway/sluiceway:$(shell $(PYTHON) -c "import re;print(re.search(r'^version = \"(.+)\"', open('pyproject.toml').read(), re.M).group(1))")
 
-.PHONY: up test lint format typecheck unit integration e2e chaos upgrade bench crds schema controlplane promtool node browser venv clean image
+.PHONY: up test lint format typecheck unit integration e2e chaos upgrade bench crds schema controlplane promtool kstatus node browser venv clean image
 
 up: venv controlplane $(if $(NODE),node)
 	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m sluiceway up $(if $(NODE),--node)
 
-test: venv controlplane promtool browser $(if $(ROOT),node) lint
+test: venv controlplane promtool kstatus browser $(if $(ROOT),node) lint
 	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m pytest -p no:cacheprovider tests e2e
 
 venv: $(STAMP)
@@ -39,6 +39,10 @@ controlplane:
 # real Prometheus evaluates them against a live operator (e2e/test_prometheus_live.py).
 promtool:
 	@bash hack/build-prometheus.sh >/dev/null
+
+# kstatus and the chart's Argo CD health checks run over real objects (e2e/test_health.py).
+kstatus:
+	@bash hack/build-kstatus.sh >/dev/null
 
 # Debian's chromium-headless-shell for the UI's browser tests (e2e/test_ui_browser.py).
 browser:
@@ -69,7 +73,7 @@ unit: venv
 integration: venv
 	$(PY) -m pytest tests/integration
 
-e2e: venv controlplane promtool browser $(if $(ROOT),node)
+e2e: venv controlplane promtool kstatus browser $(if $(ROOT),node)
 	SLUICEWAY_BIN_DIR=$(BIN_DIR) $(PY) -m pytest e2e
 
 # The long fault soak (about 100 faults over some 10,000 tasks; several minutes).

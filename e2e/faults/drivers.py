@@ -20,7 +20,7 @@ import aiohttp
 import asyncpg
 
 from e2e.faults.rig import DRIVER, Db, Replica, Rig, WorkerProcess
-from e2e.faults.workload import WORKFLOW
+from e2e.faults.workload import EVENT, TRIGGER, WORKFLOW
 from sluiceway.devenv.postgres import LocalPostgres
 from tests.support.patroni import PatroniCluster
 
@@ -58,13 +58,28 @@ LEADER_PAUSE_SECONDS = 12.0
 
 @dataclass
 class Start:
-    """One logical start: the same correlationId on every retry."""
+    """One logical start: the same requestId (and correlationId) on every
+    retry, as docs/runs.md tells a client that lost its answer to do."""
 
     key: str
-    acked: str | None = None  # the run id from a 201
+    acked: str | None = None  # the run id from a 201 (or a 200: a retry found the run)
     attempts: int = 0
     errors: list[str] = field(default_factory=list)
     refused: int | None = None  # a 4xx: the API said no and created nothing
+    batch: int | None = None  # the batch request it went in, if any
+
+    def body(self) -> dict[str, Any]:
+        return {"name": WORKFLOW, "input": {"order": self.key}, "correlationId": self.key, "requestId": self.key}
+
+
+@dataclass
+class Publish:
+    """One event published, retried with the same event id until answered."""
+
+    event_id: str
+    outcome: dict[str, Any] | None = None  # the Trigger's outcome in the 202
+    attempts: int = 0
+    errors: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -72,6 +87,8 @@ class LoadLog:
     starts: list[Start] = field(default_factory=list)
     terminates: dict[str, int] = field(default_factory=dict)  # run id -> the API's answer
     workflow_runs: list[str] = field(default_factory=list)  # names the API server accepted
+    batches: int = 0
+    events: list[Publish] = field(default_factory=list)
 
     def acked(self) -> dict[str, Start]:
         return {s.acked: s for s in self.starts if s.acked}
@@ -95,17 +112,37 @@ class LoadDriver:
         self.log = LoadLog()
         self._pending: list[asyncio.Task[None]] = []
 
-    async def run(self, runs: int, workflow_runs: int, seconds: float, terminate_share: float) -> None:
+    async def run(
+        self,
+        runs: int,
+        workflow_runs: int,
+        seconds: float,
+        terminate_share: float,
+        batch_share: float = 0.0,
+        events: int = 0,
+    ) -> None:
+        """`runs` starts over `seconds`, a `batch_share` of the requests a batch
+        of 2 to 4 starts, and `events` events published for the Trigger."""
         kube_times = sorted(self.rng.uniform(0, seconds) for _ in range(workflow_runs))
         self._pending.append(asyncio.create_task(self._workflow_runs(kube_times)))
+        event_times = sorted(self.rng.uniform(0, seconds) for _ in range(events))
+        self._pending.append(asyncio.create_task(self._events(event_times)))
         started = time.monotonic()
-        for index in range(runs):
+        index = 0
+        while index < runs:
             await asyncio.sleep(max(0.0, started + index * seconds / runs - time.monotonic()))
-            start = Start(key=f"load-{index}")
-            self.log.starts.append(start)
-            terminate_after = self.rng.uniform(0.2, 4.0) if self.rng.random() < terminate_share else None
+            size = min(runs - index, self.rng.randint(2, 4)) if self.rng.random() < batch_share else 1
+            batch = self.log.batches if size > 1 else None
+            self.log.batches += size > 1
+            starts = [Start(key=f"load-{index + i}", batch=batch) for i in range(size)]
+            self.log.starts += starts
+            after = [self.rng.uniform(0.2, 4.0) if self.rng.random() < terminate_share else None for _ in starts]
             order = self.rng.random()
-            self._pending.append(asyncio.create_task(self._start(start, order, terminate_after)))
+            if size == 1:
+                self._pending.append(asyncio.create_task(self._start(starts[0], order, after[0])))
+            else:
+                self._pending.append(asyncio.create_task(self._start_batch(starts, order, after)))
+            index += size
         await asyncio.gather(*self._pending)
 
     async def probe(self, key: str) -> Start:
@@ -120,7 +157,7 @@ class LoadDriver:
         return replicas if draw < 0.5 else replicas[::-1]
 
     async def _start(self, start: Start, draw: float, terminate_after: float | None) -> None:
-        body = {"name": WORKFLOW, "input": {"order": start.key}, "correlationId": start.key}
+        body = start.body()
         deadline = time.monotonic() + 90
         while start.acked is None and start.refused is None and time.monotonic() < deadline:
             replica = self._replica_order(draw)[start.attempts % 2]
@@ -133,7 +170,7 @@ class LoadDriver:
                 start.errors.append(type(error).__name__)
                 await asyncio.sleep(0.5)
                 continue
-            if status == 201 and payload is not None:
+            if status in (200, 201) and payload is not None:
                 start.acked = str(payload["id"])
             elif 400 <= status < 500:
                 start.refused = status
@@ -143,6 +180,78 @@ class LoadDriver:
         if start.acked and terminate_after is not None:
             await asyncio.sleep(terminate_after)
             await self.terminate(start.acked)
+
+    async def _start_batch(self, starts: list[Start], draw: float, terminate_after: list[float | None]) -> None:
+        """One batch request, sent again whole (the same requestIds) until
+        every item is answered; each item's answer is its own."""
+        deadline = time.monotonic() + 90
+        attempts = 0
+        while any(s.acked is None and s.refused is None for s in starts) and time.monotonic() < deadline:
+            replica = self._replica_order(draw)[attempts % 2]
+            attempts += 1
+            for start in starts:
+                start.attempts += 1
+            url = f"{replica.url}/v1/ns/{self.rig.namespace}/executions/starts"
+            try:
+                status, payload = await _post(self.session, url, {"starts": [s.body() for s in starts]})
+            except (TimeoutError, aiohttp.ClientError) as error:
+                for start in starts:
+                    start.errors.append(type(error).__name__)
+                await asyncio.sleep(0.5)
+                continue
+            if status not in (200, 207) or payload is None:
+                for start in starts:
+                    start.errors.append(f"HTTP {status}")
+                await asyncio.sleep(0.5)
+                continue
+            for start, item in zip(starts, payload["starts"], strict=True):
+                if item["code"] in (200, 201):
+                    start.acked = str(item["id"])
+                elif 400 <= item["code"] < 500:
+                    start.refused = item["code"]
+                else:
+                    start.errors.append(f"item {item['code']}")
+            if any(s.acked is None and s.refused is None for s in starts):
+                await asyncio.sleep(0.5)
+        for start, after in zip(starts, terminate_after, strict=True):
+            if start.acked and after is not None:
+                self._pending.append(asyncio.create_task(self._terminate_later(start.acked, after)))
+
+    async def _terminate_later(self, run_id: str, after: float) -> None:
+        await asyncio.sleep(after)
+        await self.terminate(run_id)
+
+    async def _events(self, times: list[float]) -> None:
+        started = time.monotonic()
+        sends = []
+        for index, at in enumerate(times):
+            await asyncio.sleep(max(0.0, started + at - time.monotonic()))
+            publish = Publish(event_id=f"evt-{index}")
+            self.log.events.append(publish)
+            sends.append(asyncio.create_task(self._publish(publish, index)))
+        await asyncio.gather(*sends)
+
+    async def _publish(self, publish: Publish, n: int) -> None:
+        """POST the event with its id until a replica answers with the Trigger's outcome."""
+        deadline = time.monotonic() + 90
+        headers = {"X-Sluiceway-Event-Id": publish.event_id}
+        while publish.outcome is None and time.monotonic() < deadline:
+            replica = self.rig.replicas[publish.attempts % 2]
+            publish.attempts += 1
+            url = f"{replica.url}/v1/ns/{self.rig.namespace}/events/{EVENT}"
+            try:
+                async with self.session.post(url, json={"n": n}, headers=headers, timeout=HTTP_TIMEOUT) as response:
+                    status, payload = response.status, await response.json(content_type=None)
+            except (TimeoutError, aiohttp.ClientError, ValueError) as error:
+                publish.errors.append(type(error).__name__)
+                await asyncio.sleep(0.5)
+                continue
+            mine = [o for o in payload.get("outcomes", []) if o.get("trigger") == TRIGGER] if status == 202 else []
+            if mine and mine[0].get("outcome") in ("started", "duplicate"):
+                publish.outcome = mine[0]
+            else:  # a 5xx, or an outcome to retry (refused while the database was away)
+                publish.errors.append(f"HTTP {status} {mine[0].get('outcome') if mine else ''}".strip())
+                await asyncio.sleep(0.5)
 
     async def terminate(self, run_id: str) -> int:
         """Terminate through whichever replica answers; the answer (202, or

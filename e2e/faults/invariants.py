@@ -19,6 +19,7 @@ import aiohttp
 from e2e.faults.drivers import HTTP_TIMEOUT, FaultLog, LoadLog
 from e2e.faults.rig import Db, Rig
 from e2e.faults.workload import FLAKY_REASON, Gates
+from sluiceway.controls.triggers import dedup_key
 
 TERMINAL_TASK = ("COMPLETED", "COMPLETED_WITH_ERRORS", "FAILED", "FAILED_WITH_TERMINAL_ERROR", "TIMED_OUT", "CANCELED")
 # An optional task's failure is absorbed after the fact: the one terminal-to-terminal move by design.
@@ -30,13 +31,22 @@ Violations = dict[str, list[str]]
 
 
 async def check_all(
-    rig: Rig, db: Db, gates: Gates, load: LoadLog, faults: FaultLog, journal: list[dict[str, Any]]
+    rig: Rig,
+    db: Db,
+    gates: Gates,
+    load: LoadLog,
+    faults: FaultLog,
+    journal: list[dict[str, Any]],
+    trigger_uid: str,
 ) -> tuple[Violations, dict[str, Any]]:
     """Every invariant; also the figures the report prints."""
     violations: Violations = {}
     figures: dict[str, Any] = {}
     violations["every run reaches a terminal state"] = await runs_terminal(db)
     violations["no lost start"], figures["starts"] = await no_lost_start(db, load)
+    violations["one run per request id, whatever fails"], figures["request ids"] = await one_run_per_request(db, load)
+    violations["one run per event id"], figures["events"] = await one_run_per_event(db, load, trigger_uid)
+    violations["one run per schedule fire"], figures["schedule fires"] = await one_run_per_fire(db)
     violations["no task completed twice"] = await one_success_per_task(db)
     violations["each attempt ends once, and nothing moves after it ends"] = await attempts_end_once(db)
     violations["every completion was performed by the lease holder"] = await completions_are_real(db, journal)
@@ -74,7 +84,10 @@ async def runs_terminal(db: Db) -> list[str]:
 async def no_lost_start(db: Db, load: LoadLog) -> tuple[list[str], dict[str, int]]:
     """Every start the API acknowledged exists; every WorkflowRun the API server
     accepted has exactly one run; no run exists that nobody asked for."""
-    rows = await db.fetch("SELECT id::text AS id, correlation_id, resource_name FROM executions")
+    rows = await db.fetch(
+        "SELECT id::text AS id, correlation_id, resource_name FROM executions"
+        " WHERE schedule_name IS NULL AND (request_id IS NULL OR request_id NOT LIKE 'trigger:%')"
+    )
     ids = {r["id"] for r in rows}
     keys = Counter(r["correlation_id"] for r in rows if r["resource_name"] is None)
     by_resource = Counter(r["resource_name"] for r in rows if r["resource_name"] is not None)
@@ -97,10 +110,97 @@ async def no_lost_start(db: Db, load: LoadLog) -> tuple[list[str], dict[str, int
         "acknowledged": sum(1 for s in load.starts if s.acked),
         "refused (4xx)": sum(1 for s in load.starts if s.refused),
         "retried after an unanswered request": sum(1 for s in load.starts if s.errors),
-        "duplicate runs from retried starts": sum(n - 1 for k, n in keys.items() if n > 1),
+        "in batches": sum(1 for s in load.starts if s.batch is not None),
+        "batch requests": load.batches,
+        "runs sharing a correlationId": sum(n - 1 for k, n in keys.items() if n > 1),
         "unacknowledged and absent": sum(1 for s in load.starts if not s.acked and keys[s.key] == 0),
         "WorkflowRuns": len(load.workflow_runs),
     }
+    return violations, figures
+
+
+async def one_run_per_request(db: Db, load: LoadLog) -> tuple[list[str], dict[str, int]]:
+    """Every start, single or in a batch, retried with its requestId however
+    its answers were lost: exactly one run for each acknowledged one (the run
+    it was told), at most one for the others, and no requestId on two runs."""
+    rows = await db.fetch(
+        "SELECT request_id, array_agg(id::text ORDER BY created_at) AS ids FROM executions"
+        " WHERE request_id IS NOT NULL GROUP BY request_id"
+    )
+    runs = {r["request_id"]: list(r["ids"]) for r in rows}
+    violations = [f"requestId {k!r} has {len(ids)} runs: {ids}" for k, ids in runs.items() if len(ids) > 1]
+    for start in load.starts:
+        found = runs.get(start.key, [])
+        if start.acked and found[:1] != [start.acked]:
+            violations.append(f"start {start.key} was acknowledged as run {start.acked}; its requestId has {found}")
+        if start.refused and found:
+            violations.append(f"start {start.key} was refused ({start.refused}) yet has runs {found}")
+    figures = {
+        "sent": len(load.starts),
+        "sent more than once": sum(1 for s in load.starts if s.attempts > 1),
+        "duplicate runs": sum(len(ids) - 1 for ids in runs.values()),
+    }
+    return violations, figures
+
+
+async def one_run_per_event(db: Db, load: LoadLog, trigger_uid: str) -> tuple[list[str], dict[str, int]]:
+    """Every event published (retried with its event id) started exactly one
+    run of the Trigger, the one its answer named, started or duplicate."""
+    rows = await db.fetch(
+        "SELECT request_id, array_agg(id::text) AS ids FROM executions WHERE request_id LIKE 'trigger:%'"
+        " GROUP BY request_id"
+    )
+    runs = {r["request_id"]: list(r["ids"]) for r in rows}
+    keys = {dedup_key(trigger_uid, p.event_id): p for p in load.events}
+    violations = [f"{len(ids)} runs for one (Trigger, event id): {ids}" for ids in runs.values() if len(ids) > 1]
+    violations += [f"a run of the Trigger for an event never sent: {ids}" for k, ids in runs.items() if k not in keys]
+    for key, publish in keys.items():
+        found = runs.get(key, [])
+        if publish.outcome is not None and found != [publish.outcome.get("runId")]:
+            violations.append(f"event {publish.event_id} answered {publish.outcome}; its runs are {found}")
+        if publish.outcome is None and len(found) > 1:
+            violations.append(f"event {publish.event_id}, never answered, has runs {found}")
+    figures = {
+        "published": len(load.events),
+        "answered": sum(1 for p in load.events if p.outcome is not None),
+        "sent more than once": sum(1 for p in load.events if p.attempts > 1),
+        "answered duplicate": sum(1 for p in load.events if (p.outcome or {}).get("outcome") == "duplicate"),
+    }
+    return violations, figures
+
+
+# One statement, so the fires and the runs are read in one snapshot.
+_FIRES_AND_RUNS = """
+SELECT 'run without a started fire' AS problem, e.schedule_name AS schedule, e.id::text AS run, NULL::text AS fire
+  FROM executions e
+ WHERE e.schedule_name IS NOT NULL
+   AND NOT EXISTS (SELECT 1 FROM schedule_fires f WHERE f.namespace = e.namespace AND f.schedule = e.schedule_name
+                      AND f.run_id = e.id AND f.outcome = 'started')
+UNION ALL
+SELECT 'started fire without its run', f.schedule, f.run_id::text, f.fire_at::text
+  FROM schedule_fires f
+ WHERE f.outcome = 'started' AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.id = f.run_id)
+UNION ALL
+SELECT 'one run for two fires', f.schedule, f.run_id::text, string_agg(f.fire_at::text, ', ')
+  FROM schedule_fires f WHERE f.run_id IS NOT NULL AND f.outcome = 'started'
+ GROUP BY f.schedule, f.run_id HAVING count(*) > 1
+UNION ALL
+SELECT 'figure', f.outcome, count(*)::text, NULL FROM schedule_fires f GROUP BY f.outcome
+"""
+
+
+async def one_run_per_fire(db: Db) -> tuple[list[str], dict[str, int]]:
+    """One run per (schedule, fire time): schedule_fires holds one row per fire
+    (its key), so a second run of a fire would be a run no started fire names."""
+    rows = await db.fetch(_FIRES_AND_RUNS)
+    figures = {r["schedule"]: int(r["run"]) for r in rows if r["problem"] == "figure"}
+    violations = [
+        f"{r['problem']}: schedule {r['schedule']} run {r['run']}" + (f" fire {r['fire']}" if r["fire"] else "")
+        for r in rows
+        if r["problem"] != "figure"
+    ]
+    if not figures.get("started"):
+        violations.append(f"the schedule started no run under faults: {figures}")
     return violations, figures
 
 

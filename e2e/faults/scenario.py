@@ -19,7 +19,19 @@ import aiohttp
 from e2e.faults.drivers import API, KINDS, FaultDriver, LoadDriver, plan
 from e2e.faults.invariants import PHASES, Violations, check_all
 from e2e.faults.rig import Db, Replica, Rig, Workers, install_audit
-from e2e.faults.workload import COMMON, GATES, TASK_DEFINITIONS, WORKFLOW, WORKFLOW_SPEC
+from e2e.faults.workload import (
+    COMMON,
+    GATES,
+    PING_WORKFLOW,
+    PING_WORKFLOW_SPEC,
+    SCHEDULE,
+    SCHEDULE_SPEC,
+    TASK_DEFINITIONS,
+    TRIGGER,
+    TRIGGER_SPEC,
+    WORKFLOW,
+    WORKFLOW_SPEC,
+)
 from sluiceway.devenv.controlplane import ControlPlane
 from sluiceway.devenv.postgres import LocalPostgres
 from tests.support.kube import Kube, condition
@@ -40,6 +52,8 @@ class Scenario:
     settle_seconds: float = 120.0
     kinds: tuple[str, ...] = KINDS
     database: str = "local"  # or "patroni": a primary and a synchronous standby (tests/support/patroni.py)
+    batch_share: float = 0.25  # of the start requests, a batch of 2 to 4 starts
+    events: int = 0  # published for the Trigger, each with its event id
 
 
 @dataclass
@@ -92,6 +106,13 @@ def _define(kube: Kube, namespace: str) -> None:
         objects.append(("taskdefinition", resource))
     kube.apply(_manifest("Workflow", WORKFLOW.replace("_", "-"), WORKFLOW_SPEC), namespace)
     objects.append(("workflow", WORKFLOW.replace("_", "-")))
+    kube.apply(_manifest("Workflow", PING_WORKFLOW.replace("_", "-"), PING_WORKFLOW_SPEC), namespace)
+    objects.append(("workflow", PING_WORKFLOW.replace("_", "-")))
+    kube.apply(_manifest("Trigger", TRIGGER, TRIGGER_SPEC), namespace)
+    objects.append(("trigger", TRIGGER))
+    # Suspended until the load starts: its fires are counted under faults.
+    kube.apply(_manifest("Schedule", SCHEDULE, {**SCHEDULE_SPEC, "suspend": True}), namespace)
+    objects.append(("schedule", SCHEDULE))
     for kind, name in objects:
         found = eventually(
             lambda kind=kind, name=name: (c := condition(kube.get(kind, name, namespace))) and c,
@@ -99,6 +120,21 @@ def _define(kube: Kube, namespace: str) -> None:
             what=f"{kind}/{name} to be reconciled",
         )
         assert found["status"] == "True", f"{kind}/{name}: {found}"
+
+
+def _suspend_schedule(rig: Rig, suspend: bool) -> None:
+    """Retried: the API server may be restarting (a fault)."""
+    patch = json.dumps({"spec": {"suspend": suspend}})
+    eventually(
+        lambda: (
+            rig.kube.run(
+                "patch", "schedule", SCHEDULE, "-n", rig.namespace, "--type=merge", "-p", patch, check=False
+            ).returncode
+            == 0
+        ),
+        timeout=120,
+        what=f"the schedule's suspend set to {suspend}",
+    )
 
 
 async def _settle(rig: Rig, db: Db, load_names: list[str], seconds: float) -> float:
@@ -200,16 +236,28 @@ async def _run(scenario: Scenario, rig: Rig, db: Db) -> Report:
         load = LoadDriver(rig, rng_load, session)
         faults = FaultDriver(rig, rng_faults, db, load, session)
         kinds = plan(rng_faults, scenario.faults, scenario.kinds)
+        await asyncio.to_thread(_suspend_schedule, rig, False)
         loaded = time.monotonic()
         await asyncio.gather(
-            load.run(scenario.runs, scenario.workflow_runs, scenario.load_seconds, scenario.terminate_share),
+            load.run(
+                scenario.runs,
+                scenario.workflow_runs,
+                scenario.load_seconds,
+                scenario.terminate_share,
+                scenario.batch_share,
+                scenario.events,
+            ),
             faults.run(kinds, scenario.fault_gap),
         )
+        await asyncio.to_thread(_suspend_schedule, rig, True)
         report.timings["load and faults"] = time.monotonic() - loaded
         report.timings["settle"] = await _settle(rig, db, load.log.workflow_runs, scenario.settle_seconds)
         journal = rig.workers.journal()
         checked = time.monotonic()
-        report.violations, figures = await check_all(rig, db, GATES, load.log, faults.log, journal)
+        trigger = await asyncio.to_thread(rig.kube.get, "trigger", TRIGGER, rig.namespace)
+        assert trigger is not None
+        uid = str(trigger["metadata"]["uid"])
+        report.violations, figures = await check_all(rig, db, GATES, load.log, faults.log, journal, uid)
         report.timings["checks"] = time.monotonic() - checked
     report.faults = faults.log.counts()
     report.not_injected = sorted(set(faults.log.unavailable))

@@ -30,6 +30,7 @@ async def test_a_long_soak_loses_nothing_and_does_nothing_twice(
         faults=int(os.environ.get("SLUICEWAY_CHAOS_FAULTS", "100")),
         fault_gap=(0.5, 2.0),
         workers=6,
+        events=int(os.environ.get("SLUICEWAY_CHAOS_EVENTS", "300")),
         settle_seconds=900,
     )
     report = await fault_run(scenario)

@@ -22,6 +22,7 @@ async def test_nothing_is_lost_or_done_twice_under_faults(fault_run: Callable[[S
         load_seconds=80,
         faults=2 * len(KINDS),
         fault_gap=(0.5, 2.0),
+        events=30,
     )
     report = await fault_run(scenario)
     assert set(report.faults) | set(report.not_injected) == set(KINDS), "every kind of fault was injected"

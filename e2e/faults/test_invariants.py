@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from e2e.faults import invariants
-from e2e.faults.drivers import FaultLog
+from e2e.faults.drivers import FaultLog, LoadLog, Publish, Start
 from e2e.faults.rig import Db, install_audit
 from e2e.faults.workload import FLAKY_REASON, GATES
+from sluiceway.controls.triggers import dedup_key
 
 
 @pytest.fixture
@@ -173,3 +174,49 @@ async def test_a_sdk_error_is_a_violation_and_a_warning_is_not(db: Db) -> None:
     assert violations == [] and figures == {"warnings (retries)": 1, "results given up after their lease ran out": 1}
     violations, _ = invariants.sdk_never_gave_up([warning, error])
     assert violations == ["w1: t: even a bare FAILED was refused: x; dropped"]
+
+
+async def _run_with(db: Db, *, request_id: str | None = None, schedule: str | None = None) -> str:
+    run = await _run(db, "COMPLETED")
+    await db.fetch(
+        "UPDATE executions SET request_id = $2, schedule_name = $3 WHERE id = $1", uuid.UUID(run), request_id, schedule
+    )
+    return run
+
+
+async def test_two_runs_for_one_request_id_are_found(db: Db) -> None:
+    first = await _run_with(db, request_id="load-0")
+    load = LoadLog(starts=[Start("load-0", acked=first, attempts=2), Start("load-1", attempts=3)])
+    assert (await invariants.one_run_per_request(db, load))[0] == []
+    second = await _run_with(db, request_id="load-1")
+    await _run_with(db, request_id="load-1")
+    found, figures = await invariants.one_run_per_request(db, load)
+    assert len(found) == 1 and "requestId 'load-1' has 2 runs" in found[0], found
+    assert figures["duplicate runs"] == 1
+    load.starts[1].acked = str(uuid.uuid4())  # acknowledged as a run that is not the one
+    found, _ = await invariants.one_run_per_request(db, load)
+    assert any("start load-1 was acknowledged" in v and second in v for v in found), found
+
+
+async def test_two_runs_for_one_event_id_are_found(db: Db) -> None:
+    key = dedup_key("uid-1", "evt-0")
+    run = await _run_with(db, request_id=key)
+    load = LoadLog(events=[Publish("evt-0", outcome={"outcome": "started", "runId": run})])
+    assert (await invariants.one_run_per_event(db, load, "uid-1"))[0] == []
+    await _run_with(db, request_id=key)
+    found, _ = await invariants.one_run_per_event(db, load, "uid-1")
+    assert any("2 runs for one (Trigger, event id)" in v for v in found), found
+
+
+async def test_a_scheduled_run_no_fire_names_is_found(db: Db) -> None:
+    run = await _run_with(db, schedule="tick")
+    await db.fetch(
+        "INSERT INTO schedule_fires (namespace, schedule, fire_at, kind, outcome, run_id)"
+        " VALUES ('ns', 'tick', now(), 'scheduled', 'started', $1)",
+        uuid.UUID(run),
+    )
+    found, figures = await invariants.one_run_per_fire(db)
+    assert found == [] and figures == {"started": 1}
+    second = await _run_with(db, schedule="tick")  # a second run of the same fire: no fire row can name it
+    found, _ = await invariants.one_run_per_fire(db)
+    assert found == [f"run without a started fire: schedule tick run {second}"], found

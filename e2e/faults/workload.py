@@ -76,3 +76,25 @@ DURATIONS = {
 }
 FLAKY_FAILURE = 0.3
 FLAKY_REASON = "partner unavailable"  # how the suite tells this worker's failures from the operator's
+
+# Runs that other paths start, each exactly once whatever fails: a Trigger's
+# (one run per event id) and a Schedule's (one run per fire time). A one-task
+# INLINE workflow, so they add starts under faults without adding worker load.
+PING_WORKFLOW = "fault_ping"
+PING_WORKFLOW_SPEC = {
+    "name": PING_WORKFLOW,
+    "tasks": [
+        {
+            "name": "echo",
+            "taskReferenceName": "echo",
+            "type": "INLINE",
+            "inputParameters": {"evaluatorType": "cel", "expression": "'pong'"},
+        }
+    ],
+}
+EVENT = "fault-ping"
+TRIGGER = "fault-ping"
+TRIGGER_SPEC = {"event": EVENT, "workflow": PING_WORKFLOW, "input": "{'n': event.payload.n}"}
+SCHEDULE = "fault-tick"
+# Every second, every fire its own run (AllowAll): each fire is a start to make exactly once.
+SCHEDULE_SPEC = {"workflow": PING_WORKFLOW, "input": {"n": 0}, "every": "1s", "overlapPolicy": "AllowAll"}

@@ -1,5 +1,11 @@
 """Standard `Ready` conditions, written the way `kubectl wait`, Argo CD and Flux
-read them: the transition time only moves when the status does."""
+read them: the transition time only moves when the status does.
+
+Flux, cli-utils and `kubectl`-style waiters compute health with kstatus, which
+reads `Ready` only as "Current or still InProgress": a refusal that waits for
+the user (an invalid spec, a name conflict) is Failed only with `Stalled`
+True, and a run still going is InProgress with `Reconciling` True
+(docs/gitops.md)."""
 
 from __future__ import annotations
 
@@ -18,13 +24,26 @@ def with_condition(previous: list[dict[str, Any]] | None, condition: Condition, 
     return sorted(kept + [updated], key=lambda c: str(c.get("type")))
 
 
-def ready(reason: str, message: str, generation: int) -> Condition:
+def ready(reason: str, message: str, generation: int | None) -> Condition:
     return Condition(
         type="Ready", status=ConditionStatus.TRUE, reason=reason, message=message, observed_generation=generation
     )
 
 
-def not_ready(reason: str, message: str, generation: int) -> Condition:
+def not_ready(reason: str, message: str, generation: int | None) -> Condition:
     return Condition(
         type="Ready", status=ConditionStatus.FALSE, reason=reason, message=message, observed_generation=generation
+    )
+
+
+def stalled(reason: str, message: str, generation: int | None) -> Condition:
+    """kstatus's Failed: nothing will change until the user (or another object) does."""
+    return Condition(
+        type="Stalled", status=ConditionStatus.TRUE, reason=reason, message=message, observed_generation=generation
+    )
+
+
+def not_stalled(reason: str, message: str, generation: int | None) -> Condition:
+    return Condition(
+        type="Stalled", status=ConditionStatus.FALSE, reason=reason, message=message, observed_generation=generation
     )

@@ -187,7 +187,10 @@ def crd_for(kind: ResourceKind, served: tuple[str, ...] = SERVED_VERSIONS, stora
                 "kind": {"type": "string"},
                 "metadata": {"type": "object"},
                 "spec": model_schema(kind.spec),
-                "status": model_schema(kind.status),
+                # observedGeneration 0 until the operator first writes: kstatus
+                # (Flux, cli-utils) reads an object without a status as Current,
+                # this as InProgress (docs/gitops.md). Applied when read, never stored.
+                "status": {**model_schema(kind.status), "default": {"observedGeneration": 0}},
             },
         }
     }

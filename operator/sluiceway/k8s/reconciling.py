@@ -20,7 +20,7 @@ import kopf
 from pydantic import ValidationError
 
 from sluiceway.controls import advice
-from sluiceway.k8s.conditions import not_ready, ready, with_condition
+from sluiceway.k8s.conditions import not_ready, not_stalled, ready, stalled, with_condition
 from sluiceway.k8s.events import EventRecorder
 from sluiceway.k8s.validation import describe
 from sluiceway.kubeapi.client import KubeClient
@@ -64,8 +64,10 @@ def context_of(memo: kopf.Memo) -> Context:
 
 
 def set_ready(patch: kopf.Patch, body: kopf.Body, context: Context, ok: bool, reason: str, message: str) -> None:
-    """Write the Ready condition and `observedGeneration`; post an Event when
-    the condition changes (or a refusal changes its reason)."""
+    """Write the Ready and Stalled conditions and `observedGeneration`; post an
+    Event when the condition changes (or a refusal changes its reason). Every
+    refusal here waits for a change to this object or another (an invalid spec,
+    a name conflict, a quota), so it is Stalled: kstatus's Failed."""
     meta, status = body["metadata"], body.get("status", {})
     generation = int(meta.get("generation", 0))
     condition = (ready if ok else not_ready)(reason, message, generation)
@@ -83,7 +85,9 @@ def set_ready(patch: kopf.Patch, body: kopf.Body, context: Context, ok: bool, re
             message,
         )
     patch.status["observedGeneration"] = generation
-    patch.status["conditions"] = with_condition(status.get("conditions"), condition, context.now())
+    conditions = with_condition(status.get("conditions"), condition, context.now())
+    stall = (not_stalled if ok else stalled)(reason, message, generation)
+    patch.status["conditions"] = with_condition(conditions, stall, context.now())
 
 
 def report_claim(

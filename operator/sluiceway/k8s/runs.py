@@ -6,7 +6,8 @@ import datetime
 import json
 from typing import Any
 
-from sluiceway.model.common import kube_time
+from sluiceway.k8s.conditions import not_ready, not_stalled, ready, stalled
+from sluiceway.model.common import Condition, ConditionStatus, kube_time
 from sluiceway.model.execution import RunStatus
 from sluiceway.model.workflowrun import RunPhase, TaskCounts, WorkflowRunStatus
 
@@ -22,6 +23,37 @@ PHASES = {
     RunStatus.TIMED_OUT: RunPhase.TIMED_OUT,
     RunStatus.TERMINATED: RunPhase.TERMINATED,
 }
+
+
+_ENDED_BADLY = (RunPhase.FAILED, RunPhase.TIMED_OUT, RunPhase.TERMINATED, RunPhase.REFUSED)
+
+
+def phase_conditions(phase: RunPhase, message: str, since: str | None) -> list[dict[str, Any]]:
+    """Ready, Reconciling and Stalled for a run's phase, as kstatus (Flux,
+    cli-utils) and Argo CD read them: a run not yet ended is Reconciling
+    (InProgress), a completed one Ready (Current), one that failed, timed out,
+    was terminated or refused Stalled (Failed). `since` is when the run entered
+    the phase (its start, or its end), the conditions' transition time."""
+    text = message or f"the run is {phase.value}"
+    if phase is RunPhase.COMPLETED:
+        conditions = [ready("Completed", text, None), not_stalled("Completed", text, None)]
+        reconciling = False
+    elif phase in _ENDED_BADLY:
+        conditions = [not_ready(phase.value, text, None), stalled(phase.value, text, None)]
+        reconciling = False
+    else:
+        conditions = [not_ready(phase.value, text, None)]
+        reconciling = True
+    conditions.append(
+        Condition(
+            type="Reconciling",
+            status=ConditionStatus.TRUE if reconciling else ConditionStatus.FALSE,
+            reason=phase.value,
+            message=text,
+        )
+    )
+    stamped = [c.model_copy(update={"last_transition_time": since}).to_wire() for c in conditions]
+    return sorted(stamped, key=lambda c: str(c.get("type")))
 
 
 def bounded_output(output: dict[str, Any], execution_id: str) -> dict[str, Any]:
@@ -89,6 +121,10 @@ def run_status(
         sla_breached_at=kube_time(sla_breached_at),
         mirror_seq=mirror_seq,
     ).model_dump(mode="json", by_alias=True)
-    for written_elsewhere in ("conditions", "observedGeneration", "refusal", "retry"):
+    for written_elsewhere in ("observedGeneration", "refusal", "retry"):
         body.pop(written_elsewhere, None)
+    phase = PHASES[status]
+    body["conditions"] = phase_conditions(
+        phase, body.get("reasonForIncompletion") or "", kube_time(ended_at if phase.is_terminal() else created_at)
+    )
     return body

@@ -32,6 +32,7 @@ from sluiceway.k8s.reconciling import (
     retrying_outages,
     set_ready,
 )
+from sluiceway.k8s.runs import phase_conditions
 from sluiceway.kubeapi.client import KubeError
 from sluiceway.model import GROUP, VERSION
 from sluiceway.model.resources import WORKFLOW, WORKFLOW_RUN
@@ -176,15 +177,20 @@ def _report_start(
             log.info("workflowrun %s/%s waits: %s", namespace, name, outcome.message)
         patch.status["phase"] = RunPhase.PENDING.value
         patch.status["reasonForIncompletion"] = f"waiting: {outcome.message}"
+        patch.status["conditions"] = phase_conditions(RunPhase.PENDING, f"waiting: {outcome.message}", context.now())
         return
     if isinstance(outcome, outcomes.InvalidStart | outcomes.RequestReused):
         patch.status.update({"phase": RunPhase.FAILED.value, "reasonForIncompletion": outcome.message})
+        patch.status["conditions"] = phase_conditions(RunPhase.FAILED, outcome.message, context.now())
         if context.events is not None:
             context.events.record("WorkflowRun", namespace, name, uid, True, "InvalidSpec", outcome.message)
         return
     if isinstance(outcome, outcomes.InvalidOverrides):
         patch.status["phase"] = RunPhase.FAILED.value
         patch.status["reasonForIncompletion"] = f"spec.{outcome.field}: {outcome.message}"
+        patch.status["conditions"] = phase_conditions(
+            RunPhase.FAILED, patch.status["reasonForIncompletion"], context.now()
+        )
         return
     if isinstance(outcome, outcomes.QuotaExceeded | outcomes.LimitExceeded | Oversized):
         details = outcome.details()
@@ -196,6 +202,7 @@ def _report_start(
                 "control": control,
                 "reasonForIncompletion": outcome.message,
                 "refusal": {"error": code, **details},
+                "conditions": phase_conditions(RunPhase.REFUSED, outcome.message, context.now()),
             }
         )
         if context.events is not None:
@@ -203,7 +210,9 @@ def _report_start(
         return
     # The run's state (phase, times, admission) is the status mirror's to
     # write: a run can end before this patch lands, and a phase written
-    # here would then overwrite the mirror's Completed with Running.
+    # here would then overwrite the mirror's Completed with Running. So would
+    # conditions: until the mirror's first pass (about a second) the object has
+    # none, and kstatus reads it as Current (docs/gitops.md says so).
     patch.status.update({"executionId": outcome.id, "reasonForIncompletion": None})
 
 
@@ -292,6 +301,9 @@ async def operate_workflow_run(
                 )
 
     await retrying_outages(operate())
+    # The change to the spec is acted on: without this, kstatus would read the
+    # WorkflowRun as InProgress ("generation is 2, observed 1") forever.
+    patch.status["observedGeneration"] = int(body.get("metadata", {}).get("generation", 1))
 
 
 def ttl_due(spec: kopf.Spec, status: kopf.Status, now: datetime.datetime) -> bool:

@@ -55,3 +55,32 @@ def test_a_workflow_run_shows_the_iteration_of_each_loop() -> None:
     )
     assert body["iterations"] == {"paging": 37}
     assert status(RunStatus.RUNNING, quarantined=False)["iterations"] is None, "no loop, nothing to show"
+
+
+def _types(body: dict[str, object]) -> dict[str, tuple[str, str]]:
+    conditions = body["conditions"]
+    assert isinstance(conditions, list)
+    return {c["type"]: (c["status"], c["reason"]) for c in conditions}
+
+
+def test_a_running_run_is_reconciling_and_not_ready() -> None:
+    """kstatus reads Reconciling True as InProgress; Ready alone would not say it."""
+    found = _types(status(RunStatus.RUNNING, quarantined=False))
+    assert found == {"Ready": ("False", "Running"), "Reconciling": ("True", "Running")}
+
+
+def test_a_completed_run_is_ready_and_a_failed_one_stalled() -> None:
+    assert _types(status(RunStatus.COMPLETED, quarantined=False)) == {
+        "Ready": ("True", "Completed"),
+        "Reconciling": ("False", "Completed"),
+        "Stalled": ("False", "Completed"),
+    }
+    failed = status(RunStatus.FAILED, quarantined=False)
+    assert _types(failed) == {
+        "Ready": ("False", "Failed"),
+        "Reconciling": ("False", "Failed"),
+        "Stalled": ("True", "Failed"),
+    }
+    conditions = failed["conditions"]
+    assert isinstance(conditions, list)
+    assert {c["message"] for c in conditions} == {"run ended"}
