@@ -25,7 +25,7 @@ from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGOCD_HEALTH = ROOT / "charts" / "sluiceway" / "argocd-health.yaml"
-API = "sluiceway.dev/v1alpha1"
+API = "sluiceway.dev/v1beta1"
 
 Health = Callable[[list[dict[str, Any]]], dict[str, dict[str, Any]]]
 
