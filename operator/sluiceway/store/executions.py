@@ -216,6 +216,14 @@ async def start_run(
     the run starts on. `priority` over the workflow's (controls.priority).
     `notify=False`: the caller decides the run inline and wakes the decider
     itself if it leaves it queued."""
+    execution_id = _uuid(run_id) if run_id else uuid.uuid4()
+    # A run id the caller chose may be taken; a fresh one is not (the insert still refuses a clash).
+    # Looked up before the workflow: a restored WorkflowRun adopts its run even
+    # when the run's Workflow has been deleted since (docs/backup.md).
+    existing = await conn.fetchrow(_EXISTING, execution_id) if run_id else None
+    if existing is not None:
+        status = shown_status(existing["status"], existing["paused_at"])
+        return Started(str(execution_id), status, existing["awaiting_admission"], False)
     found = await workflows.find_version(conn, namespace, name, version)
     if found is None:
         return WorkflowNotFound(name, version)
@@ -223,12 +231,6 @@ async def start_run(
     wrong = _unknown_override(found, overrides)
     if wrong is not None:
         return wrong
-    execution_id = _uuid(run_id) if run_id else uuid.uuid4()
-    # A run id the caller chose may be taken; a fresh one is not (the insert still refuses a clash).
-    existing = await conn.fetchrow(_EXISTING, execution_id) if run_id else None
-    if existing is not None:
-        status = shown_status(existing["status"], existing["paused_at"])
-        return Started(str(execution_id), status, existing["awaiting_admission"], False)
     asked = fingerprint(
         name,
         version,
