@@ -48,9 +48,11 @@ FORMAT = 1
 IMPORT_ORDER = ("TaskDefinition", "Semaphore", "Quota", "Webhook", "Workflow", "Trigger", "Schedule", "WorkflowRun")
 WORKFLOW_RUN = "WorkflowRun"
 
-# kopf's own bookkeeping: kept, it would tell the new operator that the
-# object was handled already, and a WorkflowRun would never adopt its run.
-_KOPF_PREFIX = "kopf.zalando.org/"
+# The operator's bookkeeping on each object: kopf's progress and last-handled
+# spec, under the operator's prefix (runtime/operator.py's kopf_settings) or
+# kopf's default one. Restored, they would describe handling that the new
+# operator never did; users write no sluiceway.dev/ annotations of their own.
+_BOOKKEEPING = ("sluiceway.dev/", "kopf.zalando.org/")
 _REFUSED = "Refused"
 
 DATABASE_URL = Annotated[
@@ -76,7 +78,7 @@ def exported(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     meta = obj.get("metadata") or {}
     if meta.get("deletionTimestamp"):
         return None
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(_KOPF_PREFIX)}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(_BOOKKEEPING)}
     annotations[RESTORED_UID_ANNOTATION] = identity_of(meta, str(meta.get("uid", "")))
     kept: dict[str, Any] = {"name": meta["name"], "namespace": meta["namespace"], "annotations": annotations}
     if meta.get("labels"):

@@ -39,6 +39,9 @@ def live(kind: str = "WorkflowRun", **extra: Any) -> dict[str, Any]:
             "labels": {"team": "shop"},
             "annotations": {
                 "kopf.zalando.org/last-handled-configuration": "{}",
+                "sluiceway.dev/last-handled-configuration": "{}",
+                "sluiceway.dev/kopf-managed": "yes",
+                "sluiceway.dev/start_workflow_run": "{}",
                 "kubectl.kubernetes.io/last-applied-configuration": "{}",
             },
         },
