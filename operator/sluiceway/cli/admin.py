@@ -284,11 +284,11 @@ async def _import(
 
 
 async def _restore_database(directory: Path, metadata: dict[str, Any], dsn: str, pg_bin: Path | None) -> None:
-    from sluiceway.store.backups import find_tool, relations, restore, server_major
+    from sluiceway.store.backups import find_tool, restore, server_major, tables
 
-    if (held := await relations(dsn)) > 0:
+    if (held := await tables(dsn)) > 0:
         raise CommandError(
-            f"the database is not empty ({held} relations): restore into a new one, before any operator "
+            f"the database is not empty ({held} tables and sequences): restore into a new one, before any operator "
             "has started on it (it would have migrated it)",
             ExitCode.REFUSED,
         )
