@@ -204,15 +204,23 @@ def test_a_backup_restores_into_a_new_cluster_and_database(
         assert first_delivery["outcome"] == "started"
         eventually(lambda: len(fires(old_dsn, namespace)) >= 2, timeout=30, what="the Schedule to fire twice")
 
+        # The leases the holding worker has: read where only the database shows the epoch.
+        leases = fetch(
+            old_dsn,
+            "SELECT id, epoch FROM tasks WHERE execution_id = ANY($1::uuid[]) AND status = 'IN_PROGRESS'",
+            sorted(held),
+        )
+        assert (len(finished), len(held), len(leases)) == (FINISHED, HELD, HELD)
         fired_before_export = started_fires(old_dsn, namespace)
         backup = tmp_path / "backup"
         sluiceway(
             "admin", "export", str(backup), "-n", namespace, "--database-url", old_dsn, kubeconfig=old_kube.kubeconfig
         )
     finally:
+        # The old installation goes, its operator clearing its finalizers first; the backup has what it had.
+        old_kube.delete_sluiceway_objects(namespace, seconds=30)
         stop_all([holding_worker, old.child])
-    old_kube.delete_sluiceway_objects(namespace, seconds=5)
-    old_kube.run("delete", "namespace", namespace, "--wait=false", check=False)
+        old_kube.run("delete", "namespace", namespace, "--wait=false", check=False)
 
     with running_cluster() as new_cluster:
         new_kube = new_cluster.kube
@@ -238,6 +246,12 @@ def test_a_backup_restores_into_a_new_cluster_and_database(
                     what=f"run {run_id} to resume",
                 )
                 assert run_of(new, namespace, run_id)["output"]["attempt"] >= 2
+            # Fenced: the old worker's leases, reported on now, are stale.
+            for lease in leases:
+                stale = {"epoch": lease["epoch"], "status": "COMPLETED", "output": {"count": -1}}
+                status, body = call("POST", f"{new.api_url}/v1/ns/{namespace}/tasks/{lease['id']}/result", stale)
+                assert status == 409, body
+            assert all(run_of(new, namespace, run_id)["output"]["count"] in (10, 11) for run_id in held)
             # The finished runs are listed, with their outputs.
             shown = listed(new, namespace)
             for run_id in finished:
@@ -266,17 +280,18 @@ def test_a_backup_restores_into_a_new_cluster_and_database(
             eventually(
                 lambda: len(started_fires(new_database, namespace)) > len(fired_before), timeout=30, what="a new fire"
             )
-            after = [row for row in fires(new_database, namespace) if row["outcome"] == "started"]
-            fire_times = [row["fire_at"] for row in after]
-            assert len(fire_times) == len(set(fire_times)), "a fire was made twice"
-            assert fired_before <= started_fires(new_database, namespace)
             # The Trigger still knows the event it started a run for.
             again = send_event(new, namespace, "order-1")
             assert (again["outcome"], again["runId"]) == ("duplicate", first_delivery["runId"])
-            # No run was started but the Schedule's new fires.
+            # No run was started but the Schedule's new fires. The fires are read after the runs:
+            # a scheduled run's fire row commits with it.
             runs_after = run_ids(new_database, namespace)
-            new_fires = {str(row["run_id"]) for row in after} - {str(run) for _, run in fired_before}
-            assert runs_after == runs_before | new_fires
+            fired_after = started_fires(new_database, namespace)
+            assert fired_before <= fired_after, "a fire of the backup was forgotten"
+            new_fires = fired_after - fired_before
+            assert not {at for at, _ in new_fires} & {at for at, _ in fired_before}, "a fire was made twice"
+            assert runs_before <= runs_after
+            assert runs_after - runs_before <= {str(run) for _, run in new_fires}
             print(
                 f"restore: {len(held)} runs resumed, {len(finished)} finished runs listed, {len(new_fires)} new fires"
             )
