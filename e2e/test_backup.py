@@ -29,7 +29,7 @@ from tests.support.processes import stop_all
 from tests.support.waiting import eventually
 from tests.support.workers import start_worker
 
-API = "sluiceway.dev/v1alpha1"
+API = "sluiceway.dev/v1beta1"
 WORKERS = str(Path(__file__).parent / "workers" / "backup.py")
 FINISHED = 3  # runs that end before the backup: 2 WorkflowRuns, 1 started through the API
 HELD = 2  # runs whose task a worker holds leased when the backup is taken: 1 WorkflowRun, 1 API
