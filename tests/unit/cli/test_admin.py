@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from sluiceway.cli.admin import IMPORT_ORDER, exported, in_import_order, read_manifests
 from sluiceway.cli.client import CommandError
+from sluiceway.model import GROUP, VERSION
 from sluiceway.model.common import RESTORED_UID_ANNOTATION, identity_of
 from sluiceway.model.resources import ALL_KINDS
 from sluiceway.runtime.main import app
@@ -53,7 +54,7 @@ def live(kind: str = "WorkflowRun", **extra: Any) -> dict[str, Any]:
 
 def test_an_exported_object_keeps_what_a_user_applied_and_the_uid_it_is_known_by() -> None:
     assert exported(live()) == {
-        "apiVersion": "sluiceway.dev/v1alpha1",
+        "apiVersion": f"{GROUP}/{VERSION}",  # the version the operator stores, whichever it was read in
         "kind": "WorkflowRun",
         "metadata": {
             "name": "nightly",
