@@ -17,6 +17,7 @@ from sluiceway.k8s import definitions, status_reports, workflows
 from sluiceway.k8s import schedules as schedule_handlers
 from sluiceway.k8s.events import EventRecorder
 from sluiceway.k8s.reconciling import Context
+from sluiceway.model.common import RESTORED_UID_ANNOTATION
 from sluiceway.model.resources import (
     QUOTA,
     SCHEDULE,
@@ -36,14 +37,21 @@ NAMESPACE = "team-a"
 
 
 def handler_kwargs(
-    kind: ResourceKind, name: str, spec: dict[str, Any], pool: asyncpg.Pool, *, status: dict[str, Any] | None = None
+    kind: ResourceKind,
+    name: str,
+    spec: dict[str, Any],
+    pool: asyncpg.Pool,
+    *,
+    status: dict[str, Any] | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """kopf's keyword arguments for one object, with a fresh patch."""
+    metadata = {"name": name, "namespace": NAMESPACE, "uid": str(uuid.uuid4()), "generation": 1}
     body = kopf.Body(
         {
             "apiVersion": "sluiceway.dev/v1beta1",
             "kind": kind.kind,
-            "metadata": {"name": name, "namespace": NAMESPACE, "uid": str(uuid.uuid4()), "generation": 1},
+            "metadata": {**metadata, **({"annotations": annotations} if annotations else {})},
             "spec": spec,
             "status": status or {},
         }
@@ -165,6 +173,42 @@ async def test_a_workflow_run_starts_one_run_with_its_uid(pool: asyncpg.Pool) ->
     async with pool.acquire() as conn:
         run = await runs.get_run(conn, NAMESPACE, kwargs["uid"])
     assert run is not None and run.resource_name == "export-1" and run.input == {"day": "monday"}
+
+
+async def test_a_restored_workflow_run_adopts_its_run_even_once_its_workflow_is_gone(pool: asyncpg.Pool) -> None:
+    """docs/backup.md: the restored object has a new uid and names its old one."""
+    await _store_workflow(pool)
+    before = handler_kwargs(WORKFLOW_RUN, "export-1", {"workflow": "export"}, pool)
+    await workflows.start_workflow_run(**before)
+    await workflows.delete_workflow(**handler_kwargs(WORKFLOW, "export", {"tasks": []}, pool))
+    restored = handler_kwargs(
+        WORKFLOW_RUN, "export-1", {"workflow": "export"}, pool, annotations={RESTORED_UID_ANNOTATION: before["uid"]}
+    )
+    await workflows.start_workflow_run(**restored)
+    assert restored["patch"].status["executionId"] == before["uid"]
+    assert "phase" not in restored["patch"].status, "not waiting for the Workflow"
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM executions WHERE resource_name = 'export-1'") == 1
+
+
+async def test_a_restored_trigger_and_schedule_keep_the_uid_their_rows_have(pool: asyncpg.Pool) -> None:
+    spec = {"event": "order-paid", "workflow": "ship"}
+    first = handler_kwargs(TRIGGER, "ship-paid", spec, pool)
+    await definitions.reconcile_trigger(**first)
+    restored = handler_kwargs(TRIGGER, "ship-paid", spec, pool, annotations={RESTORED_UID_ANNOTATION: first["uid"]})
+    await definitions.reconcile_trigger(**restored)
+    garbled = handler_kwargs(TRIGGER, "ship-late", spec, pool, annotations={RESTORED_UID_ANNOTATION: "not-a-uid"})
+    await definitions.reconcile_trigger(**garbled)
+    async with pool.acquire() as conn:
+        found = {t.name: t.uid for t in await triggers.of_event(conn, NAMESPACE, "order-paid")}
+    assert found == {"ship-paid": first["uid"], "ship-late": garbled["uid"]}
+    ticks = {"workflow": "report", "every": "1h"}
+    scheduled = handler_kwargs(SCHEDULE, "ticks", ticks, pool)
+    await schedule_handlers.reconcile_schedule(**scheduled)
+    again = handler_kwargs(SCHEDULE, "ticks", ticks, pool, annotations={RESTORED_UID_ANNOTATION: scheduled["uid"]})
+    await schedule_handlers.reconcile_schedule(**again)
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT uid FROM schedules WHERE name = 'ticks'") == scheduled["uid"]
 
 
 async def test_a_workflow_run_starts_its_run_at_its_priority(pool: asyncpg.Pool) -> None:

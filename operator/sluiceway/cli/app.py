@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from sluiceway import __version__
-from sluiceway.cli import definitions, events, lint, logs, output, runs, schedules, tasks, why
+from sluiceway.cli import admin, definitions, events, lint, logs, output, runs, schedules, tasks, why
 from sluiceway.cli.client import CommandError
 from sluiceway.cli.common import fail
 from sluiceway.cli.config import write_server
@@ -85,4 +85,5 @@ def build(name: str = "sluiceway") -> typer.Typer:
     lint.register(app)
     app.add_typer(events.app, name="events")
     app.add_typer(config, name="config")
+    app.add_typer(admin.app, name="admin")
     return app

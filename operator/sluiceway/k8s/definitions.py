@@ -21,7 +21,7 @@ from sluiceway.k8s.reconciling import (
     retrying_outages,
     set_ready,
 )
-from sluiceway.model.common import Condition, ConditionStatus
+from sluiceway.model.common import Condition, ConditionStatus, identity_of
 from sluiceway.model.quota import QuotaSpec
 from sluiceway.model.resources import QUOTA, SEMAPHORE, TASK_DEFINITION, TRIGGER, WEBHOOK
 from sluiceway.model.semaphore import SemaphoreSpec
@@ -169,7 +169,8 @@ async def reconcile_trigger(
 
     async def store() -> None:
         async with context.pool.acquire() as conn:
-            await triggers.upsert(conn, namespace, name, uid, int(meta["generation"]), parsed)
+            # A restored Trigger keeps its dedup keys, hashed with its uid (docs/backup.md).
+            await triggers.upsert(conn, namespace, name, identity_of(meta, uid), int(meta["generation"]), parsed)
         patch.status["event"] = parsed.event
         patch.status["workflow"] = parsed.workflow
         set_ready(patch, body, context, True, "Listening", f"starts workflow {parsed.workflow} on event {parsed.event}")

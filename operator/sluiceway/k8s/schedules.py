@@ -25,7 +25,7 @@ from sluiceway.k8s.reconciling import (
     retrying_outages,
     set_ready,
 )
-from sluiceway.model.common import kube_time
+from sluiceway.model.common import identity_of, kube_time
 from sluiceway.model.resources import SCHEDULE
 from sluiceway.model.schedule import UPCOMING, ScheduleSpec
 from sluiceway.plane.schedules import schedule_view
@@ -49,7 +49,9 @@ async def reconcile_schedule(
 
     async def store() -> None:
         async with context.pool.acquire() as conn:
-            refused = await schedules.upsert_schedule(conn, namespace, name, uid, int(meta["generation"]), parsed)
+            # A restored Schedule keeps its row and fire history (docs/backup.md).
+            known_as = identity_of(meta, uid)
+            refused = await schedules.upsert_schedule(conn, namespace, name, known_as, int(meta["generation"]), parsed)
         if refused is not None:
             patch.status["refusal"] = {"error": refused.code, **refused.details()}
             set_ready(patch, body, context, False, "QuotaExceeded", refused.message)

@@ -35,6 +35,7 @@ from sluiceway.k8s.reconciling import (
 from sluiceway.k8s.runs import phase_conditions
 from sluiceway.kubeapi.client import KubeError
 from sluiceway.model import GROUP, VERSION
+from sluiceway.model.common import identity_of
 from sluiceway.model.resources import WORKFLOW, WORKFLOW_RUN
 from sluiceway.model.workflow import ActiveRunsPolicy, WorkflowSpec
 from sluiceway.model.workflowrun import RetryOutcome, RetryStatus, RunPhase, WorkflowRunSpec
@@ -148,7 +149,8 @@ async def start_workflow_run(
             search_attributes=parsed.search_attributes,
             sla_seconds=parsed.sla_seconds,
             task_overrides=parsed.task_overrides or {},
-            run_id=uid,
+            # A restored WorkflowRun adopts the run it had (docs/backup.md), never starts a second.
+            run_id=identity_of(meta, uid),
             resource_name=name,
             labels=dict(meta.get("labels") or {}),
             retention_seconds=parsed.ttl_seconds_after_finished,

@@ -211,6 +211,41 @@ class KubeClient:
             if not token:
                 return found
 
+    async def list(self, plural: str, namespace: str | None, page_size: int = 500) -> list[dict[str, Any]]:
+        """Every object of a kind in one namespace (None: in all of them), read in pages."""
+        found: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            extra: dict[str, Any] = {"limit": page_size, **({"_continue": token} if token else {})}
+            if namespace is None:
+                page = await self._call(self._custom().list_cluster_custom_object, GROUP, VERSION, plural, **extra)
+            else:
+                page = await self._call(
+                    self._custom().list_namespaced_custom_object, GROUP, VERSION, namespace, plural, **extra
+                )
+            found.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue") or None
+            if not token:
+                return found
+
+    async def create(self, plural: str, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Create one custom object (409 when one of that name exists)."""
+        created: dict[str, Any] = await self._call(
+            self._custom().create_namespaced_custom_object, GROUP, VERSION, namespace, plural, manifest
+        )
+        return created
+
+    async def ensure_namespace(self, name: str) -> bool:
+        """Create a namespace unless it exists; True when it was created."""
+        core = kubernetes.client.CoreV1Api(self.api)
+        try:
+            await self._call(core.create_namespace, {"metadata": {"name": name}})
+        except KubeError as error:
+            if error.status == 409:
+                return False
+            raise
+        return True
+
     def close(self) -> None:
         self.api.close()
 

@@ -6,6 +6,7 @@ import datetime
 import math
 import re
 import uuid
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, TypeVar
 
@@ -207,3 +208,23 @@ class SecretKeyRef(Spec):
 
     name: str = Field(pattern=_SECRET_NAME, max_length=253, description="The Secret's name.")
     key: str = Field(pattern=_SECRET_KEY, description="The key in its data.")
+
+
+# What `sluiceway admin import` writes on every object it restores: the uid the
+# object had in the cluster it was exported from. A restored object gets a new
+# uid, and three things are keyed by the old one in PostgreSQL: a WorkflowRun's
+# run (its id), a Schedule's row (a new uid would drop its fire history) and a
+# Trigger's dedup keys (hashed with it). See docs/backup.md.
+RESTORED_UID_ANNOTATION = "sluiceway.dev/restored-uid"
+
+
+def identity_of(metadata: Mapping[str, Any], uid: str) -> str:
+    """The uid an object is known by in PostgreSQL: the restored one when an
+    import wrote it (and it is a uid at all), else its own."""
+    restored = (metadata.get("annotations") or {}).get(RESTORED_UID_ANNOTATION)
+    if not isinstance(restored, str):
+        return uid
+    try:
+        return str(uuid.UUID(restored))
+    except ValueError:  # not written by an import: a typo must not stop the object's reconcile
+        return uid

@@ -216,6 +216,11 @@ async def start_run(
     the run starts on. `priority` over the workflow's (controls.priority).
     `notify=False`: the caller decides the run inline and wakes the decider
     itself if it leaves it queued."""
+    execution_id = _uuid(run_id) if run_id else uuid.uuid4()
+    # A run id the caller chose may be taken; a fresh one is not (the insert still refuses a clash).
+    existing = await _existing_run(conn, execution_id) if run_id else None
+    if existing is not None:
+        return existing
     found = await workflows.find_version(conn, namespace, name, version)
     if found is None:
         return WorkflowNotFound(name, version)
@@ -223,12 +228,6 @@ async def start_run(
     wrong = _unknown_override(found, overrides)
     if wrong is not None:
         return wrong
-    execution_id = _uuid(run_id) if run_id else uuid.uuid4()
-    # A run id the caller chose may be taken; a fresh one is not (the insert still refuses a clash).
-    existing = await conn.fetchrow(_EXISTING, execution_id) if run_id else None
-    if existing is not None:
-        status = shown_status(existing["status"], existing["paused_at"])
-        return Started(str(execution_id), status, existing["awaiting_admission"], False)
     asked = fingerprint(
         name,
         version,
@@ -303,6 +302,16 @@ async def start_run(
     await attributes.write(conn, execution_id, namespace, created_at, checked.attributes.values())
     await enqueue_decide(conn, execution_id, "started", notify=notify)
     return Started(str(execution_id), RunStatus.RUNNING, admitted.awaiting)
+
+
+async def _existing_run(conn: asyncpg.Connection, run_id: uuid.UUID) -> Started | None:
+    """The run a chosen id names, if it exists. Looked up before the workflow:
+    a restored WorkflowRun adopts its run even when the run's Workflow has
+    been deleted since (docs/backup.md)."""
+    row = await conn.fetchrow(_EXISTING, run_id)
+    if row is None:
+        return None
+    return Started(str(run_id), shown_status(row["status"], row["paused_at"]), row["awaiting_admission"], False)
 
 
 def _unknown_override(
@@ -487,6 +496,9 @@ async def start_runs(
     versions: dict[tuple[str, int | None], workflows.WorkflowVersion | None] = {}
     plain: list[_Plain] = []
     for at, item in enumerate(items):
+        if item.run_id and (existing := await _existing_run(conn, _uuid(item.run_id))) is not None:
+            outcomes[at] = existing
+            continue
         key = (item.name, item.version)
         if key not in versions:
             versions[key] = await workflows.find_version(conn, namespace, item.name, item.version)
