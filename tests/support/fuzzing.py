@@ -211,19 +211,41 @@ def _keep_to_described_rules(case: schemathesis.Case) -> None:
     key = body.get("requestId") if isinstance(body, dict) else None
     if headers and isinstance(headers.get("Idempotency-Key"), str) and isinstance(key, str) and key.isascii():
         headers["Idempotency-Key"] = key  # start, restart: one key, if sent twice
+    if case.query:
+        case.query.pop("cursor", None)  # only a `nextCursor` the list returned is read
+        case.query.pop("searchAttribute", None)  # the filter grammar, on attributes the workflow declares
     if not isinstance(body, dict):
         return
-    if path.endswith("/executions") and method == "POST":
+    if path.endswith("/metadata/task-definitions"):
+        _worker_pods_as_taken(body)
+    elif path.endswith("/executions") and method == "POST":
         body.pop("taskOverrides", None)  # references the workflow must have
         body.pop("searchAttributes", None)  # attributes it must declare
     elif path.endswith("/result"):
         body.pop("searchAttributes", None)  # attributes the task's workflow must declare
+    elif path.endswith("/rerun") and os.environ.get("SLUICEWAY_FUZZ_REFERENCE"):
+        body["taskReferenceName"] = os.environ["SLUICEWAY_FUZZ_REFERENCE"]  # a task the run ran
     elif path.endswith("/backfill"):
         _past_range(body)
     elif path.endswith("/quotas") and isinstance(body.get("allowedEgress"), list):
         body["allowedEgress"] = [e for e in body["allowedEgress"] if not isinstance(e, str) or not egress_problem(e)]
     elif "/schedules/" in path and method == "PUT":
         _readable_calendar(body)
+
+
+def _worker_pods_as_taken(body: dict[str, Any]) -> None:
+    """Worker pods as the model takes them: env unique by name, maxReplicas at least minReplicas."""
+    workers = body.get("workers")
+    env = workers.get("env") if isinstance(workers, dict) else None
+    if isinstance(env, list):
+        names = [e.get("name") if isinstance(e, dict) else None for e in env]
+        workers["env"] = [e for i, e in enumerate(env) if names[i] is None or names[i] not in names[:i]]
+    scaling = workers.get("autoscaling") if isinstance(workers, dict) else None
+    if not isinstance(scaling, dict):
+        return
+    low, high = scaling.get("minReplicas"), scaling.get("maxReplicas")
+    if isinstance(low, int) and isinstance(high, int) and not isinstance(low, bool) and high < low:
+        scaling["maxReplicas"] = low
 
 
 def _past_range(body: dict[str, Any]) -> None:

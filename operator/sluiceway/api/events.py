@@ -24,7 +24,7 @@ from sluiceway.api.actors import actor_of
 from sluiceway.api.errors import INVALID, ApiError, invalid, refusal
 from sluiceway.api.guards import requires
 from sluiceway.api.outcomes import error_of
-from sluiceway.api.params import NAME, NAMESPACE
+from sluiceway.api.params import NAME, NAMESPACE, cursor_query
 from sluiceway.api.services import Services, services
 from sluiceway.model.common import ENGINE_NAME_PATTERN, unstorable
 from sluiceway.plane import events as publishing
@@ -111,7 +111,7 @@ async def list_events(
         ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
-    cursor: Annotated[str | None, Query(max_length=256, description="`nextCursor` of the previous page")] = None,
+    cursor: Annotated[str | None, cursor_query(256)] = None,
     svc: Services = Depends(services),
 ) -> dict[str, Any]:
     after = decode_cursor(cursor) if cursor is not None else None

@@ -24,7 +24,15 @@ from sluiceway.api.actors import actor_of
 from sluiceway.api.errors import INVALID, ApiError, invalid, refusal
 from sluiceway.api.guards import requires
 from sluiceway.api.outcomes import answer, error_of, too_many_waiters
-from sluiceway.api.params import EXECUTION_ID, NAMESPACE
+from sluiceway.api.params import (
+    EXECUTION_ID,
+    NAMESPACE,
+    InstantText,
+    RunIdText,
+    cursor_query,
+    instant_query,
+    run_id_query,
+)
 from sluiceway.api.services import Services, services
 from sluiceway.controls.durations import parse_duration
 from sluiceway.model.common import DNS_SUBDOMAIN_PATTERN, ENGINE_NAME_PATTERN, INT32_MAX, unstorable, wire_time
@@ -319,24 +327,30 @@ async def list_runs(
     workflow: Annotated[str | None, Query(pattern=ENGINE_NAME_PATTERN, max_length=253)] = None,
     version: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
     status: Annotated[list[str] | None, Query(description="Repeat or comma-separate: FAILED,TIMED_OUT")] = None,
-    started_after: Annotated[str | None, Query(alias="startedAfter", description="ISO 8601")] = None,
-    started_before: Annotated[str | None, Query(alias="startedBefore")] = None,
-    ended_after: Annotated[str | None, Query(alias="endedAfter")] = None,
-    ended_before: Annotated[str | None, Query(alias="endedBefore")] = None,
+    started_after: Annotated[InstantText | None, instant_query("startedAfter", "Runs started at or after")] = None,
+    started_before: Annotated[InstantText | None, instant_query("startedBefore", "Runs started before")] = None,
+    ended_after: Annotated[InstantText | None, instant_query("endedAfter", "Runs ended at or after")] = None,
+    ended_before: Annotated[InstantText | None, instant_query("endedBefore", "Runs ended before")] = None,
     correlation_id: Annotated[str | None, Query(alias="correlationId", max_length=256)] = None,
-    parent: Annotated[str | None, Query(description="Runs started by this run's SUB_WORKFLOW tasks")] = None,
+    parent: Annotated[
+        RunIdText | None, run_id_query(description="Runs started by this run's SUB_WORKFLOW tasks")
+    ] = None,
     workflow_run: Annotated[
         str | None, Query(alias="workflowRun", pattern=DNS_SUBDOMAIN_PATTERN, max_length=253)
     ] = None,
-    restarted_from: Annotated[str | None, Query(alias="restartedFrom")] = None,
+    restarted_from: Annotated[RunIdText | None, run_id_query("restartedFrom", "Runs restarted from this run")] = None,
     awaiting_admission: Annotated[bool | None, Query(alias="awaitingAdmission")] = None,
     sla_breached: Annotated[bool | None, Query(alias="slaBreached")] = None,
     search_attribute: Annotated[
         list[str] | None,
-        Query(alias="searchAttribute", description="Repeat: tenant=acme, amount>=100, tenant in (acme, globex)"),
+        Query(
+            alias="searchAttribute",
+            description="Repeat: tenant=acme, amount>=100, tenant in (acme, globex). The filter grammar of "
+            "docs/search-attributes.md, on attributes the runs' workflow declares (else 422 naming searchAttribute).",
+        ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
-    cursor: Annotated[str | None, Query(max_length=512, description="nextCursor of the previous page")] = None,
+    cursor: Annotated[str | None, cursor_query(512)] = None,
     order: Order = Order.NEWEST,
     svc: Services = Depends(services),
 ) -> RunPage:

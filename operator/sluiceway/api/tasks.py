@@ -18,7 +18,7 @@ from sluiceway.api.access import Names
 from sluiceway.api.errors import INVALID, ApiError, refusal
 from sluiceway.api.guards import Authorize, requires
 from sluiceway.api.outcomes import too_large
-from sluiceway.api.params import NAMESPACE, TASK_ID
+from sluiceway.api.params import NAMESPACE, TASK_ID, RunIdText, cursor_query, run_id_query
 from sluiceway.api.services import Services, services
 from sluiceway.model.common import ENGINE_NAME_PATTERN
 from sluiceway.model.execution import (
@@ -287,14 +287,14 @@ async def list_tasks(
     status: Annotated[list[str] | None, Query(description="Repeat or comma-separate: FAILED,TIMED_OUT")] = None,
     task_type: Annotated[str | None, Query(alias="taskType", pattern=ENGINE_NAME_PATTERN, max_length=253)] = None,
     worker_id: Annotated[str | None, Query(alias="workerId", min_length=1, max_length=256)] = None,
-    execution_id: Annotated[str | None, Query(alias="executionId")] = None,
+    execution_id: Annotated[RunIdText | None, run_id_query("executionId", "Tasks of this run")] = None,
     reference_name: Annotated[str | None, Query(alias="referenceName", max_length=140)] = None,
     type: Annotated[TaskType | None, Query(description="The engine's task type: HUMAN, SIMPLE, HTTP, ...")] = None,
     workflow: Annotated[
         str | None, Query(pattern=ENGINE_NAME_PATTERN, max_length=253, description="Of runs of this workflow")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
-    cursor: Annotated[str | None, Query(max_length=512)] = None,
+    cursor: Annotated[str | None, cursor_query(512)] = None,
     order: Order = Order.NEWEST,
     svc: Services = Depends(services),
 ) -> TaskPage:

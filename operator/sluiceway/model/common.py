@@ -96,6 +96,15 @@ SetOf = Annotated[
 ]
 
 
+# The rule every JSON payload keeps (`unstorable`), for the API document's
+# descriptions: JSON Schema cannot say "no NUL character at any depth".
+PAYLOAD_RULE = (
+    "As every payload: text (keys and values, at any depth) holds no NUL character or lone surrogate, "
+    f"integers fit in 64 bits, nesting is at most {MAX_JSON_DEPTH} levels (else 422 naming the field)."
+)
+TEXT_RULE = "Holds no NUL character or lone surrogate (else 422 naming the field)."
+
+
 def unstorable(value: Any) -> str | None:
     """Why this JSON value cannot be stored as sent (text or jsonb), or None.
 

@@ -10,7 +10,17 @@ from typing import Annotated, Any, TypeVar
 from pydantic import AfterValidator, Field, SkipValidation, ValidationError
 
 from sluiceway.model.attributes import ATTRIBUTE_NAMES, MAX_PER_RUN, AttributeName
-from sluiceway.model.common import INT32_MAX, EngineName, Epoch, SetOf, Spec, Uuid
+from sluiceway.model.common import (
+    ENGINE_NAME_PATTERN,
+    INT32_MAX,
+    PAYLOAD_RULE,
+    TEXT_RULE,
+    EngineName,
+    Epoch,
+    SetOf,
+    Spec,
+    Uuid,
+)
 from sluiceway.model.taskdefinition import RetryKind
 from sluiceway.model.workflow import REF_PATTERN, RUN_REF_PATTERN
 
@@ -189,7 +199,8 @@ class PauseRequest(Spec):
 class RerunRequest(Spec):
     task_reference_name: str = Field(
         pattern=RUN_REF_PATTERN,
-        description="Run again from this task: it and every task after it start afresh; the others keep their outputs.",
+        description="Run again from this task: it and every task after it start afresh; the others keep their outputs. "
+        "A task of this run that ran (else 422 naming taskReferenceName).",
     )
     input: dict[str, Any] | None = Field(
         None, description="Merged over the task's resolved inputParameters when it starts again."
@@ -399,6 +410,11 @@ class NextLease(Spec):
         min_length=1,
         max_length=64,
         description="Most tasks to lease per task type, within each type's gates; never waits for one.",
+        # Every key is a task type: said as propertyNames, since patternProperties alone lets other keys through.
+        json_schema_extra={
+            "propertyNames": {"pattern": ENGINE_NAME_PATTERN, "maxLength": 253},
+            "additionalProperties": False,
+        },
     )
 
 
@@ -628,12 +644,14 @@ MAX_QUEUED_MESSAGES = 1000
 
 
 class HumanCompletion(Spec):
-    output: dict[str, Any] = Field(default_factory=dict, description="The task's output: the person's answer.")
+    output: dict[str, Any] = Field(
+        default_factory=dict, description=f"The task's output: the person's answer. {PAYLOAD_RULE}"
+    )
 
 
 class HumanRejection(Spec):
-    reason: str = Field(min_length=1, max_length=MAX_REASON, description="Why; becomes the task's reason.")
-    output: dict[str, Any] = Field(default_factory=dict)
+    reason: str = Field(min_length=1, max_length=MAX_REASON, description=f"Why; becomes the task's reason. {TEXT_RULE}")
+    output: dict[str, Any] = Field(default_factory=dict, description=f"The task's output. {PAYLOAD_RULE}")
 
 
 class WaitingTaskView(Spec):

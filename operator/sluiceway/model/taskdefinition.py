@@ -96,7 +96,8 @@ class WorkerAutoscaling(Spec):
     max_replicas: int = Field(
         ge=1,
         le=1000,
-        description="Most replicas. The operator also never runs more than the gates can admit: "
+        description="Most replicas: at least minReplicas (else 422 naming maxReplicas). "
+        "The operator also never runs more than the gates can admit: "
         "ceil(concurrentExecLimit / concurrency) and ceil(smallest semaphore's permits / concurrency).",
     )
     target_tasks_per_replica: int | None = Field(
@@ -157,7 +158,7 @@ class WorkerPodsSpec(Spec):
     env: list[EnvVar] | None = Field(
         None,
         max_length=256,
-        description="Extra environment variables of the worker container, unique by name.",
+        description="Extra environment variables of the worker container, unique by name (else 422 naming env).",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     resources: WorkerResources | None = Field(
