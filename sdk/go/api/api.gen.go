@@ -458,15 +458,16 @@ type HeartbeatBatchResponse struct {
 
 // HumanCompletion defines model for HumanCompletion.
 type HumanCompletion struct {
-	// Output The task's output: the person's answer.
+	// Output The task's output: the person's answer. As every payload: text (keys and values, at any depth) holds no NUL character or lone surrogate, integers fit in 64 bits, nesting is at most 64 levels (else 422 naming the field).
 	Output *map[string]interface{} `json:"output,omitempty"`
 }
 
 // HumanRejection defines model for HumanRejection.
 type HumanRejection struct {
+	// Output The task's output. As every payload: text (keys and values, at any depth) holds no NUL character or lone surrogate, integers fit in 64 bits, nesting is at most 64 levels (else 422 naming the field).
 	Output *map[string]interface{} `json:"output,omitempty"`
 
-	// Reason Why; becomes the task's reason.
+	// Reason Why; becomes the task's reason. Holds no NUL character or lone surrogate (else 422 naming the field).
 	Reason string `json:"reason"`
 }
 
@@ -613,7 +614,7 @@ type RerunRequest struct {
 	// Input Merged over the task's resolved inputParameters when it starts again.
 	Input *map[string]interface{} `json:"input,omitempty"`
 
-	// TaskReferenceName Run again from this task: it and every task after it start afresh; the others keep their outputs.
+	// TaskReferenceName Run again from this task: it and every task after it start afresh; the others keep their outputs. A task of this run that ran (else 422 naming taskReferenceName).
 	TaskReferenceName string `json:"taskReferenceName"`
 }
 
@@ -1139,7 +1140,7 @@ type WaitingTaskView struct {
 
 // WorkerAutoscaling Replicas follow queue depth, bounded by the gates of the task type (docs/worker-pods.md).
 type WorkerAutoscaling struct {
-	// MaxReplicas Most replicas. The operator also never runs more than the gates can admit: ceil(concurrentExecLimit / concurrency) and ceil(smallest semaphore's permits / concurrency).
+	// MaxReplicas Most replicas: at least minReplicas (else 422 naming maxReplicas). The operator also never runs more than the gates can admit: ceil(concurrentExecLimit / concurrency) and ceil(smallest semaphore's permits / concurrency).
 	MaxReplicas int `json:"maxReplicas"`
 
 	// MinReplicas Fewest replicas, even with an empty queue; 0 scales to zero. Default 1.
@@ -1163,7 +1164,7 @@ type WorkerPodsSpec struct {
 	// Concurrency Tasks one pod runs at once; autoscaling divides the gate ceilings by it. Default 1.
 	Concurrency *int `json:"concurrency,omitempty"`
 
-	// Env Extra environment variables of the worker container, unique by name.
+	// Env Extra environment variables of the worker container, unique by name (else 422 naming env).
 	Env *[]EnvVar `json:"env,omitempty"`
 
 	// Image Container image of the worker. Default: the operator's SLUICEWAY_WORKER_IMAGE.
@@ -1197,7 +1198,7 @@ type ListEventsV1NsNamespaceEventsGetParams struct {
 	Outcome *string `form:"outcome,omitempty" json:"outcome,omitempty"`
 	Limit   *int    `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor `nextCursor` of the previous page
+	// Cursor Opaque: only the `nextCursor` of the previous page of this list, in the same order, is read; any other string is refused (422 naming `cursor`).
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
@@ -1209,25 +1210,33 @@ type ListRunsParams struct {
 	// Status Repeat or comma-separate: FAILED,TIMED_OUT
 	Status *[]string `form:"status,omitempty" json:"status,omitempty"`
 
-	// StartedAfter ISO 8601
-	StartedAfter  *string `form:"startedAfter,omitempty" json:"startedAfter,omitempty"`
-	StartedBefore *string `form:"startedBefore,omitempty" json:"startedBefore,omitempty"`
-	EndedAfter    *string `form:"endedAfter,omitempty" json:"endedAfter,omitempty"`
-	EndedBefore   *string `form:"endedBefore,omitempty" json:"endedBefore,omitempty"`
-	CorrelationId *string `form:"correlationId,omitempty" json:"correlationId,omitempty"`
+	// StartedAfter Runs started at or after: an ISO 8601 date-time with a time zone, e.g. 2026-12-24T18:00:00Z
+	StartedAfter *time.Time `form:"startedAfter,omitempty" json:"startedAfter,omitempty"`
+
+	// StartedBefore Runs started before: an ISO 8601 date-time with a time zone, e.g. 2026-12-24T18:00:00Z
+	StartedBefore *time.Time `form:"startedBefore,omitempty" json:"startedBefore,omitempty"`
+
+	// EndedAfter Runs ended at or after: an ISO 8601 date-time with a time zone, e.g. 2026-12-24T18:00:00Z
+	EndedAfter *time.Time `form:"endedAfter,omitempty" json:"endedAfter,omitempty"`
+
+	// EndedBefore Runs ended before: an ISO 8601 date-time with a time zone, e.g. 2026-12-24T18:00:00Z
+	EndedBefore   *time.Time `form:"endedBefore,omitempty" json:"endedBefore,omitempty"`
+	CorrelationId *string    `form:"correlationId,omitempty" json:"correlationId,omitempty"`
 
 	// Parent Runs started by this run's SUB_WORKFLOW tasks
-	Parent            *string `form:"parent,omitempty" json:"parent,omitempty"`
-	WorkflowRun       *string `form:"workflowRun,omitempty" json:"workflowRun,omitempty"`
-	RestartedFrom     *string `form:"restartedFrom,omitempty" json:"restartedFrom,omitempty"`
-	AwaitingAdmission *bool   `form:"awaitingAdmission,omitempty" json:"awaitingAdmission,omitempty"`
-	SlaBreached       *bool   `form:"slaBreached,omitempty" json:"slaBreached,omitempty"`
+	Parent      *openapi_types.UUID `form:"parent,omitempty" json:"parent,omitempty"`
+	WorkflowRun *string             `form:"workflowRun,omitempty" json:"workflowRun,omitempty"`
 
-	// SearchAttribute Repeat: tenant=acme, amount>=100, tenant in (acme, globex)
+	// RestartedFrom Runs restarted from this run
+	RestartedFrom     *openapi_types.UUID `form:"restartedFrom,omitempty" json:"restartedFrom,omitempty"`
+	AwaitingAdmission *bool               `form:"awaitingAdmission,omitempty" json:"awaitingAdmission,omitempty"`
+	SlaBreached       *bool               `form:"slaBreached,omitempty" json:"slaBreached,omitempty"`
+
+	// SearchAttribute Repeat: tenant=acme, amount>=100, tenant in (acme, globex). The filter grammar of docs/search-attributes.md, on attributes the runs' workflow declares (else 422 naming searchAttribute).
 	SearchAttribute *[]string `form:"searchAttribute,omitempty" json:"searchAttribute,omitempty"`
 	Limit           *int      `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor nextCursor of the previous page
+	// Cursor Opaque: only the `nextCursor` of the previous page of this list, in the same order, is read; any other string is refused (422 naming `cursor`).
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 	Order  *Order  `form:"order,omitempty" json:"order,omitempty"`
 }
@@ -1307,11 +1316,13 @@ type TriggerScheduleJSONBody = TriggerRequest
 // ListTasksParams defines parameters for ListTasks.
 type ListTasksParams struct {
 	// Status Repeat or comma-separate: FAILED,TIMED_OUT
-	Status        *[]string `form:"status,omitempty" json:"status,omitempty"`
-	TaskType      *string   `form:"taskType,omitempty" json:"taskType,omitempty"`
-	WorkerId      *string   `form:"workerId,omitempty" json:"workerId,omitempty"`
-	ExecutionId   *string   `form:"executionId,omitempty" json:"executionId,omitempty"`
-	ReferenceName *string   `form:"referenceName,omitempty" json:"referenceName,omitempty"`
+	Status   *[]string `form:"status,omitempty" json:"status,omitempty"`
+	TaskType *string   `form:"taskType,omitempty" json:"taskType,omitempty"`
+	WorkerId *string   `form:"workerId,omitempty" json:"workerId,omitempty"`
+
+	// ExecutionId Tasks of this run
+	ExecutionId   *openapi_types.UUID `form:"executionId,omitempty" json:"executionId,omitempty"`
+	ReferenceName *string             `form:"referenceName,omitempty" json:"referenceName,omitempty"`
 
 	// Type The engine's task type: HUMAN, SIMPLE, HTTP, ...
 	Type *TaskType `form:"type,omitempty" json:"type,omitempty"`
@@ -1319,8 +1330,10 @@ type ListTasksParams struct {
 	// Workflow Of runs of this workflow
 	Workflow *string `form:"workflow,omitempty" json:"workflow,omitempty"`
 	Limit    *int    `form:"limit,omitempty" json:"limit,omitempty"`
-	Cursor   *string `form:"cursor,omitempty" json:"cursor,omitempty"`
-	Order    *Order  `form:"order,omitempty" json:"order,omitempty"`
+
+	// Cursor Opaque: only the `nextCursor` of the previous page of this list, in the same order, is read; any other string is refused (422 naming `cursor`).
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+	Order  *Order  `form:"order,omitempty" json:"order,omitempty"`
 }
 
 // TaskLogsParams defines parameters for TaskLogs.

@@ -1239,7 +1239,7 @@ export interface components {
         HumanCompletion: {
             /**
              * Output
-             * @description The task's output: the person's answer.
+             * @description The task's output: the person's answer. As every payload: text (keys and values, at any depth) holds no NUL character or lone surrogate, integers fit in 64 bits, nesting is at most 64 levels (else 422 naming the field).
              */
             output?: {
                 [key: string]: unknown;
@@ -1247,13 +1247,16 @@ export interface components {
         };
         /** HumanRejection */
         HumanRejection: {
-            /** Output */
+            /**
+             * Output
+             * @description The task's output. As every payload: text (keys and values, at any depth) holds no NUL character or lone surrogate, integers fit in 64 bits, nesting is at most 64 levels (else 422 naming the field).
+             */
             output?: {
                 [key: string]: unknown;
             };
             /**
              * Reason
-             * @description Why; becomes the task's reason.
+             * @description Why; becomes the task's reason. Holds no NUL character or lone surrogate (else 422 naming the field).
              */
             reason: string;
         };
@@ -1496,7 +1499,7 @@ export interface components {
             } | null;
             /**
              * Taskreferencename
-             * @description Run again from this task: it and every task after it start afresh; the others keep their outputs.
+             * @description Run again from this task: it and every task after it start afresh; the others keep their outputs. A task of this run that ran (else 422 naming taskReferenceName).
              */
             taskReferenceName: string;
         };
@@ -2419,7 +2422,7 @@ export interface components {
         WorkerAutoscaling: {
             /**
              * Maxreplicas
-             * @description Most replicas. The operator also never runs more than the gates can admit: ceil(concurrentExecLimit / concurrency) and ceil(smallest semaphore's permits / concurrency).
+             * @description Most replicas: at least minReplicas (else 422 naming maxReplicas). The operator also never runs more than the gates can admit: ceil(concurrentExecLimit / concurrency) and ceil(smallest semaphore's permits / concurrency).
              */
             maxReplicas: number;
             /**
@@ -2459,7 +2462,7 @@ export interface components {
             concurrency?: number;
             /**
              * Env
-             * @description Extra environment variables of the worker container, unique by name.
+             * @description Extra environment variables of the worker container, unique by name (else 422 naming env).
              */
             env?: components["schemas"]["EnvVar"][] | null;
             /**
@@ -2588,7 +2591,7 @@ export interface operations {
                 /** @description Only events for which some Trigger had this outcome (or `unmatched`: none listened) */
                 outcome?: string | null;
                 limit?: number;
-                /** @description `nextCursor` of the previous page */
+                /** @description Opaque: only the `nextCursor` of the previous page of this list, in the same order, is read; any other string is refused (422 naming `cursor`). */
                 cursor?: string | null;
             };
             header?: never;
@@ -2715,22 +2718,26 @@ export interface operations {
                 version?: number | null;
                 /** @description Repeat or comma-separate: FAILED,TIMED_OUT */
                 status?: string[] | null;
-                /** @description ISO 8601 */
+                /** @description Runs started at or after: an ISO 8601 date-time with a time zone, e.g. 2026-12-24T18:00:00Z */
                 startedAfter?: string | null;
+                /** @description Runs started before: an ISO 8601 date-time with a time zone, e.g. 2026-12-24T18:00:00Z */
                 startedBefore?: string | null;
+                /** @description Runs ended at or after: an ISO 8601 date-time with a time zone, e.g. 2026-12-24T18:00:00Z */
                 endedAfter?: string | null;
+                /** @description Runs ended before: an ISO 8601 date-time with a time zone, e.g. 2026-12-24T18:00:00Z */
                 endedBefore?: string | null;
                 correlationId?: string | null;
                 /** @description Runs started by this run's SUB_WORKFLOW tasks */
                 parent?: string | null;
                 workflowRun?: string | null;
+                /** @description Runs restarted from this run */
                 restartedFrom?: string | null;
                 awaitingAdmission?: boolean | null;
                 slaBreached?: boolean | null;
-                /** @description Repeat: tenant=acme, amount>=100, tenant in (acme, globex) */
+                /** @description Repeat: tenant=acme, amount>=100, tenant in (acme, globex). The filter grammar of docs/search-attributes.md, on attributes the runs' workflow declares (else 422 naming searchAttribute). */
                 searchAttribute?: string[] | null;
                 limit?: number;
-                /** @description nextCursor of the previous page */
+                /** @description Opaque: only the `nextCursor` of the previous page of this list, in the same order, is read; any other string is refused (422 naming `cursor`). */
                 cursor?: string | null;
                 order?: components["schemas"]["Order"];
             };
@@ -4803,6 +4810,7 @@ export interface operations {
                 status?: string[] | null;
                 taskType?: string | null;
                 workerId?: string | null;
+                /** @description Tasks of this run */
                 executionId?: string | null;
                 referenceName?: string | null;
                 /** @description The engine's task type: HUMAN, SIMPLE, HTTP, ... */
@@ -4810,6 +4818,7 @@ export interface operations {
                 /** @description Of runs of this workflow */
                 workflow?: string | null;
                 limit?: number;
+                /** @description Opaque: only the `nextCursor` of the previous page of this list, in the same order, is read; any other string is refused (422 naming `cursor`). */
                 cursor?: string | null;
                 order?: components["schemas"]["Order"];
             };
