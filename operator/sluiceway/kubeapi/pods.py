@@ -3,7 +3,7 @@ label, patched, their logs read, deleted. Plain dicts in the wire shape, in
 threads so the event loop never blocks (as kubeapi.apps does for Deployments).
 
 Only these verbs are used, and the chart grants only these: pods create, get,
-list, watch, patch, delete; pods/log get."""
+list, watch, delete; pods/log get."""
 
 from __future__ import annotations
 
@@ -61,22 +61,6 @@ class Pods:
         else:
             found = await self._json(self.api.list_namespaced_pod, namespace, label_selector=selector)
         return list(found.get("items") or [])
-
-    async def patch_metadata(
-        self, namespace: str, name: str, labels: dict[str, str], resource_version: str | None = None
-    ) -> dict[str, Any]:
-        """Merge these labels; with `resource_version`, only if the pod is
-        still at it (409 otherwise): a claim two replicas cannot both win."""
-        metadata: dict[str, Any] = {"labels": labels}
-        if resource_version is not None:
-            metadata["resourceVersion"] = resource_version
-        return await self._json(
-            self.api.patch_namespaced_pod,
-            name,
-            namespace,
-            {"metadata": metadata},
-            _content_type="application/merge-patch+json",
-        )
 
     async def log(self, namespace: str, name: str, container: str) -> str:
         """The container's log (stdout and stderr, interleaved as written),

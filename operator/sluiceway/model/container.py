@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from sluiceway.model.common import DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, Spec
 from sluiceway.model.taskdefinition import Argument, WorkerResources
@@ -155,20 +155,6 @@ class ContainerSpec(Spec):
         description="How long an image that cannot be pulled (ErrImagePull, ImagePullBackOff, InvalidImageName) "
         "or a container that cannot be configured (a missing Secret key) is waited for before the task fails "
         "terminally. Default 60.",
-    )
-
-    model_config = ConfigDict(
-        **Spec.model_config,
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "!has(self.volumeMounts) || self.volumeMounts.all(m, has(self.volumes)"
-                    " && self.volumes.exists(v, v.name == m.name))",
-                    "message": "every volumeMount names a volume of volumes",
-                    "fieldPath": ".volumeMounts",
-                }
-            ]
-        },
     )
 
     @field_validator("env")

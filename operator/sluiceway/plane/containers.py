@@ -8,7 +8,7 @@ from sluiceway.store import containers
 
 
 async def lease_state(plane: Plane, namespace: str, task_id: str, epoch: int, stale_seconds: float) -> str:
-    """'gone', 'orphaned' or 'watched' (store.containers.lease_state)."""
+    """'gone', 'orphaned', 'watched' or 'unknown' (store.containers.lease_state)."""
     async with plane.pool.acquire() as conn:
         return await containers.lease_state(conn, namespace, task_id, epoch, stale_seconds)
 

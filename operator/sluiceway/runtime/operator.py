@@ -321,6 +321,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                         Pods(kube),
                         keep_pods=settings.container_keep_pods,
                         sweep_interval=settings.container_sweep_interval,
+                        namespaces=settings.namespaces,
                     )
                 ]
                 if kube is not None

@@ -11,9 +11,10 @@ import asyncpg
 from sluiceway.store.sql import STILL_LEASED
 
 _CURRENT = f"""
-SELECT t.last_heartbeat_at < now() - make_interval(secs => $4) AS orphaned
+SELECT t.epoch = $3 AND t.status = {STILL_LEASED} AS current,
+       t.last_heartbeat_at < now() - make_interval(secs => $4) AS orphaned
   FROM tasks t
- WHERE t.namespace = $1 AND t.id = $2 AND t.epoch = $3 AND t.status = {STILL_LEASED}
+ WHERE t.namespace = $1 AND t.id = $2
 """
 
 # The claim is the heartbeat itself, taken only when nobody has sent one for
@@ -34,13 +35,16 @@ _RESOURCE = "SELECT resource_name FROM executions WHERE namespace = $1 AND id = 
 async def lease_state(conn: asyncpg.Connection, namespace: str, task_id: str, epoch: int, stale_seconds: float) -> str:
     """'gone': the task is no longer leased under this epoch (the pod is
     fenced); 'orphaned': it is, and nobody has renewed it for `stale_seconds`;
-    'watched': it is, and renewed recently."""
+    'watched': it is, and renewed recently; 'unknown': no such task here (the
+    pod of another installation's database, or of a run already purged)."""
     try:
         key = uuid.UUID(task_id)
     except ValueError:
-        return "gone"
+        return "unknown"
     row = await conn.fetchrow(_CURRENT, namespace, key, epoch, stale_seconds)
     if row is None:
+        return "unknown"
+    if not row["current"]:
         return "gone"
     return "orphaned" if row["orphaned"] else "watched"
 

@@ -25,7 +25,6 @@ RUN_ID = "sluiceway.dev/run-id"
 TASK_ID = "sluiceway.dev/task-id"
 ATTEMPT = "sluiceway.dev/attempt"
 EPOCH = "sluiceway.dev/epoch"
-FINISHED = "sluiceway.dev/finished"
 # The annotation holding the attempt's limits, read back on adoption.
 LIMITS = "sluiceway.dev/attempt"
 # Selects every CONTAINER pod the operator made.

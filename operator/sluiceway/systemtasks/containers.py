@@ -11,7 +11,7 @@ when it passes, and the sweeper's timer ends the attempt as for any task.
 
 A sweep (at start and every `sweep_interval`) looks at every CONTAINER pod
 this process does not watch: a pod whose attempt is no longer the task's
-lease is deleted; one whose lease nobody has renewed for three heartbeat
+lease is deleted; one whose lease nobody has renewed for two heartbeat
 intervals (its operator died) is adopted, claimed in the database so that
 one replica only watches it, and its result applied as if it had never been
 left."""
@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import fnmatch
 import logging
 import time
 from collections.abc import Callable
@@ -40,7 +41,6 @@ from sluiceway.store.errors import StoreError
 from sluiceway.systemtasks.container_pods import (
     CONTAINER,
     EPOCH,
-    FINISHED,
     SELECTOR,
     Attempt,
     Verdict,
@@ -51,9 +51,10 @@ from sluiceway.systemtasks.container_pods import (
 
 log = logging.getLogger(__name__)
 
-# A heartbeat at least this often, and three missed ones make a pod an orphan.
+# A heartbeat at least this often (and at a third of responseTimeoutSeconds);
+# two missed ones make a pod an orphan, well before its lease would expire.
 _MAX_HEARTBEAT_EVERY = 10.0
-_ORPHANED_AFTER = 3
+_ORPHANED_AFTER = 2
 
 
 class ContainerTasks:
@@ -70,6 +71,7 @@ class ContainerTasks:
         poll_interval: float = 1.0,
         sweep_interval: float = 15.0,
         keep_pods: int = 0,
+        namespaces: tuple[str, ...] = (),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.plane = plane
@@ -78,6 +80,11 @@ class ContainerTasks:
         self.sweep_interval = sweep_interval
         self.keep_pods = keep_pods
         self.clock = clock
+        # The namespaces this operator watches (patterns; none: all): pods elsewhere
+        # are another installation's. Those named outright are where to look for
+        # pods when the operator may not list them cluster-wide.
+        self.patterns = namespaces
+        self.namespaces = tuple(n for n in namespaces if not any(c in n for c in "*?["))
         self.watched: set[str] = set()  # "namespace/name" of the pods this process watches
         self.adopted: set[asyncio.Task[None]] = set()
         self.sweeper: asyncio.Task[None] | None = None
@@ -248,20 +255,23 @@ class ContainerTasks:
         return [LogLine(at=at, message=message) for at, message in log_lines(text)]
 
     async def _finish(self, attempt: Attempt, name: str, grace_seconds: int | None = None) -> None:
-        """Delete the pod; with keep_pods, mark it finished and delete only the
-        finished pods of its namespace beyond the newest keep_pods."""
+        """Delete the pod. With keep_pods, a pod that ended by itself stays, and
+        the ended pods of its namespace beyond the newest keep_pods are deleted."""
         try:
-            if not self.keep_pods:
+            pod = await self.pods.get(attempt.namespace, name) if self.keep_pods else None
+            if pod is None or not _ended(pod):
                 await self.pods.delete(attempt.namespace, name, grace_seconds=grace_seconds)
                 return
-            pod = await self.pods.get(attempt.namespace, name)
-            if pod is not None and _state_of(pod) != "running":
-                await self.pods.patch_metadata(attempt.namespace, name, {FINISHED: "true"})
-            else:
-                await self.pods.delete(attempt.namespace, name, grace_seconds=grace_seconds)
-            finished = await self.pods.list(f"{SELECTOR},{FINISHED}=true", attempt.namespace)
-            finished.sort(key=lambda p: str(p["metadata"].get("creationTimestamp", "")), reverse=True)
-            for old in finished[self.keep_pods :]:
+            ended = [
+                p
+                for p in await self.pods.list(SELECTOR, attempt.namespace)
+                if _ended(p)
+                and (
+                    p["metadata"]["name"] == name or f"{attempt.namespace}/{p['metadata']['name']}" not in self.watched
+                )
+            ]
+            ended.sort(key=lambda p: str(p["metadata"].get("creationTimestamp", "")), reverse=True)
+            for old in ended[self.keep_pods :]:
                 await self.pods.delete(attempt.namespace, old["metadata"]["name"])
         except KubeError as error:
             # Left behind for now: the next sweep deletes a pod whose attempt has ended.
@@ -280,15 +290,17 @@ class ContainerTasks:
     async def sweep(self) -> tuple[int, int]:
         """One pass over the CONTAINER pods nobody here watches: (deleted, adopted)."""
         deleted = adopted = 0
-        for pod in await self.pods.list(f"{SELECTOR},!{FINISHED}"):
+        for pod in await self._all_pods():
             meta = pod["metadata"]
-            if f"{meta['namespace']}/{meta['name']}" in self.watched:
+            if f"{meta['namespace']}/{meta['name']}" in self.watched or not self._ours(meta["namespace"]):
                 continue
             attempt = Attempt.of_pod(pod)
             if attempt is None:
                 continue  # labels altered by hand: not ours to judge
             stale = attempt.heartbeat_every * _ORPHANED_AFTER
             state = await containers.lease_state(self.plane, attempt.namespace, attempt.task_id, attempt.epoch, stale)
+            if state == "gone" and self.keep_pods and _ended(pod):
+                continue  # kept for debugging: _finish prunes the oldest
             if state == "gone":
                 log.info("CONTAINER pod %s: its attempt has ended, deleting it", meta["name"], extra=_about(attempt))
                 await self._fence(attempt, meta["name"])
@@ -302,6 +314,23 @@ class ContainerTasks:
                 task.add_done_callback(self.adopted.discard)
                 adopted += 1
         return deleted, adopted
+
+    def _ours(self, namespace: str) -> bool:
+        return not self.patterns or any(fnmatch.fnmatchcase(namespace, p) for p in self.patterns)
+
+    async def _all_pods(self) -> list[dict[str, Any]]:
+        """Every CONTAINER pod: across the cluster, or, where the operator may
+        list pods only in the namespaces it watches (the chart's per-namespace
+        Roles), in each of those it names."""
+        try:
+            return await self.pods.list(SELECTOR)
+        except KubeError as error:
+            if error.status != 403 or not self.namespaces:
+                raise
+        found: list[dict[str, Any]] = []
+        for namespace in self.namespaces:
+            found.extend(await self.pods.list(SELECTOR, namespace))
+        return found
 
     async def _adopt(self, attempt: Attempt, pod: dict[str, Any]) -> None:
         result = await self.watch(attempt, pod)
@@ -327,8 +356,5 @@ def _created(pod: dict[str, Any], default: float) -> float:
         return default
 
 
-def _state_of(pod: dict[str, Any]) -> str:
-    for container in (pod.get("status") or {}).get("containerStatuses") or ():
-        if container.get("name") == CONTAINER:
-            return str(next(iter(container.get("state") or {"waiting": None})))
-    return "waiting"
+def _ended(pod: dict[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
