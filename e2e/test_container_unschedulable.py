@@ -41,14 +41,13 @@ def test_a_pod_that_cannot_be_scheduled_times_out_at_schedule_to_start_and_is_de
         lambda: (o := kube.get("workflow", "nowhere", namespace)) and o.get("status", {}).get("version"),
         what="the Workflow",
     )
-    for name in ("nowhere",):
-        eventually(
-            lambda: (
-                (o := kube.get("taskdefinition", name, namespace))
-                and o.get("status", {}).get("observedGeneration") == o["metadata"]["generation"]
-            ),
-            what="the TaskDefinition",
-        )
+    eventually(
+        lambda: (
+            (o := kube.get("taskdefinition", "nowhere", namespace))
+            and o.get("status", {}).get("observedGeneration") == o["metadata"]["generation"]
+        ),
+        what="the TaskDefinition",
+    )
     status, body = call("POST", f"{operator.api_url}/v1/ns/{namespace}/executions", {"name": "nowhere"})
     assert status == 201, body
     url = f"{operator.api_url}/v1/ns/{namespace}/executions/{body['id']}"

@@ -453,7 +453,7 @@ class _Walker:
 
     def _container_spec(self, task: WorkflowTask) -> dict[str, Any]:
         """A CONTAINER's spec with each env `value` resolved as inputParameters
-        are (a value that is not text is passed as JSON)."""
+        are (a value that is not text is passed as JSON, a missing one as '')."""
         if task.container is None:
             return {}
         spec = task.container.to_wire()
@@ -461,7 +461,10 @@ class _Walker:
             if "value" in env:
                 where = f"tasks[{task.task_reference_name}].container.env[{env['name']}].value"
                 value = expressions.resolve(env["value"], self._context(), where)
-                env["value"] = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+                if value is None:
+                    env["value"] = ""
+                else:
+                    env["value"] = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
         return {"container": spec}
 
     def _overridden(self, ref: str, inputs: dict[str, Any]) -> dict[str, Any]:
