@@ -268,10 +268,13 @@ def test_a_cap_of_two_holds_with_ten_ready(pod_cluster: PodCluster, operator: Op
 
 
 def test_an_operator_restart_mid_attempt_adopts_the_pod_and_applies_its_result(
-    pod_cluster: PodCluster, database: str, tmp_path: Path
+    pod_cluster: PodCluster, databases: Databases, tmp_path: Path
 ) -> None:
-    """A pair of operators of their own, on namespaces the shared one does not
-    watch (cr-*): the first is killed while its pod runs, the second adopts it."""
+    """A pair of operators of their own, with a database and namespaces (cr-*)
+    of their own: the first is killed while its pod runs, the second adopts it."""
+    import asyncio
+
+    database = asyncio.run(databases.create("restart"))
     kube = pod_cluster.kube
     namespace = f"cr-{uuid.uuid4().hex[:8]}"
     settings = operator_settings(SLUICEWAY_NAMESPACES="cr-*")
