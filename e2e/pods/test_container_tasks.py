@@ -276,8 +276,11 @@ def test_an_operator_restart_mid_attempt_adopts_the_pod_and_applies_its_result(
 
     database = asyncio.run(databases.create("restart"))
     kube = pod_cluster.kube
+    _install_crds(kube)  # when this test runs alone
     namespace = f"cr-{uuid.uuid4().hex[:8]}"
     settings = operator_settings(SLUICEWAY_NAMESPACES="cr-*")
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
     first = start_operator("restart-1", database, tmp_path / "first", kubeconfig=kube.kubeconfig, settings=settings)
     second: OperatorProcess | None = None
     kube.run("create", "namespace", namespace)
