@@ -107,3 +107,28 @@ bench: venv controlplane
 # a cluster (`kind load image-archive`, `ctr images import`). Prints its size.
 image:
 	IMAGE=$(IMAGE) bash hack/build-image.sh sluiceway
+
+# -- SDKs in other languages (sdk/conformance/README.md) ---------------------
+# `make test` builds each SDK's conformance program and example worker into
+# .run/sdk/<lang>/ (hack/build-sdk-<lang>.sh, idempotent); `make lint` checks
+# each SDK's formatting and types and its generated code against sdk/openapi.json.
+# Extra prerequisite lines add to `test` and `lint` without touching their rules.
+.PHONY: sdks sdk-go lint-sdk-go sdk-typescript lint-typescript
+test: sdks
+lint: lint-sdk-go lint-typescript
+sdks: sdk-go sdk-typescript
+
+# Go (sdk/go, docs/sdk-go.md): gofmt -l, go vet, and the drift check.
+sdk-go:
+	@bash hack/build-sdk-go.sh
+lint-sdk-go:
+	@bash hack/lint-sdk-go.sh
+
+# TypeScript (sdk/typescript, docs/sdk-typescript.md): npm ci only when
+# package-lock.json changed, tsc only when a source did; strict type check and
+# the generated API types must match sdk/openapi.json.
+sdk-typescript:
+	@bash hack/build-sdk-typescript.sh
+lint-typescript: sdk-typescript
+	cd sdk/typescript && node_modules/.bin/tsc -p tsconfig.json --noEmit --strict
+	cd sdk/typescript && node scripts/generate.mjs --check

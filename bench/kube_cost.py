@@ -47,7 +47,7 @@ from sluiceway.devenv.controlplane import REPO_ROOT, ControlPlane  # noqa: E402
 from sluiceway.devenv.postgres import LocalPostgres  # noqa: E402
 from sluiceway.devenv.processes import Child, free_port, wait_until  # noqa: E402
 
-API = "sluiceway.dev/v1alpha1"
+API = "sluiceway.dev/v1beta1"
 NS = "bench-kube"
 WRITES = {"POST", "PUT", "PATCH", "DELETE", "CREATE", "UPDATE", "APPLY"}
 STATUS_INTERVAL = 5.0  # the operator's default SLUICEWAY_STATUS_INTERVAL

@@ -247,6 +247,10 @@ def test_lint_passes_without_warnings_or_errors(helm: Helm, values: list[str]) -
                 "--set",
                 "serviceAccount.annotations.example\\.com/role=sluiceway",
                 "--set",
+                "archive.enabled=true",
+                "--set",
+                "archive.accessMode=ReadWriteMany",
+                "--set",
                 "extraEnv[0].name=SLUICEWAY_DECIDERS",
                 "--set-string",
                 "extraEnv[0].value=4",
@@ -361,6 +365,10 @@ def test_impersonate_is_granted_only_when_api_keys_allow_writes(helm: Helm, valu
         pytest.param(
             [*DB, "--set", "circuitBreaker.failureRatio=0"], "/circuitBreaker/failureRatio", id="breaker-ratio-0"
         ),
+        pytest.param(
+            [*DB, "--set", "archive.enabled=true", "--set", "replicas=2"], "archive.accessMode", id="archive-rwo-shared"
+        ),
+        pytest.param([*DB, "--set", "archive.mountPath=archive"], "/archive/mountPath", id="archive-relative-path"),
     ],
 )
 def test_bad_values_fail_with_a_message_naming_the_field(helm: Helm, values: list[str], named: str) -> None:
@@ -606,6 +614,34 @@ def test_dev_postgres_is_opt_in_and_labelled_not_for_production(helm: Helm) -> N
     assert not operator_selector <= postgres["spec"]["template"]["metadata"]["labels"].items()
 
 
+def test_the_archive_is_opt_in_on_a_claim_kept_after_uninstall(helm: Helm) -> None:
+    manifests = render(helm, *DB)
+    assert of_kind(manifests, "PersistentVolumeClaim") == []
+    assert "SLUICEWAY_ARCHIVE_DIR" not in env_of(operator_container(manifests))
+
+    manifests = render(helm, *DB, "--set", "archive.enabled=true", "--set", "archive.storageClass=fast")
+    claim = one(manifests, "PersistentVolumeClaim")
+    assert claim["metadata"]["name"] == "sluiceway-archive"
+    assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep", "the only copy of purged runs"
+    assert claim["spec"] == {
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": "fast",
+        "resources": {"requests": {"storage": "10Gi"}},
+    }
+    container = operator_container(manifests)
+    assert env_of(container)["SLUICEWAY_ARCHIVE_DIR"] == "/var/lib/sluiceway/archive"
+    assert {"name": "archive", "mountPath": "/var/lib/sluiceway/archive"} in container["volumeMounts"]
+    pod = one(manifests, "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "archive", "persistentVolumeClaim": {"claimName": "sluiceway-archive"}} in pod["volumes"]
+
+    shared = render(
+        helm, *DB, "--set", "archive.enabled=true", "--set", "archive.existingClaim=nfs", "--set", "replicas=3"
+    )
+    assert of_kind(shared, "PersistentVolumeClaim") == [], "an existing claim is used, not made"
+    pod = one(shared, "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "archive", "persistentVolumeClaim": {"claimName": "nfs"}} in pod["volumes"]
+
+
 def test_a_new_image_tag_does_not_restart_the_development_database(helm: Helm) -> None:
     """Its storage is an emptyDir by default: a new pod would lose every run."""
 
@@ -622,6 +658,35 @@ def test_the_leader_election_lease_is_part_of_the_release(helm: Helm) -> None:
     [lease] = of_kind(render(helm, *DB, namespace="team-x"), "Lease")
     assert lease["metadata"]["name"] == "sluiceway-operator"  # the name the operator elects with
     assert lease["metadata"]["namespace"] == "team-x"
+
+
+# --- the CRDs ---------------------------------------------------------------------
+
+
+def test_the_charts_crds_serve_both_versions_and_the_api_server_accepts_them(helm: Helm, kube: Kube) -> None:
+    """The chart ships the committed CRDs (the drift check keeps both copies generated):
+    v1beta1 stored, v1alpha1 served and deprecated, converted by identity. Helm creates
+    them without the last-applied annotation; applied by hand they must go server-side
+    (docs/upgrades.md), which the API server checks here without keeping them."""
+    shown = helm("show", "crds", str(CHART)).stdout
+    chart_crds = {c["metadata"]["name"]: c for c in yaml.safe_load_all(shown) if c}
+    committed = {
+        (c := yaml.safe_load(p.read_text()))["metadata"]["name"]: c for p in (REPO_ROOT / "crds").glob("*.yaml")
+    }
+    assert chart_crds == committed
+    assert set(chart_crds) == {f"{kind}.sluiceway.dev" for kind in SLUICEWAY_KINDS}
+    for name, crd in chart_crds.items():
+        versions = {v["name"]: v for v in crd["spec"]["versions"]}
+        assert crd["spec"]["conversion"] == {"strategy": "None"}, name
+        assert {n: (v["served"], v["storage"], v.get("deprecated", False)) for n, v in versions.items()} == {
+            "v1alpha1": (True, False, True),
+            "v1beta1": (True, True, False),
+        }, name
+    accepted = kube.run(
+        "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", "-", input=shown, check=False
+    )
+    assert accepted.returncode == 0, accepted.stderr
+    assert accepted.stdout.count("serverside-applied (server dry run)") == len(SLUICEWAY_KINDS), accepted.stdout
 
 
 # --- a real install --------------------------------------------------------------

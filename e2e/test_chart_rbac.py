@@ -26,7 +26,7 @@ from tests.support.operators import start_operator
 from tests.support.waiting import eventually
 from tests.support.workers import start_worker
 
-API = "sluiceway.dev/v1alpha1"
+API = "sluiceway.dev/v1beta1"
 CHART = REPO_ROOT / "charts" / "sluiceway"
 WORKERS = str(Path(__file__).parent / "workers" / "fulfilment.py")
 

@@ -115,7 +115,7 @@ def test_deleting_a_workflow_lets_runs_finish_or_terminates_them_as_its_policy_s
     for name, policy in (("keep-going", "Finish"), ("stop-now", "Terminate")):
         kube.apply(
             {
-                "apiVersion": "sluiceway.dev/v1alpha1",
+                "apiVersion": "sluiceway.dev/v1beta1",
                 "kind": "Workflow",
                 "metadata": {"name": name},
                 "spec": {

@@ -21,7 +21,7 @@ from tests.support.processes import stop_all
 from tests.support.waiting import eventually
 from tests.support.workers import start_worker
 
-API = "sluiceway.dev/v1alpha1"
+API = "sluiceway.dev/v1beta1"
 WORKERS = str(Path(__file__).parent / "workers" / "fulfilment.py")
 
 

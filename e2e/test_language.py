@@ -26,7 +26,7 @@ from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
-API = "sluiceway.dev/v1alpha1"
+API = "sluiceway.dev/v1beta1"
 WORKERS = str(Path(__file__).parent / "workers" / "language.py")
 SECRET = "e2e-webhook-secret-0123456789"
 

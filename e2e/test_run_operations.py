@@ -25,7 +25,7 @@ from tests.support.kube import Kube
 from tests.support.operators import OperatorProcess
 from tests.support.waiting import eventually
 
-API = "sluiceway.dev/v1alpha1"
+API = "sluiceway.dev/v1beta1"
 ORDERS = str(REPO_ROOT / "examples" / "15-orders.yaml")
 WORKERS = str(REPO_ROOT / "examples" / "workers.py")
 

@@ -34,7 +34,7 @@ from tests.support.operators import OperatorProcess, start_operator
 from tests.support.processes import stop_all
 from tests.support.waiting import eventually
 
-API = "sluiceway.dev/v1alpha1"
+API = "sluiceway.dev/v1beta1"
 INSTANT = {"tasks": [{"name": "note", "taskReferenceName": "note", "type": "INLINE",
                       "inputParameters": {"expression": "1 + 1"}}]}  # fmt: skip
 SLOW = {

@@ -24,7 +24,7 @@ from tests.support.kube import Kube
 from tests.support.operators import OperatorProcess
 from tests.support.waiting import eventually
 
-API = "sluiceway.dev/v1alpha1"
+API = "sluiceway.dev/v1beta1"
 CHROMIUM = os.environ.get("SLUICEWAY_CHROMIUM", "/usr/bin/chromium-headless-shell")
 AXE = Path(__file__).parent / "ui_support" / "axe.min.js"
 WAIT_MS = 30_000

@@ -15,7 +15,7 @@ from tests.support.kube import Kube, condition
 from tests.support.operators import OperatorProcess
 from tests.support.waiting import eventually
 
-API = "sluiceway.dev/v1alpha1"
+API = "sluiceway.dev/v1beta1"
 VENV_BIN = Path(sys.executable).parent
 
 

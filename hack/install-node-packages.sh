@@ -4,8 +4,9 @@
 #   containerd, runc, containernetworking-plugins  the container runtime and CNI
 #   iptables, conntrack                            kube-proxy's service rules
 #   buildah, mmdebstrap                            images without Docker or a registry
+#   patroni                                        PostgreSQL failover in the fault suite (e2e/faults/test_failover.py)
 set -euo pipefail
-PACKAGES=(containerd runc containernetworking-plugins iptables conntrack buildah mmdebstrap)
+PACKAGES=(containerd runc containernetworking-plugins iptables conntrack buildah mmdebstrap patroni)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

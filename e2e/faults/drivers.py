@@ -17,11 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import asyncpg
 
 from e2e.faults.rig import DRIVER, Db, Replica, Rig, WorkerProcess
 from e2e.faults.workload import WORKFLOW
+from sluiceway.devenv.postgres import LocalPostgres
+from tests.support.patroni import PatroniCluster
 
-API = "sluiceway.dev/v1alpha1"
+API = "sluiceway.dev/v1beta1"
 HTTP_TIMEOUT = aiohttp.ClientTimeout(total=10)
 
 WORKER_KILL = "worker_sigkill"
@@ -42,6 +45,10 @@ KINDS = (
     APISERVER_RESTART,
     TERMINATE_RACE,
 )
+# With PostgreSQL under Patroni (a primary and a synchronous standby; e2e/faults/test_failover.py).
+PRIMARY_KILL = "primary_host_sigkill"
+SWITCHOVER = "patroni_switchover"
+FAILOVER_KINDS = (PRIMARY_KILL, SWITCHOVER, WORKER_KILL, LEADER_KILL, DB_SESSIONS)
 # Past the Lease's 10 s duration, so the other replica takes over while this one is frozen.
 LEADER_PAUSE_SECONDS = 12.0
 
@@ -100,6 +107,13 @@ class LoadDriver:
             order = self.rng.random()
             self._pending.append(asyncio.create_task(self._start(start, order, terminate_after)))
         await asyncio.gather(*self._pending)
+
+    async def probe(self, key: str) -> Start:
+        """One more start, tracked like the load's (the invariants count it)."""
+        start = Start(key=key)
+        self.log.starts.append(start)
+        await self._start(start, 0.0, None)
+        return start
 
     def _replica_order(self, draw: float) -> list[Replica]:
         replicas = list(self.rig.replicas)
@@ -198,17 +212,19 @@ class FaultLog:
     stale_replays: list[tuple[str, int, int]] = field(default_factory=list)
     raced_runs: list[str] = field(default_factory=list)
     unavailable: list[str] = field(default_factory=list)
+    # seconds from a primary's death (or a switchover's request) to the next task transition committed
+    resumed_after: dict[str, list[float]] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         return dict(Counter(f.kind for f in self.injected))
 
 
-def plan(rng: random.Random, count: int) -> list[str]:
+def plan(rng: random.Random, count: int, kinds_: tuple[str, ...] = KINDS) -> list[str]:
     """`count` faults: every kind at least once (when count allows), the rest
     drawn at random, all in a seeded order."""
-    kinds = list(KINDS)
+    kinds = list(kinds_)
     rng.shuffle(kinds)
-    chosen = kinds[:count] + [rng.choice(KINDS) for _ in range(max(0, count - len(kinds)))]
+    chosen = kinds[:count] + [rng.choice(kinds_) for _ in range(max(0, count - len(kinds)))]
     rng.shuffle(chosen)
     return chosen
 
@@ -229,6 +245,8 @@ class FaultDriver:
             DB_RESTART: self.db_restart,
             APISERVER_RESTART: self.apiserver_restart,
             TERMINATE_RACE: self.terminate_race,
+            PRIMARY_KILL: self.primary_kill,
+            SWITCHOVER: self.switchover,
         }
         for kind in kinds:
             await asyncio.sleep(self.rng.uniform(*gap))
@@ -394,10 +412,56 @@ class FaultDriver:
         return f"terminated {len(victims)} of {len(pids)} sessions"
 
     async def db_restart(self) -> str:
+        assert isinstance(self.rig.postgres, LocalPostgres), "the Patroni rig restarts by switchover"
         began = time.monotonic()
         await self.db.close()
         await asyncio.to_thread(self.rig.postgres.restart)
         return f"immediate restart, accepting again after {time.monotonic() - began:.1f}s"
+
+    async def _resumed(self, kind: str, since: float) -> float:
+        """How long after `since` dispatch works again: a probe run started
+        (retried through the outage as any start) has its first task leased."""
+        start = await self.load.probe(f"probe-{kind}-{len(self.log.resumed_after.get(kind, []))}")
+        leased: list[asyncpg.Record] = []
+        while start.acked and not leased and time.monotonic() - since < 180:
+            leased = await self.db.fetch(
+                "SELECT 1 FROM fault_task_history WHERE execution_id = $1 AND new_status = 'IN_PROGRESS' LIMIT 1",
+                uuid.UUID(start.acked),
+                patience=120,
+            )
+            if not leased:
+                await asyncio.sleep(0.1)
+        took = time.monotonic() - since
+        self.log.resumed_after.setdefault(kind, []).append(round(took, 1) if leased else -1)
+        return took
+
+    async def primary_kill(self) -> str:
+        cluster = self.rig.postgres
+        assert isinstance(cluster, PatroniCluster), "a primary to kill needs the Patroni rig"
+        primary = await asyncio.to_thread(cluster.primary)
+        assert primary is not None, "no primary"
+        began = time.monotonic()
+        cluster.kill_host(primary)
+        await self.db.close()
+        promoted = await asyncio.to_thread(cluster.wait_primary_other_than, primary.name, 90)
+        promoted_after = time.monotonic() - began
+        resumed = await self._resumed(PRIMARY_KILL, began)
+        # The dead host comes back as a standby (rewound), so the next fault finds two again.
+        cluster.start_host(primary)
+        await asyncio.to_thread(cluster.wait_healthy, 180)
+        return (
+            f"killed primary {primary.name}; {promoted.name} promoted after {promoted_after:.1f}s, "
+            f"dispatch resumed after {resumed:.1f}s; {primary.name} rejoined after {time.monotonic() - began:.1f}s"
+        )
+
+    async def switchover(self) -> str:
+        cluster = self.rig.postgres
+        assert isinstance(cluster, PatroniCluster), "a switchover needs the Patroni rig"
+        began = time.monotonic()
+        old, new = await asyncio.to_thread(cluster.switchover, 90)
+        resumed = await self._resumed(SWITCHOVER, began)
+        await asyncio.to_thread(cluster.wait_healthy, 180)
+        return f"switched over from {old} to {new}; dispatch resumed after {resumed:.1f}s"
 
     async def apiserver_restart(self) -> str:
         if self.rig.control_plane is None:

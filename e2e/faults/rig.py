@@ -22,6 +22,7 @@ from sluiceway.devenv.postgres import LocalPostgres
 from sluiceway.devenv.processes import Child, free_port
 from tests.support.kube import Kube
 from tests.support.operators import OperatorProcess, start_operator
+from tests.support.patroni import PatroniCluster
 from tests.support.processes import stop_all
 from tests.support.workers import start_worker
 
@@ -200,7 +201,7 @@ class Rig:
     """Everything the drivers act on."""
 
     namespace: str
-    postgres: LocalPostgres
+    postgres: LocalPostgres | PatroniCluster
     dsn: str
     kube: Kube
     control_plane: ControlPlane | None

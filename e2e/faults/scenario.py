@@ -16,13 +16,14 @@ from typing import Any
 
 import aiohttp
 
-from e2e.faults.drivers import API, FaultDriver, LoadDriver, plan
+from e2e.faults.drivers import API, KINDS, FaultDriver, LoadDriver, plan
 from e2e.faults.invariants import PHASES, Violations, check_all
 from e2e.faults.rig import Db, Replica, Rig, Workers, install_audit
 from e2e.faults.workload import COMMON, GATES, TASK_DEFINITIONS, WORKFLOW, WORKFLOW_SPEC
 from sluiceway.devenv.controlplane import ControlPlane
 from sluiceway.devenv.postgres import LocalPostgres
 from tests.support.kube import Kube, condition
+from tests.support.patroni import PatroniCluster
 from tests.support.waiting import eventually
 
 
@@ -37,6 +38,8 @@ class Scenario:
     workers: int = 4
     terminate_share: float = 0.05
     settle_seconds: float = 120.0
+    kinds: tuple[str, ...] = KINDS
+    database: str = "local"  # or "patroni": a primary and a synchronous standby (tests/support/patroni.py)
 
 
 @dataclass
@@ -143,9 +146,7 @@ async def run_scenario(scenario: Scenario, kube: Kube, control_plane: ControlPla
     began = time.monotonic()
     namespace = f"faults-{uuid.uuid4().hex[:8]}"
     kube.run("create", "namespace", namespace)
-    # synchronous_commit on: an acknowledged commit survives a crash of PostgreSQL, which the suite
-    # causes. fsync stays off: the suite crashes processes, never the machine.
-    with LocalPostgres(settings={"synchronous_commit": "on"}) as postgres:
+    with _database(scenario) as postgres:
         settings = {
             "SLUICEWAY_NAMESPACES": namespace,
             "SLUICEWAY_LEADER_ELECTION_NAMESPACE": namespace,
@@ -175,6 +176,14 @@ async def run_scenario(scenario: Scenario, kube: Kube, control_plane: ControlPla
     return report
 
 
+def _database(scenario: Scenario) -> LocalPostgres | PatroniCluster:
+    if scenario.database == "patroni":
+        return PatroniCluster()
+    # synchronous_commit on: an acknowledged commit survives a crash of PostgreSQL, which the suite
+    # causes. fsync stays off: the suite crashes processes, never the machine.
+    return LocalPostgres(settings={"synchronous_commit": "on"})
+
+
 async def _run(scenario: Scenario, rig: Rig, db: Db) -> Report:
     report = Report(scenario)
     rng_load, rng_faults = random.Random(f"{scenario.seed}:load"), random.Random(f"{scenario.seed}:faults")
@@ -190,7 +199,7 @@ async def _run(scenario: Scenario, rig: Rig, db: Db) -> Report:
     async with aiohttp.ClientSession() as session:
         load = LoadDriver(rig, rng_load, session)
         faults = FaultDriver(rig, rng_faults, db, load, session)
-        kinds = plan(rng_faults, scenario.faults)
+        kinds = plan(rng_faults, scenario.faults, scenario.kinds)
         loaded = time.monotonic()
         await asyncio.gather(
             load.run(scenario.runs, scenario.workflow_runs, scenario.load_seconds, scenario.terminate_share),
@@ -206,6 +215,8 @@ async def _run(scenario: Scenario, rig: Rig, db: Db) -> Report:
     report.not_injected = sorted(set(faults.log.unavailable))
     report.figures.update(figures)
     report.figures["raced terminates"] = len(faults.log.raced_runs)
+    if faults.log.resumed_after:
+        report.figures["dispatch resumed after (s)"] = faults.log.resumed_after
     report.figures["terminates"] = {str(k): v for k, v in _tally(load.log.terminates.values()).items()}
     await _figures(db, rig, journal, report)
     return report

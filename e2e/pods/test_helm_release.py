@@ -35,7 +35,7 @@ EXAMPLES = REPO_ROOT / "examples"
 EXAMPLES_NAMESPACE = "default"  # the examples' RoleBinding names it
 LEASE = "sluiceway-operator"
 LEASE_SECONDS = 10  # k8s/leadership.py's lease duration
-API = "sluiceway.dev/v1alpha1"
+API = "sluiceway.dev/v1beta1"
 
 
 # --- helpers -------------------------------------------------------------------

@@ -104,7 +104,7 @@ class Edges:
         uid = (status or {}).get("executionId") or str(uuid.uuid4())
         body = kopf.Body(
             {
-                "apiVersion": "sluiceway.dev/v1alpha1",
+                "apiVersion": "sluiceway.dev/v1beta1",
                 "kind": "WorkflowRun",
                 "metadata": {"name": name, "namespace": NS, "uid": uid, "generation": 1},
                 "spec": spec,

@@ -19,7 +19,11 @@ from typing import Any
 import aiohttp
 import pytest
 
+from sluiceway.controls.breaker import BreakerConfig, Breakers
 from sluiceway.devenv.postgres import LocalPostgres
+from sluiceway.systemtasks import runner as system_runner
+from sluiceway.systemtasks.http import HttpTasks
+from sluiceway.systemtasks.runner import SystemTaskRunner
 from sluiceway.worker import Task, Worker
 from tests.support.plane import Plane, Running, finished, get, post
 from tests.support.store import NS, define_task, define_workflow
@@ -119,3 +123,26 @@ async def test_a_lost_workers_retry_has_a_new_task_id_and_the_same_idempotency_k
     ((retry_id, retry_key),) = keys
     assert retry_id != lost_task.task_id, "the retry is a new attempt with its own id"
     assert retry_key == lost_task.idempotency_key == f"{run['id']}/charge"
+
+
+async def test_the_system_task_runner_waits_out_an_outage_instead_of_ending(
+    plane: Plane, server: LocalPostgres, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the failover scenario (e2e/faults/test_failover.py): the runner
+    read the database while idle outside its outage guard, so a failover's
+    ~10 s without a primary ended the system-task part, and with it the operator."""
+    assert plane.core is not None
+    monkeypatch.setattr(system_runner, "_RECHECK", 0.1)  # idle passes that read the database often
+    stop = asyncio.Event()
+    runner = SystemTaskRunner(plane.core, [HttpTasks(Breakers(BreakerConfig()))])
+    running = asyncio.create_task(runner.run(stop))
+    try:
+        await asyncio.sleep(0.5)  # idle, waiting for a system task
+        await asyncio.to_thread(server.crash)
+        await asyncio.sleep(3.0)  # several passes find no database, idle or leasing
+        assert not running.done(), running.exception() if running.done() else None
+        await asyncio.to_thread(server.start, port=server.port)
+        stop.set()
+        await asyncio.wait_for(running, 30)  # ends because it was stopped, without an error
+    finally:
+        running.cancel()

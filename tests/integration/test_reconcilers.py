@@ -41,7 +41,7 @@ def handler_kwargs(
     """kopf's keyword arguments for one object, with a fresh patch."""
     body = kopf.Body(
         {
-            "apiVersion": "sluiceway.dev/v1alpha1",
+            "apiVersion": "sluiceway.dev/v1beta1",
             "kind": kind.kind,
             "metadata": {"name": name, "namespace": NAMESPACE, "uid": str(uuid.uuid4()), "generation": 1},
             "spec": spec,

@@ -117,7 +117,9 @@ def _install_crds(kube: Kube) -> None:
     """Apply the CRDs and wait until each is listed, not only Established: a
     CRD's storage answers 429 "(re)initializing" for a while after that, and an
     operator started then waits out kopf's retry backoff before it sees anything."""
-    kube.run("apply", "-f", str(REPO_ROOT / "crds"))
+    # Server-side, as docs/upgrades.md says: the Workflow CRD is larger than the
+    # last-applied annotation a client-side apply keeps.
+    kube.run("apply", "--server-side", "--force-conflicts", "-f", str(REPO_ROOT / "crds"))
     kube.run("wait", "--for=condition=Established", "-f", str(REPO_ROOT / "crds"), "--timeout=60s")
     resources = ",".join(path.name.removesuffix(".yaml") for path in sorted((REPO_ROOT / "crds").glob("*.yaml")))
     eventually(

@@ -24,7 +24,7 @@ from tests.support.kube import Kube
 from tests.support.operators import start_operator
 from tests.support.waiting import eventually
 
-API = "sluiceway.dev/v1alpha1"
+API = "sluiceway.dev/v1beta1"
 TASK_TYPE = "auth_echo"
 WORKFLOW = "auth_flow"
 

@@ -50,9 +50,11 @@ from sluiceway.model.execution import (
     invalid_item,
 )
 from sluiceway.model.workflow import RUN_REF_PATTERN
-from sluiceway.plane import finding, runs, starts, waiting
+from sluiceway.plane import archived, finding, runs, starts, waiting
 from sluiceway.plane.finding import DEFAULT_LIMIT, MAX_LIMIT, Order
+from sluiceway.plane.outcomes import Refusal
 from sluiceway.store import attributes, logs
+from sluiceway.store.archives import ArchivedRun, ArchiveError
 from sluiceway.store.runs import RunView, get_run, get_tasks
 
 router = APIRouter(prefix="/v1/ns/{namespace}/executions", tags=["executions"], responses=INVALID)
@@ -141,6 +143,17 @@ async def _view(svc: Services, run: RunView, include_tasks: bool) -> ExecutionVi
         tasks = await get_tasks(conn, run.id) if include_tasks else []
         found = await attributes.of_runs(conn, run.namespace, [uuid.UUID(run.id)])
     return views.execution(run, tasks, found[uuid.UUID(run.id)])
+
+
+async def _archived(svc: Services, namespace: str, run_id: str) -> ArchivedRun:
+    """A run retention deleted, from the archive; 404 when it is in neither."""
+    try:
+        found = await archived.archived_run(svc.plane, namespace, run_id)
+    except ArchiveError as error:
+        raise ApiError(404, "NOT_FOUND", f"run {run_id} was archived, but {error}") from error
+    if found is None:
+        raise ApiError(404, "NOT_FOUND", f"no run {run_id} in namespace {namespace}")
+    return found
 
 
 def _request_id(body: str | None, header: str | None) -> str | None:
@@ -380,11 +393,12 @@ async def get(
                 return await _view(svc, run, include_tasks)
     async with svc.pool.acquire() as conn:
         run = await get_run(conn, namespace, str(execution_id))
-        if run is None:
-            raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
-        tasks = await get_tasks(conn, run.id) if include_tasks else []
-        found = await attributes.of_runs(conn, namespace, [uuid.UUID(run.id)])
-    return views.execution(run, tasks, found[uuid.UUID(run.id)])
+        if run is not None:
+            tasks = await get_tasks(conn, run.id) if include_tasks else []
+            found = await attributes.of_runs(conn, namespace, [uuid.UUID(run.id)])
+            return views.execution(run, tasks, found[uuid.UUID(run.id)])
+    gone = await _archived(svc, namespace, str(execution_id))  # purged: as it was archived
+    return views.execution(gone.run, gone.tasks if include_tasks else [], gone.search_attributes, archived=True)
 
 
 @router.post(
@@ -582,7 +596,10 @@ async def run_audit(
     the scheduler."""
     entries = await runs.audit_trail(svc.plane, namespace, str(execution_id), after=after, limit=limit)
     if not isinstance(entries, list):
-        raise error_of(entries)
+        if entries.reason is not Refusal.NOT_FOUND or svc.plane.archive is None:
+            raise error_of(entries)
+        gone = await _archived(svc, namespace, str(execution_id))  # purged: its trail as archived
+        entries = [e for e in gone.audit if e.id > after][:limit]
     return AuditPage(
         entries=[
             AuditEntry(
@@ -619,10 +636,11 @@ async def run_logs(
 ) -> LogPage:
     async with svc.pool.acquire() as conn:
         run = await get_run(conn, namespace, str(execution_id))
-        if run is None:
-            raise ApiError(404, "NOT_FOUND", f"no run {execution_id} in namespace {namespace}")
-        found = await logs.read(conn, execution_id, after=after, limit=limit, ref=task, cap=svc.plane.log_cap_bytes)
-    return views.log_page(found, after)
+        if run is not None:
+            found = await logs.read(conn, execution_id, after=after, limit=limit, ref=task, cap=svc.plane.log_cap_bytes)
+            return views.log_page(found, after)
+    gone = await _archived(svc, namespace, str(execution_id))  # purged: its lines as archived
+    return views.log_page(gone.logs_of(after=after, limit=limit, ref=task, cap=svc.plane.log_cap_bytes), after)
 
 
 async def _message(request: Request) -> object:

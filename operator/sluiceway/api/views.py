@@ -50,8 +50,10 @@ def run_page(page: finding.Page, order: Order) -> RunPage:
     )
 
 
-def execution(run: runs.RunView, tasks: list[runs.TaskView], search_attributes: dict[str, Any]) -> ExecutionView:
-    """A run and its tasks as `GET .../executions/{id}` answers."""
+def execution(
+    run: runs.RunView, tasks: list[runs.TaskView], search_attributes: dict[str, Any], archived: bool = False
+) -> ExecutionView:
+    """A run and its tasks as `GET .../executions/{id}` answers (`archived`: read from the archive)."""
     superseded = run.superseded or {}
     return ExecutionView(
         id=run.id,
@@ -88,6 +90,7 @@ def execution(run: runs.RunView, tasks: list[runs.TaskView], search_attributes: 
         next_run_id=run.next_run_id,
         chain_deadline=wire_time(run.chain_deadline_at),
         priority=run.priority,
+        archived=archived,
         tasks=[
             TaskView(
                 task_id=t.id,

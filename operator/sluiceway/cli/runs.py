@@ -211,6 +211,7 @@ def describe(body: dict[str, Any]) -> Group:
         ("Attributes", _attributes(body) or None),
         ("Expires", body.get("expiresAt")),
         ("Quarantined", body.get("quarantineReason")),
+        ("Archived", "yes: retention deleted it, this is its archived history" if body.get("archived") else None),
     ]
     rows += [(k, v) for k, v in optional if v]
     for key, value in rows:

@@ -170,7 +170,16 @@ def _up(state: Path, node: bool) -> int:
         shutil.copy(cluster.kubeconfig, kubeconfig)
         kubeconfig.chmod(0o600)
         subprocess.run(
-            [str(cluster.bin / "kubectl"), f"--kubeconfig={kubeconfig}", "apply", "-f", str(REPO_ROOT / "crds")],
+            # Server-side: the Workflow CRD, one schema per served version, is larger than
+            # the last-applied annotation a client-side apply keeps (256 KiB).
+            [
+                str(cluster.bin / "kubectl"),
+                f"--kubeconfig={kubeconfig}",
+                "apply",
+                "--server-side",
+                "-f",
+                str(REPO_ROOT / "crds"),
+            ],
             check=True,
             stdout=subprocess.DEVNULL,
         )

@@ -9,16 +9,22 @@ subtree is preserved as-is and validated by the operator's own models.
 Defaults are deliberately not emitted: several fields fall back to an
 operator-wide default before the built-in one, which an API-server default would
 hide. Each description states the built-in default instead.
+
+Every served version has the same schema, so the API server converts between
+them by rewriting `apiVersion` (`conversion.strategy: None`): no conversion
+webhook to serve, certify and keep available. The deprecated versions answer
+with a warning naming the storage version.
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from sluiceway.model import GROUP, VERSION
+from sluiceway.model import DEPRECATED_VERSIONS, GROUP, SERVED_VERSIONS, VERSION
 from sluiceway.model.resources import ALL_KINDS, CATEGORY, ResourceKind
 
 Schema = dict[str, Any]
@@ -173,9 +179,23 @@ def model_schema(model: type[Any]) -> Schema:
     return structural(raw, defs)
 
 
-def crd_for(kind: ResourceKind) -> Schema:
-    spec = model_schema(kind.spec)
-    status = model_schema(kind.status)
+def crd_for(kind: ResourceKind, served: tuple[str, ...] = SERVED_VERSIONS, storage: str = VERSION) -> Schema:
+    """The CRD of one kind. `served` and `storage` are parameters so a test can
+    build the layout of an earlier release (storage still in v1alpha1)."""
+    schema = {
+        "openAPIV3Schema": {
+            "type": "object",
+            "description": _first_line(kind.spec.__doc__ or kind.kind),
+            "required": ["spec"],
+            "properties": {
+                "apiVersion": {"type": "string"},
+                "kind": {"type": "string"},
+                "metadata": {"type": "object"},
+                "spec": model_schema(kind.spec),
+                "status": model_schema(kind.status),
+            },
+        }
+    }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -191,31 +211,25 @@ def crd_for(kind: ResourceKind) -> Schema:
                 "shortNames": list(kind.short_names),
                 "categories": [CATEGORY],
             },
-            "versions": [
-                {
-                    "name": VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": PRINTER_COLUMNS[kind.kind] + [_AGE],
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "description": _first_line(kind.spec.__doc__ or kind.kind),
-                            "required": ["spec"],
-                            "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
-                                "spec": spec,
-                                "status": status,
-                            },
-                        }
-                    },
-                }
-            ],
+            # Said explicitly, though it is the default: the versions share one schema.
+            "conversion": {"strategy": "None"},
+            "versions": [_version(kind, name, storage, schema) for name in served],
         },
     }
+
+
+def _version(kind: ResourceKind, name: str, storage: str, schema: Schema) -> Schema:
+    version: Schema = {"name": name, "served": True, "storage": name == storage}
+    if name in DEPRECATED_VERSIONS:
+        version["deprecated"] = True
+        version["deprecationWarning"] = (
+            f"{GROUP}/{name} {kind.kind} is deprecated; use {GROUP}/{VERSION} (the same fields)"
+        )
+    version["subresources"] = {"status": {}}
+    version["additionalPrinterColumns"] = PRINTER_COLUMNS[kind.kind] + [_AGE]
+    version["schema"] = schema
+    # A copy each, so the YAML spells every version out instead of using aliases.
+    return copy.deepcopy(version)
 
 
 def _first_line(text: str) -> str:
@@ -223,7 +237,9 @@ def _first_line(text: str) -> str:
 
 
 def render(kind: ResourceKind) -> str:
-    header = "# Generated from sluiceway.model by `sluiceway crds`. Do not edit.\n"
+    # A document start of its own, so `helm show crds`, which joins the files as they
+    # are, prints YAML that `kubectl apply -f -` reads as one object per CRD.
+    header = "---\n# Generated from sluiceway.model by `sluiceway crds`. Do not edit.\n"
     return header + yaml.safe_dump(crd_for(kind), sort_keys=False, width=120, allow_unicode=True)
 
 

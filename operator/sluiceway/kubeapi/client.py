@@ -196,8 +196,57 @@ class KubeClient:
         )
         return patched
 
+    async def names(self, plural: str, page_size: int = 500) -> list[tuple[str, str]]:
+        """(namespace, name) of every object of a kind in every namespace, read
+        in pages so a cluster with many WorkflowRuns is never listed in one answer."""
+        found: list[tuple[str, str]] = []
+        token: str | None = None
+        while True:
+            extra = {"_continue": token} if token else {}
+            page: dict[str, Any] = await self._call(
+                self._custom().list_cluster_custom_object, GROUP, VERSION, plural, limit=page_size, **extra
+            )
+            found.extend((item["metadata"]["namespace"], item["metadata"]["name"]) for item in page.get("items", []))
+            token = (page.get("metadata") or {}).get("continue") or None
+            if not token:
+                return found
+
     def close(self) -> None:
         self.api.close()
+
+
+@dataclass(frozen=True)
+class CrdVersions:
+    storage: str  # the version spec.versions marks storage: what the API server writes now
+    stored: tuple[str, ...]  # status.storedVersions: every version an object may still be stored in
+
+
+class CustomResourceDefinitions:
+    """A CRD's versions: which one is written, and which ones objects may still be stored in."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+
+    def _api(self) -> kubernetes.client.ApiextensionsV1Api:
+        return kubernetes.client.ApiextensionsV1Api(self.client.api)
+
+    async def versions(self, name: str) -> CrdVersions | None:
+        try:
+            crd = await self.client._call(self._api().read_custom_resource_definition, name)
+        except KubeError as error:
+            if error.status == 404:
+                return None
+            raise
+        storage = next((v.name for v in crd.spec.versions if v.storage), "")
+        return CrdVersions(storage, tuple((crd.status.stored_versions if crd.status else None) or ()))
+
+    async def set_stored_versions(self, name: str, versions: list[str]) -> None:
+        await self.client._call(
+            self._api().patch_custom_resource_definition_status,
+            name,
+            {"status": {"storedVersions": versions}},
+            _content_type="application/merge-patch+json",
+        )
 
 
 @dataclass(frozen=True)

@@ -613,6 +613,11 @@ class ExecutionView(Spec):
     next_run_id: str | None = Field(None, description="The run that continues it, once it continued as new.")
     chain_deadline: str | None = Field(None, description="The chain's deadline: set at its first run, never moved.")
     priority: int = Field(3, description="1 (most urgent) to 5 (docs/priority.md).")
+    archived: bool = Field(
+        False,
+        description="Read back from the archive: retention deleted the run, after writing its history "
+        "to the archive (docs/retention.md).",
+    )
     tasks: list[TaskView] = Field(default_factory=list)
 
 

@@ -125,6 +125,9 @@ BREAKER_REJECTIONS = Counter(
 )
 HTTP_TASK_CALLS = Counter("sluiceway_http_task_calls_total", "HTTP system-task calls, by outcome class.", ["outcome"])
 RUNS_PURGED = Counter("sluiceway_runs_purged_total", "Finished runs deleted by retention, with their tasks and logs.")
+RUNS_ARCHIVED = Counter(
+    "sluiceway_runs_archived_total", "Finished runs written to the archive (synced) before retention deleted them."
+)
 TASKS_PURGED = Counter("sluiceway_tasks_purged_total", "Task attempts deleted with their runs by retention.")
 GRPC_TASK_CALLS = Counter(
     "sluiceway_grpc_task_calls_total", "GRPC system-task calls, by service and status code.", ["service", "code"]

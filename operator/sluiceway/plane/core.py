@@ -15,6 +15,7 @@ from typing import Any
 from sluiceway.controls.payloads import DEFAULT_MAX_PAYLOAD_BYTES, PayloadLimit, payload_limit
 from sluiceway.plane.audit import Announcer
 from sluiceway.store import deciding, executions, matching
+from sluiceway.store.archives import Archive
 from sluiceway.store.database import Pool
 from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.executions import IDEMPOTENCY_WINDOW_SECONDS
@@ -53,6 +54,7 @@ class Plane:
     max_run_waiters: int = 10_000  # callers waiting at once for runs to end (plane.waiting)
     run_waiters: int = 0  # how many wait now
     run_reads: int = 0  # how many times waiters read their run, for tests and the bench
+    archive: Archive | None = None  # where purged runs are read back from (store.archives); None: off
     _polls_seen: dict[tuple[str, str, str], None] = field(default_factory=dict)
     _polls_written: set[tuple[str, str, str]] = field(default_factory=set)
     _polls_written_at: float = 0.0

@@ -21,6 +21,7 @@ from sluiceway.observability.logs import about
 from sluiceway.plane import Plane
 from sluiceway.plane import schedules as firing
 from sluiceway.store import diagnostics, retention, schedules
+from sluiceway.store.archives import Archive
 from sluiceway.store.database import Pool
 from sluiceway.store.deciding import DeciderConfig, Quarantined, decide_pass, trace_pass
 from sluiceway.store.errors import StoreError
@@ -360,8 +361,9 @@ async def run_purger(
     share: float = 0.25,
     retention_seconds: float = 0,
     event_retention_seconds: float = 0,
+    archive: Archive | None = None,
 ) -> None:
-    """Delete expired runs in small batches. While a backlog drains, the
+    """Delete expired runs in small batches (archived first, with an `archive`). While a backlog drains, the
     purger takes at most `share` of the time: after a full batch it pauses
     long enough for that (retention is never urgent; dispatch, sharing the
     database with it, is). After a partial batch it waits `interval`.
@@ -371,10 +373,13 @@ async def run_purger(
     async def step() -> bool:
         started = time.perf_counter()
         async with pool.acquire() as conn:
-            purged = await retention.purge(conn, batch, idempotency_window, retention_seconds, event_retention_seconds)
+            purged = await retention.purge(
+                conn, batch, idempotency_window, retention_seconds, event_retention_seconds, archive
+            )
         spent = time.perf_counter() - started
         metrics.RUNS_PURGED.inc(purged.runs)
         metrics.TASKS_PURGED.inc(purged.tasks)
+        metrics.RUNS_ARCHIVED.inc(purged.archived)
         if purged.runs:
             log.debug("purged %d runs, %d tasks, %d log lines in %.2f s", purged.runs, purged.tasks, purged.logs, spent)
         backlog = max(purged.runs, purged.fires, purged.events) >= batch

@@ -32,8 +32,36 @@ def _crds(dirs: list[str], write: bool, check: bool) -> int:
                 print(path)
         return 0
     for text in crds.rendered_files().values():
-        sys.stdout.write("---\n" + text)
+        sys.stdout.write(text)  # each begins with its own document start
     return 0
+
+
+def _migrate_storage(kubeconfig: str | None) -> int:
+    import asyncio
+
+    from sluiceway.k8s import storage
+    from sluiceway.kubeapi.client import KubeClient, KubeConfigError, KubeError
+    from sluiceway.model.resources import ALL_KINDS
+
+    async def each_kind(client: KubeClient) -> int:
+        failed = 0
+        for kind in ALL_KINDS:  # one kind's failure does not keep the others stored in an old version
+            try:
+                print(await storage.migrate(client, kind))
+            except (storage.MigrationRefused, KubeError) as error:
+                print(f"{kind.plural}: {error}", file=sys.stderr)
+                failed += 1
+        return 1 if failed else 0
+
+    try:
+        client = KubeClient.from_kubeconfig(kubeconfig)
+    except KubeConfigError as error:
+        print(f"no Kubernetes credentials: {error}", file=sys.stderr)
+        return 1
+    try:
+        return asyncio.run(each_kind(client))
+    finally:
+        client.close()
 
 
 def _openapi(write: bool, check: bool) -> int:
@@ -136,10 +164,23 @@ def app(name: str = "sluiceway") -> typer.Typer:
         ] = None,
         write: Annotated[bool, typer.Option("--write", help="Write the YAML files into the directories")] = False,
         check: Annotated[bool, typer.Option("--check", help="Fail if the committed files drifted")] = False,
+        migrate: Annotated[
+            bool,
+            typer.Option(
+                "--migrate",
+                help="After an upgrade: rewrite every Sluiceway object in the cluster in the storage version, "
+                "then trim each CRD's status.storedVersions (docs/upgrades.md)",
+            ),
+        ] = False,
+        kubeconfig: Annotated[
+            str | None, typer.Option(help="With --migrate: the kubeconfig file ($KUBECONFIG, else ~/.kube/config)")
+        ] = None,
     ) -> None:
-        """Print, write or check the CRDs generated from the models."""
-        if write and check:
-            raise typer.BadParameter("--write and --check exclude each other")
+        """Print, write or check the CRDs generated from the models; migrate a cluster's stored objects."""
+        if sum((write, check, migrate)) > 1:
+            raise typer.BadParameter("--write, --check and --migrate exclude each other")
+        if migrate:
+            raise typer.Exit(_migrate_storage(kubeconfig))
         raise typer.Exit(_crds(dirs or CRD_DIRS, write, check))
 
     @root.command("schema", rich_help_panel="Running Sluiceway")

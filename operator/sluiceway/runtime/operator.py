@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
@@ -48,6 +49,7 @@ from sluiceway.plane import Plane
 from sluiceway.plane.audit import Announcer
 from sluiceway.runtime import loops
 from sluiceway.runtime.settings import Settings
+from sluiceway.store.archives import Archive, ArchiveError
 from sluiceway.store.database import Pool, open_pool
 from sluiceway.store.deciding import DeciderConfig
 from sluiceway.store.errors import StoreUnavailable
@@ -237,6 +239,8 @@ async def egress_of(settings: Settings, kube: KubeClient | None, pool: Pool, ten
 
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
+    # Before anything else: a bad archive directory stops the operator with its reason (main).
+    archive = Archive.open(settings.archive_dir, settings.identity) if settings.archive_dir else None
     pool = await _open_pool_when_reachable(settings, stop)
     if pool is None:
         return  # stopped while waiting
@@ -279,6 +283,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         max_payload_bytes=settings.max_payload_bytes,
         max_run_waiters=settings.max_run_waiters,
         decider=config if settings.decide_inline else None,
+        archive=archive,
     )
     services = Services(
         plane,
@@ -348,6 +353,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                 share=settings.purge_share,
                 retention_seconds=settings.retention,
                 event_retention_seconds=settings.event_retention,
+                archive=archive,
             ),
         ),
         ("API server", server.serve_until(stop)),
@@ -427,6 +433,9 @@ def main(settings: Settings) -> int:
         log.info("exporting traces (OTEL_* variables)")
     try:
         return exit_status(lambda stop: run(settings, stop), settings.event_loop)
+    except ArchiveError as error:
+        print(f"sluiceway operator: {error}", file=sys.stderr)
+        return 2
     finally:
         tracing.uninstall()  # exports the spans still batched
 

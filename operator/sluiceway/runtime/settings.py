@@ -101,6 +101,9 @@ class Settings(BaseModel):
     purge_batch: int = Field(500, ge=1, le=100_000)
     purge_interval: float = Field(10.0, gt=0, le=3600)
     purge_share: float = Field(0.25, gt=0, le=1)  # of the time, at most, while a backlog drains
+    # Set: the purger archives each run's history to this directory before it
+    # deletes it, and reads back archived runs by id (store.archives).
+    archive_dir: str | None = None
     # Tenancy: one JSON value a tenant sends (input, output, message, webhook
     # body; a Quota may lower it) and one request body.
     max_payload_bytes: int = Field(DEFAULT_MAX_PAYLOAD_BYTES, ge=1024, le=MAX_PAYLOAD_LIMIT)
@@ -191,7 +194,11 @@ class Settings(BaseModel):
         if env.get("SLUICEWAY_API_ADDRESS"):
             host, _, port = env["SLUICEWAY_API_ADDRESS"].rpartition(":")
             raw["api_host"], raw["api_port"] = host or "0.0.0.0", port
-        for variable, key in (("SLUICEWAY_API_URL", "api_url"), ("SLUICEWAY_WORKER_IMAGE", "worker_image")):
+        for variable, key in (
+            ("SLUICEWAY_API_URL", "api_url"),
+            ("SLUICEWAY_WORKER_IMAGE", "worker_image"),
+            ("SLUICEWAY_ARCHIVE_DIR", "archive_dir"),
+        ):
             if env.get(variable):
                 raw[key] = env[variable]
         if env.get("SLUICEWAY_LEADER_ELECTION"):

@@ -11,7 +11,7 @@ from typing import Any, TypeAlias
 import asyncpg
 import orjson
 
-from sluiceway.store.errors import translated
+from sluiceway.store.errors import on_standby, translated
 from sluiceway.store.migrating import migrate
 
 # One connection, in a transaction or not. Re-exported so that callers can name
@@ -89,6 +89,8 @@ class _Acquired:
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
         lost = isinstance(error, OSError) and _lost(self._conn)
+        if on_standby(error) and self._conn is not None:
+            self._conn.terminate()  # the pool opens a new session, on the new primary
         await self._context.__aexit__(kind, error, traceback)
         if error is not None:
             store_error = translated(error, connection_lost=lost)

@@ -20,8 +20,10 @@ class StoreUnavailable(StoreError):
 
 
 # SQLSTATE classes of an outage: connection exceptions, insufficient resources
-# (too many connections), operator intervention (shutdown, cannot connect now).
-_UNAVAILABLE_STATES = ("08", "53", "57")
+# (too many connections), operator intervention (shutdown, cannot connect now);
+# and a write on a server that is now a standby (25006: a failover demoted the
+# primary under an open session; the session must go, see `on_standby`).
+_UNAVAILABLE_STATES = ("08", "53", "57", "25006")
 
 
 def _unavailable(error: BaseException) -> bool:
@@ -34,6 +36,13 @@ def _unavailable(error: BaseException) -> bool:
     if isinstance(error, asyncpg.InternalClientError):
         return True
     return isinstance(error, asyncpg.InterfaceError) and not isinstance(error, ValueError)
+
+
+def on_standby(error: BaseException | None) -> bool:
+    """A write refused because the server is read-only: the session reached a
+    primary that has since been demoted (a switchover), so only a new session,
+    which `target_session_attrs=read-write` sends to the new primary, helps."""
+    return isinstance(error, asyncpg.ReadOnlySQLTransactionError)
 
 
 def translated(error: BaseException, connection_lost: bool = False) -> StoreError | None:

@@ -14,7 +14,11 @@ time is still never started twice while its run exists, since the run's id
 is derived from the schedule and the fire time.
 
 Published events older than the event retention go too (store.events): a
-sender reads what happened to its call for that long."""
+sender reads what happened to its call for that long.
+
+With an archive (store.archives), each batch's runs are written to it, and
+synced, inside the batch's transaction before the delete: a run leaves the
+database only with its history on disk."""
 
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from sluiceway.store import events
+from sluiceway.store import archives, events
 from sluiceway.store.sql import claim
 
 _DOOMED = claim(
@@ -35,8 +39,8 @@ _DOOMED = claim(
     limit="$1",
     of="e",
 )
-_PURGE = f"""
-WITH doomed AS ({_DOOMED}
+# What the purge deletes of each doomed run (store.archives writes the same tables first).
+_DELETE_HISTORY = """
 ), tasks_gone AS (
     DELETE FROM tasks WHERE execution_id IN (SELECT id FROM doomed) RETURNING 1
 ), logs_gone AS (
@@ -61,6 +65,9 @@ WITH doomed AS ({_DOOMED}
 SELECT (SELECT count(*) FROM runs_gone)::int AS runs, (SELECT count(*) FROM tasks_gone)::int AS tasks,
        (SELECT count(*) FROM logs_gone)::int AS logs
 """
+_PURGE = f"WITH doomed AS ({_DOOMED}" + _DELETE_HISTORY
+# The runs an archiving purge claimed (_DOOMED, same transaction) and archived.
+_PURGE_THESE = "WITH doomed AS (SELECT unnest($1::uuid[]) AS id" + _DELETE_HISTORY
 _FORGET_REQUESTS = """
 DELETE FROM start_requests WHERE ctid IN (
     SELECT ctid FROM start_requests WHERE created_at < now() - make_interval(secs => $1::float8) LIMIT $2)
@@ -89,6 +96,7 @@ class Purged:
     requests: int = 0
     fires: int = 0
     events: int = 0
+    archived: int = 0
 
 
 async def purge(
@@ -97,16 +105,24 @@ async def purge(
     idempotency_window: float,
     retention_seconds: float = 0,
     event_retention_seconds: float = 0,
+    archive: archives.Archive | None = None,
 ) -> Purged:
-    """Delete one batch of expired runs, of forgotten idempotency keys and,
-    with a retention (0 keeps them for ever), of schedule fires older than it
-    and of events older than the event retention."""
+    """Delete one batch of expired runs (archived first, with an archive), of
+    forgotten idempotency keys and, with a retention (0 keeps them for ever),
+    of schedule fires older than it and of events older than the event
+    retention."""
+    archived = 0
     async with conn.transaction():
-        row = await conn.fetchrow(_PURGE, batch)
+        if archive is None:
+            row = await conn.fetchrow(_PURGE, batch)
+        else:
+            doomed = [r["id"] for r in await conn.fetch(_DOOMED, batch)]
+            archived = await archives.archive(conn, archive, doomed)
+            row = await conn.fetchrow(_PURGE_THESE, doomed)
     forgotten = await conn.execute(_FORGET_REQUESTS, idempotency_window, batch)
     fires = await conn.execute(_FORGET_FIRES, retention_seconds, batch) if retention_seconds > 0 else "DELETE 0"
     gone = await events.forget(conn, event_retention_seconds, batch) if event_retention_seconds > 0 else 0
-    return Purged(row["runs"], row["tasks"], row["logs"], _count(forgotten), _count(fires), gone)
+    return Purged(row["runs"], row["tasks"], row["logs"], _count(forgotten), _count(fires), gone, archived)
 
 
 def _count(status: str) -> int:

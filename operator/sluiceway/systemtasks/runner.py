@@ -88,19 +88,19 @@ class SystemTaskRunner:
         try:
             while not stop.is_set():
                 mark = self.notifications.mark(*_WAKE) if self.notifications is not None else None
+                # An outage (a failover takes ~10 s) pauses this loop; it never ends it.
                 try:
                     leased = await self._lease_batch()
+                    for lease in leased:
+                        task = asyncio.create_task(self._execute(lease))
+                        tracked = self.in_flight if self._holds_slot(lease) else self.watching
+                        tracked.add(task)
+                        task.add_done_callback(tracked.discard)
+                    if not leased:
+                        await self._idle(stop, mark)
                 except (OSError, StoreError) as error:
                     log.warning("system tasks: database unavailable (%s)", error)
-                    leased = []
                     await asyncio.sleep(1.0)
-                for lease in leased:
-                    task = asyncio.create_task(self._execute(lease))
-                    tracked = self.in_flight if self._holds_slot(lease) else self.watching
-                    tracked.add(task)
-                    task.add_done_callback(tracked.discard)
-                if not leased:
-                    await self._idle(stop, mark)
         finally:
             for task in self.watching:
                 task.cancel()

@@ -5,6 +5,7 @@ same access check; the actions are `ui/actions.py`."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import time
@@ -26,10 +27,11 @@ from sluiceway.controls.policy import Gates
 from sluiceway.controls.why import Reason, explain, explain_task
 from sluiceway.model.execution import RunStatus, TaskStatus
 from sluiceway.model.workflow import TaskType
-from sluiceway.plane import finding
+from sluiceway.plane import archived, finding
 from sluiceway.plane.finding import Order
 from sluiceway.plane.schedules import schedule_view
 from sluiceway.store import diagnostics, logs, overview, schedules, workflows
+from sluiceway.store.archives import ArchivedRun, ArchiveError
 from sluiceway.store.definitions import StoredDefinition, list_task_definitions
 from sluiceway.store.runs import get_run, task_attempts
 from sluiceway.store.tenancy import tenant_rules
@@ -162,11 +164,17 @@ async def _run_page(request: Request, namespace: str, execution_id: str) -> dict
     # would show the header of one moment and the graph or the why of another.
     async with svc.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
         run = await get_run(conn, namespace, str(run_id))
-        if run is None:
-            raise ApiError(404, "NOT_FOUND", f"no run {run_id} in namespace {namespace}")
-        attempts = await overview.attempts(conn, run.id)
-        version = await workflows.find_version(conn, namespace, run.workflow_name, run.workflow_version)
-        facts = await diagnostics.run_facts(conn, namespace, run_id, svc.plane.policies, limit=WHY_TASKS)
+        if run is not None:
+            attempts = await overview.attempts(conn, run.id)
+            version = await workflows.find_version(conn, namespace, run.workflow_name, run.workflow_version)
+            facts = await diagnostics.run_facts(conn, namespace, run_id, svc.plane.policies, limit=WHY_TASKS)
+    gone: ArchivedRun | None = None
+    if run is None:  # purged: the page of the run as it was archived, read only
+        gone = await _archived(request, namespace, str(run_id))
+        run, facts = gone.run, None
+        attempts = [overview.AttemptRow(**{f: getattr(t, f) for f in _ATTEMPT_FIELDS}) for t in gone.tasks]
+        async with svc.pool.acquire() as conn:  # its version's graph, if the version is still stored
+            version = await workflows.find_version(conn, namespace, run.workflow_name, run.workflow_version)
     latest: dict[str, rungraph.Latest] = {}
     for a in attempts:
         latest[a.ref] = rungraph.Latest(a.ref, a.type, a.name, a.status, a.attempt)
@@ -211,9 +219,24 @@ async def _run_page(request: Request, namespace: str, execution_id: str) -> dict
         "group_pages": max((len(members) + GROUP_PAGE - 1) // GROUP_PAGE, 1),
         "failed": run.status.is_failure() if isinstance(run.status, RunStatus) else False,
         "refs": [ref for ref in latest],
-        "may_act": await session.may(request, context["viewer"], "update", "workflowruns", namespace),
+        "may_act": gone is None and await session.may(request, context["viewer"], "update", "workflowruns", namespace),
         "is_failure": is_failure,
+        "archived": gone,
     }
+
+
+_ATTEMPT_FIELDS = [f.name for f in dataclasses.fields(overview.AttemptRow)]
+
+
+async def _archived(request: Request, namespace: str, run_id: str) -> ArchivedRun:
+    """A run retention deleted, from the archive (the API's answer: 404 when in neither)."""
+    try:
+        found = await archived.archived_run(services_of(request).plane, namespace, run_id)
+    except ArchiveError as error:
+        raise ApiError(404, "NOT_FOUND", f"run {run_id} was archived, but {error}") from error
+    if found is None:
+        raise ApiError(404, "NOT_FOUND", f"no run {run_id} in namespace {namespace}")
+    return found
 
 
 def _status_matches(status: str, wanted: str | None) -> bool:
@@ -227,16 +250,22 @@ async def run_page(request: Request, namespace: str, execution_id: str) -> Respo
     context = await _run_page(request, namespace, execution_id)
     task = request.query_params.get("task")
     if task:
-        context.update(await _task_panel(request, namespace, context["run"].id, task))
+        context.update(await _task_panel(request, namespace, context["run"].id, task, context["archived"]))
     context["task"] = task
     context["render_seconds"] = time.perf_counter() - started
     return render(request, "run.html", context)
 
 
-async def _task_panel(request: Request, namespace: str, run_id: str, ref: str) -> dict[str, Any]:
+async def _task_panel(
+    request: Request, namespace: str, run_id: str, ref: str, gone: ArchivedRun | None = None
+) -> dict[str, Any]:
     if not TASK_REF.fullmatch(ref):
         raise ApiError(422, "INVALID_REQUEST", f"task: {ref[:64]!r} is not a task reference")
     svc = services_of(request)
+    if gone is not None:  # archived: its attempts and lines as they were, nothing to explain
+        attempts = sorted((t for t in gone.tasks if t.ref == ref), key=lambda t: t.attempt)
+        lines = gone.logs_of(limit=200, ref=ref, cap=svc.plane.log_cap_bytes)
+        return {"task_ref": ref, "attempts": attempts, "why": [], "logs": lines}
     async with svc.pool.acquire() as conn:
         attempts = await task_attempts(conn, run_id, ref)
         facts = await diagnostics.run_facts(conn, namespace, uuid.UUID(run_id), svc.plane.policies, ref=ref)
@@ -257,13 +286,12 @@ async def task_panel(request: Request, namespace: str, execution_id: str, ref: s
     svc = services_of(request)
     async with svc.pool.acquire() as conn:
         run = await get_run(conn, namespace, run_id)
-    if run is None:
-        raise ApiError(404, "NOT_FOUND", f"no run {run_id} in namespace {namespace}")
-    context.update(await _task_panel(request, namespace, run_id, ref))
+    gone = await _archived(request, namespace, run_id) if run is None else None
+    context.update(await _task_panel(request, namespace, run_id, ref, gone))
     context.update(
-        run=run,
+        run=run or (gone.run if gone else None),
         now=datetime.datetime.now(datetime.UTC),
-        may_act=await session.may(request, context["viewer"], "update", "workflowruns", namespace),
+        may_act=gone is None and await session.may(request, context["viewer"], "update", "workflowruns", namespace),
     )
     return render(request, "task_panel.html", context)
 

@@ -12,12 +12,12 @@ from typer.testing import CliRunner
 from sluiceway.runtime.main import app
 
 GOOD = """\
-apiVersion: sluiceway.dev/v1alpha1
+apiVersion: sluiceway.dev/v1beta1
 kind: TaskDefinition
 metadata: {name: charge}
 spec: {scheduleToStartTimeout: 60, retryCount: 2}
 ---
-apiVersion: sluiceway.dev/v1alpha1
+apiVersion: sluiceway.dev/v1beta1
 kind: Workflow
 metadata: {name: pay}
 spec:
@@ -25,13 +25,13 @@ spec:
   tasks: [{name: charge, taskReferenceName: charge}]
 """
 WARNED = """\
-apiVersion: sluiceway.dev/v1alpha1
+apiVersion: sluiceway.dev/v1beta1
 kind: TaskDefinition
 metadata: {name: export}
 spec: {scheduleToStartTimeout: 60, semaphores: [legacy_erp]}
 """
 INVALID = """\
-apiVersion: sluiceway.dev/v1alpha1
+apiVersion: sluiceway.dev/v1beta1
 kind: Workflow
 metadata: {name: broken}
 spec: {timeoutSeconds: -5, tasks: [{name: charge, taskReferenceName: charge}]}
@@ -101,7 +101,7 @@ def test_a_directory_is_read_through_its_yaml_files_and_relates_them(tmp_path: P
     write(
         tmp_path,
         "defs/nested/semaphore.yml",
-        "apiVersion: sluiceway.dev/v1alpha1\nkind: Semaphore\n"
+        "apiVersion: sluiceway.dev/v1beta1\nkind: Semaphore\n"
         "metadata: {name: legacy-erp}\nspec: {name: legacy_erp, permits: 4}\n",
     )
     write(tmp_path, "defs/README.md", "kind: not a manifest")

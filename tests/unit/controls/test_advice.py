@@ -29,7 +29,7 @@ def obj(kind: str, name: str, namespace: str | None = None, /, **spec: Any) -> d
     metadata: dict[str, Any] = {"name": name}
     if namespace:
         metadata["namespace"] = namespace
-    return {"apiVersion": "sluiceway.dev/v1alpha1", "kind": kind, "metadata": metadata, "spec": spec}
+    return {"apiVersion": "sluiceway.dev/v1beta1", "kind": kind, "metadata": metadata, "spec": spec}
 
 
 def parsed(*documents: dict[str, Any]) -> list[Declared]:
@@ -289,7 +289,7 @@ def test_an_object_that_does_not_parse_is_an_error_naming_its_field() -> None:
     assert finding.source == "defs.yaml" and "greater than or equal to 0" in finding.message
     nested = declared(obj("Workflow", "pay", tasks=[{"name": "x", "taskReferenceName": "x", "retryCount": "many"}]))
     assert isinstance(nested, list) and [f.field for f in nested] == ["spec.tasks[0].retryCount"]
-    nameless = declared({"apiVersion": "sluiceway.dev/v1alpha1", "kind": "Quota", "spec": {}})
+    nameless = declared({"apiVersion": "sluiceway.dev/v1beta1", "kind": "Quota", "spec": {}})
     assert isinstance(nameless, list) and nameless[0].field == "metadata.name"
 
 

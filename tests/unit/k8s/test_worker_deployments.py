@@ -82,7 +82,7 @@ def test_names_labels_and_selector() -> None:
 def test_owned_by_the_task_definition() -> None:
     assert build()["metadata"]["ownerReferences"] == [
         {
-            "apiVersion": "sluiceway.dev/v1alpha1",
+            "apiVersion": "sluiceway.dev/v1beta1",
             "kind": "TaskDefinition",
             "name": "export-report",
             "uid": UID,

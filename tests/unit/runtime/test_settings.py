@@ -69,6 +69,12 @@ def test_the_purge_share_is_a_fraction_of_time() -> None:
         Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_PURGE_SHARE": "1.5"})
 
 
+def test_archiving_is_off_unless_a_directory_is_set() -> None:
+    assert Settings.from_env({"SLUICEWAY_DATABASE_URL": "postgresql://x"}).archive_dir is None
+    env = {"SLUICEWAY_DATABASE_URL": "postgresql://x", "SLUICEWAY_ARCHIVE_DIR": "/var/lib/sluiceway/archive"}
+    assert Settings.from_env(env).archive_dir == "/var/lib/sluiceway/archive"  # checked on disk at startup
+
+
 def test_inline_deciding_is_off_unless_turned_on() -> None:
     base = {"SLUICEWAY_DATABASE_URL": "postgresql://x"}
     assert not Settings.from_env(base).decide_inline
