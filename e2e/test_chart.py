@@ -63,6 +63,9 @@ NAMESPACED_RULES = [
         "verbs": ["get", "list", "watch", "create", "patch", "delete"],
     },
     {"apiGroups": ["sluiceway.dev"], "resources": ["taskdefinitions/finalizers"], "verbs": ["update"]},
+    # CONTAINER tasks: the attempts' pods, and their logs.
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "create", "delete"]},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
 ]
 IMPERSONATE_RULE = {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"]}
 CLUSTER_SCOPED_RULES = [

@@ -230,6 +230,59 @@ def test_the_operator_does_its_whole_job_with_exactly_the_charts_rbac(
     assert "forbidden" not in log.lower(), log
 
 
+def test_a_container_step_creates_reads_and_deletes_its_pod_with_exactly_the_charts_rbac(
+    cluster: Cluster, install: Install
+) -> None:
+    """CONTAINER tasks (docs/tasks/container.md) need pods get, list, create,
+    delete and pods/log get: this control plane has no node, so the pod stays
+    Pending until scheduleToStart deletes it, which uses each of them."""
+    kube, ns = cluster.kube, install.watched
+    apply(kube, ns, "TaskDefinition", "unplaced", {"retryCount": 0, "scheduleToStartTimeout": 2})
+    task = {"name": "unplaced", "taskReferenceName": "step", "type": "CONTAINER", "container": {"image": "x:1"}}
+    apply(kube, ns, "Workflow", "unplaced", {"tasks": [task]})
+    ready(kube, ns, "taskdefinition", "unplaced")
+    ready(kube, ns, "workflow", "unplaced")
+    run = {
+        "apiVersion": API,
+        "kind": "WorkflowRun",
+        "metadata": {"name": "unplaced-1"},
+        "spec": {"workflow": "unplaced"},
+    }
+    kube.run("create", "-n", ns, "-f", "-", input=json.dumps(run))
+    pod = eventually(
+        lambda: json.loads(kube.run("get", "pods", "-n", ns, "-l", "sluiceway.dev/attempt=1", "-o", "json").stdout)[
+            "items"
+        ],
+        timeout=60,
+        what="the step's pod",
+    )[0]
+    assert pod["metadata"]["ownerReferences"][0]["name"] == "unplaced-1", "the WorkflowRun owns its pods"
+    eventually(
+        lambda: (
+            fetch(install.database, "SELECT status FROM executions WHERE resource_name = 'unplaced-1'")
+            == [{"status": "FAILED"}]
+        ),
+        timeout=60,
+        what="the run to fail at scheduleToStart",
+    )
+    reasons = fetch(install.database, "SELECT reason FROM tasks WHERE ref = 'step' AND namespace = $1", ns)
+    assert [str(r["reason"])[:22] for r in reasons] == ["scheduleToStartTimeout"], reasons
+    eventually(
+        lambda: (
+            not [
+                p
+                for p in json.loads(
+                    kube.run("get", "pods", "-n", ns, "-l", "sluiceway.dev/attempt=1", "-o", "json").stdout
+                )["items"]
+                if not p["metadata"].get("deletionTimestamp")
+            ]
+        ),
+        timeout=30,
+        what="the pod to be deleted",
+    )
+    assert "forbidden" not in install.operator.tail(400).lower()
+
+
 def test_taking_one_rule_away_breaks_that_part_of_the_job(cluster: Cluster, install: Install) -> None:
     kube, ns = cluster.kube, install.watched
     apply(

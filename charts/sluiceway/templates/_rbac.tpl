@@ -37,6 +37,14 @@ cluster-wide (ClusterRole) or per watched namespace (Role); see rbac-*.yaml.
 - apiGroups: [sluiceway.dev]
   resources: [taskdefinitions/finalizers]
   verbs: [update]
+# CONTAINER tasks: one pod per attempt, created, read while it runs, listed to fence or
+# adopt pods after a restart, deleted when its attempt ends; its log read into the task's.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, create, delete]
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]
 {{- if .Values.apiKeys.allowWrites }}
 # apiKeys.allowWrites: an API-key caller writing definitions acts as the ServiceAccount its key names.
 - apiGroups: [""]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -419,6 +420,8 @@ class _Walker:
             input_ = self._inputs(task) if task else {}
             if task is not None:
                 input_.update(_call_spec(task))
+                if task.type is TaskType.CONTAINER:
+                    input_.update(self._container_spec(task))
         kind = task.type if task else TaskType.SIMPLE
         self._emit(
             ScheduleTask(
@@ -447,6 +450,22 @@ class _Walker:
         where = f"tasks[{task.task_reference_name}].inputParameters"
         resolved = expressions.resolve(dict(task.input_parameters), self._context(), where)
         return self._overridden(task.task_reference_name, dict(resolved) if isinstance(resolved, dict) else {})
+
+    def _container_spec(self, task: WorkflowTask) -> dict[str, Any]:
+        """A CONTAINER's spec with each env `value` resolved as inputParameters
+        are (a value that is not text is passed as JSON, a missing one as '')."""
+        if task.container is None:
+            return {}
+        spec = task.container.to_wire()
+        for env in spec.get("env", []):
+            if "value" in env:
+                where = f"tasks[{task.task_reference_name}].container.env[{env['name']}].value"
+                value = expressions.resolve(env["value"], self._context(), where)
+                if value is None:
+                    env["value"] = ""
+                else:
+                    env["value"] = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+        return {"container": spec}
 
     def _overridden(self, ref: str, inputs: dict[str, Any]) -> dict[str, Any]:
         """A rerun's new input for this task, merged over what it resolved to."""

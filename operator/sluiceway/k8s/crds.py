@@ -38,6 +38,11 @@ MAX_RECURSION = 3
 # switches) exceeds its budget many times over. Nested levels are checked by
 # the operator's own models, reported on the Workflow's Ready condition.
 CEL_DEPTH = 1
+# Definitions typed on the first level of tasks only: a CONTAINER's spec is as
+# large as the rest of a task, and typed at every nested level it would double
+# the Workflow CRD, past what `kubectl apply` can store in its annotation.
+# Nested ones are validated by the operator, reported on the Ready condition.
+_FIRST_LEVEL_ONLY = frozenset({"ContainerSpec"})
 
 _KEPT_KEYS = (
     "type",
@@ -123,7 +128,7 @@ def structural(node: Schema, defs: dict[str, Schema], stack: tuple[str, ...] = (
     """Turn one pydantic JSON-schema node into a structural OpenAPI v3 node."""
     if "$ref" in node:
         name = node["$ref"].rsplit("/", 1)[-1]
-        if stack.count(name) >= MAX_RECURSION:
+        if stack.count(name) >= MAX_RECURSION or (name in _FIRST_LEVEL_ONLY and stack.count("WorkflowTask") > 1):
             return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
         merged = {**defs[name], **{k: v for k, v in node.items() if k != "$ref"}}
         return structural(merged, defs, stack + (name,))

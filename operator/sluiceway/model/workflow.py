@@ -16,6 +16,7 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from sluiceway.model.attributes import MAX_DECLARED, SearchAttribute
 from sluiceway.model.common import EngineName, SecretKeyRef, SetOf, Spec, Status
+from sluiceway.model.container import ContainerSpec
 
 REF_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,127}$"
 TaskReference = Annotated[str, Field(pattern=REF_PATTERN)]
@@ -65,6 +66,7 @@ class TaskType(StrEnum):
     GRPC = "GRPC"
     WEBHOOK = "WEBHOOK"
     CONTINUE_AS_NEW = "CONTINUE_AS_NEW"
+    CONTAINER = "CONTAINER"
 
     def executor(self) -> Executor:
         return _EXECUTORS.get(self, Executor.ENGINE)
@@ -101,6 +103,7 @@ _EXECUTORS = {
     TaskType.HTTP_POLL: Executor.SYSTEM,
     TaskType.GRPC: Executor.SYSTEM,
     TaskType.WEBHOOK: Executor.SYSTEM,
+    TaskType.CONTAINER: Executor.SYSTEM,
 }
 _WAITING = frozenset({TaskType.WAIT, TaskType.WAIT_FOR_WEBHOOK, TaskType.HUMAN, TaskType.PULL_WORKFLOW_MESSAGES})
 
@@ -254,6 +257,10 @@ class WorkflowTask(Spec):
     grpc: GrpcCall | None = Field(None, description="GRPC (required): the call to make.")
     # WEBHOOK
     signing: WebhookSigning | None = Field(None, description="WEBHOOK (required): how the callback is signed.")
+    # CONTAINER
+    container: ContainerSpec | None = Field(
+        None, description="CONTAINER (required): the image to run, one pod per attempt (docs/tasks/container.md)."
+    )
 
     model_config = ConfigDict(
         **Spec.model_config,
@@ -280,6 +287,10 @@ class WorkflowTask(Spec):
                 {
                     "rule": "!has(self.type) || self.type != 'WEBHOOK' || has(self.signing)",
                     "message": "a WEBHOOK task needs signing",
+                },
+                {
+                    "rule": "!has(self.type) || self.type != 'CONTAINER' || has(self.container)",
+                    "message": "a CONTAINER task needs container",
                 },
             ]
         },
@@ -321,6 +332,8 @@ class WorkflowTask(Spec):
             raise ValueError(f"{ref}: a GRPC task needs grpc")
         if t is TaskType.WEBHOOK and self.signing is None:
             raise ValueError(f"{ref}: a WEBHOOK task needs signing")
+        if t is TaskType.CONTAINER and self.container is None:
+            raise ValueError(f"{ref}: a CONTAINER task needs container")
 
     def children(self) -> list[list[WorkflowTask]]:
         """Every nested task list, in declaration order."""

@@ -41,6 +41,7 @@ from sluiceway.k8s.reconciling import Context
 from sluiceway.k8s.schedules import post_events
 from sluiceway.k8s.worker_pods import DEFAULT_API_URL, WorkerPods
 from sluiceway.kubeapi.client import Events, KubeClient, Leases
+from sluiceway.kubeapi.pods import Pods
 from sluiceway.kubeapi.secrets import KubeSecrets
 from sluiceway.model.trigger import MAX_DEDUP_WINDOW_SECONDS
 from sluiceway.observability import logs, metrics, tracing
@@ -57,6 +58,7 @@ from sluiceway.store.notifications import Notifications
 from sluiceway.store.policies import Policies
 from sluiceway.store.schedules import PassReport
 from sluiceway.store.tenancy import Tenants
+from sluiceway.systemtasks.containers import ContainerTasks
 from sluiceway.systemtasks.egress import Egress
 from sluiceway.systemtasks.grpc import GrpcTasks
 from sluiceway.systemtasks.http import HttpTasks
@@ -316,6 +318,20 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             HttpTasks(by_host, settings.http_allowed_hosts, egress),
             WebhookTasks(by_host, secrets, settings.http_allowed_hosts, egress=egress),
             GrpcTasks(Breakers(settings.circuit_breaker), secrets, settings.http_allowed_hosts, egress),
+            # Without a Kubernetes API there are no pods to run: the runner fails CONTAINER tasks, naming the type.
+            *(
+                [
+                    ContainerTasks(
+                        plane,
+                        Pods(kube),
+                        keep_pods=settings.container_keep_pods,
+                        sweep_interval=settings.container_sweep_interval,
+                        namespaces=settings.namespaces,
+                    )
+                ]
+                if kube is not None
+                else []
+            ),
         ],
         concurrency=settings.http_concurrency,
         worker_id=f"{socket.gethostname()}/http",

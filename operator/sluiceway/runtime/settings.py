@@ -80,6 +80,11 @@ class Settings(BaseModel):
     # (status, autoscaling) of a worker Deployment. Short in tests.
     status_interval: float = Field(5.0, gt=0, le=3600)
     autoscaling_interval: float = Field(5.0, gt=0, le=3600)
+    # CONTAINER tasks (docs/tasks/container.md): finished pods kept per
+    # namespace for debugging (0 deletes each when its attempt ends), and how
+    # often pods nobody here watches are looked for (to fence or adopt).
+    container_keep_pods: int = Field(0, ge=0, le=1000)
+    container_sweep_interval: float = Field(15.0, gt=0, le=3600)
     # Finished runs are deleted this long after they end, unless their workflow
     # or WorkflowRun says otherwise; 0 keeps them. Durations: 30d, 12h, 3600.
     retention: int = Field(30 * 86_400, ge=0, le=10 * 31_536_000)
@@ -233,6 +238,8 @@ class Settings(BaseModel):
             ("SLUICEWAY_MAX_RETRY_BACKOFF", "max_retry_backoff"),
             ("SLUICEWAY_STATUS_INTERVAL", "status_interval"),
             ("SLUICEWAY_AUTOSCALING_INTERVAL", "autoscaling_interval"),
+            ("SLUICEWAY_CONTAINER_KEEP_PODS", "container_keep_pods"),
+            ("SLUICEWAY_CONTAINER_SWEEP_INTERVAL", "container_sweep_interval"),
             ("SLUICEWAY_RETENTION", "retention"),
             ("SLUICEWAY_IDEMPOTENCY_WINDOW", "idempotency_window"),
             ("SLUICEWAY_EVENT_RETENTION", "event_retention"),

@@ -93,6 +93,7 @@ class Method:
 
 class GrpcTasks:
     types = frozenset({TaskType.GRPC})
+    holds_slot = True
 
     def __init__(
         self,

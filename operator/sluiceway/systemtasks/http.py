@@ -157,6 +157,7 @@ class HttpTasks:
     the target's circuit breaker."""
 
     types = frozenset({TaskType.HTTP, TaskType.HTTP_POLL})
+    holds_slot = True
 
     def __init__(self, breakers: Breakers, allowed_hosts: tuple[str, ...] = (), egress: Egress | None = None) -> None:
         self.breakers = breakers

@@ -42,6 +42,11 @@ class SystemTask(Protocol):
     """One kind of system task: what the operator does for a leased task of its types."""
 
     types: frozenset[TaskType]
+    # False for a kind that waits on something running elsewhere (a CONTAINER
+    # task's pod): its calls hold none of the runner's slots, which bound the
+    # operator's own work, and a stop abandons them at once (the next replica
+    # adopts what they watched) instead of waiting for them.
+    holds_slot: bool
 
     async def start(self) -> None:
         """Before the first call (open clients)."""
@@ -49,9 +54,10 @@ class SystemTask(Protocol):
     async def stop(self) -> None:
         """After the last call (close them)."""
 
-    async def call(self, lease: Lease) -> TaskResult:
+    async def call(self, lease: Lease) -> TaskResult | None:
         """Run one leased task; the outcome, classified. Never raises for the
-        task's own failures: they are results."""
+        task's own failures: they are results. None: nothing to report (the
+        attempt was fenced, or its deadline is the sweeper's to apply)."""
         ...
 
 
@@ -73,6 +79,7 @@ class SystemTaskRunner:
         self.concurrency = concurrency
         self.worker_id = worker_id
         self.in_flight: set[asyncio.Task[None]] = set()
+        self.watching: set[asyncio.Task[None]] = set()  # calls that hold no slot (SystemTask.holds_slot)
 
     async def run(self, stop: asyncio.Event) -> None:
         kinds = list(dict.fromkeys(self.kinds.values()))
@@ -86,14 +93,17 @@ class SystemTaskRunner:
                     leased = await self._lease_batch()
                     for lease in leased:
                         task = asyncio.create_task(self._execute(lease))
-                        self.in_flight.add(task)
-                        task.add_done_callback(self.in_flight.discard)
+                        tracked = self.in_flight if self._holds_slot(lease) else self.watching
+                        tracked.add(task)
+                        task.add_done_callback(tracked.discard)
                     if not leased:
                         await self._idle(stop, mark)
                 except (OSError, StoreError) as error:
                     log.warning("system tasks: database unavailable (%s)", error)
                     await asyncio.sleep(1.0)
         finally:
+            for task in self.watching:
+                task.cancel()
             if self.in_flight:
                 await asyncio.wait(self.in_flight, timeout=10)
             for kind in kinds:
@@ -148,13 +158,23 @@ class SystemTaskRunner:
             got += len(found)
         return got
 
-    async def _execute(self, lease: Lease) -> None:
-        async with self.slots:
-            result = await self.call(lease)
-        # As a worker's result: its output bounded, its run decided, its attempt traced.
-        await dispatch.report(self.plane, lease.namespace, [result])
+    def _holds_slot(self, lease: Lease) -> bool:
+        try:
+            return self.kinds[TaskType(lease.kind)].holds_slot
+        except (ValueError, KeyError):
+            return True
 
-    async def call(self, lease: Lease) -> TaskResult:
+    async def _execute(self, lease: Lease) -> None:
+        if self._holds_slot(lease):
+            async with self.slots:
+                result = await self.call(lease)
+        else:
+            result = await self.call(lease)
+        if result is not None:
+            # As a worker's result: its output bounded, its run decided, its attempt traced.
+            await dispatch.report(self.plane, lease.namespace, [result])
+
+    async def call(self, lease: Lease) -> TaskResult | None:
         try:
             kind = self.kinds[TaskType(lease.kind)]
         except (ValueError, KeyError):

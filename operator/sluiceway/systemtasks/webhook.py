@@ -42,6 +42,7 @@ _METHODS = ("POST", "PUT", "PATCH")
 
 class WebhookTasks(HttpTasks):
     types = frozenset({TaskType.WEBHOOK})
+    holds_slot = True
 
     def __init__(
         self,

@@ -194,6 +194,7 @@ func (e RunStatus) Valid() bool {
 
 // Defines values for TaskType.
 const (
+	CONTAINER            TaskType = "CONTAINER"
 	CONTINUEASNEW        TaskType = "CONTINUE_AS_NEW"
 	DOWHILE              TaskType = "DO_WHILE"
 	FORKJOIN             TaskType = "FORK_JOIN"
@@ -217,6 +218,8 @@ const (
 // Valid indicates whether the value is a known member of the TaskType enum.
 func (e TaskType) Valid() bool {
 	switch e {
+	case CONTAINER:
+		return true
 	case CONTINUEASNEW:
 		return true
 	case DOWHILE:

@@ -347,3 +347,42 @@ def test_children_of_a_fork_named_in_its_own_pass_ask_for_their_policy() -> None
         }
     )
     assert "resize" in sim.step(Event.STARTED).needs
+
+
+# -- CONTAINER ---------------------------------------------------------------------------
+
+
+def container_task(env: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "name": "resize",
+        "taskReferenceName": "resize",
+        "type": "CONTAINER",
+        "inputParameters": {"size": "${workflow.input.size}"},
+        "container": {"image": "localhost/tools:1", "env": env},
+    }
+
+
+def test_a_container_step_keeps_its_spec_on_its_row_with_env_values_resolved_as_inputs() -> None:
+    env = [
+        {"name": "MODE", "value": "mode-${workflow.input.mode}"},
+        {"name": "SIZES", "value": "${workflow.input.sizes}"},
+        {"name": "MISSING", "value": "${workflow.input.missing}"},
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "api", "key": "token"}}},
+    ]
+    sim = Simulation({"tasks": [container_task(env)]}, input={"size": 3, "mode": "fast", "sizes": [1, 2]})
+    sim.step(Event.STARTED)
+    row = sim.rows["resize"]
+    assert row.input["size"] == 3
+    assert row.input["container"]["env"] == [
+        {"name": "MODE", "value": "mode-fast"},
+        {"name": "SIZES", "value": "[1,2]"},
+        {"name": "MISSING", "value": ""},
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "api", "key": "token", "optional": False}}},
+    ]
+
+
+def test_a_container_env_value_that_cannot_be_resolved_fails_the_task_naming_it() -> None:
+    sim = Simulation({"tasks": [container_task([{"name": "MODE", "value": "${workflow.input.}"}])]}, input={"size": 1})
+    sim.step(Event.STARTED)
+    assert sim.status is RunStatus.FAILED
+    assert "tasks[resize].container.env[MODE].value" in sim.finished.reason  # type: ignore[union-attr]

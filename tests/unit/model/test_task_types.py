@@ -27,6 +27,7 @@ EXECUTORS = {
     TaskType.GRPC: Executor.SYSTEM,
     TaskType.WEBHOOK: Executor.SYSTEM,
     TaskType.CONTINUE_AS_NEW: Executor.ENGINE,
+    TaskType.CONTAINER: Executor.SYSTEM,
 }
 
 
@@ -45,7 +46,7 @@ def test_the_facts_the_store_selects_by() -> None:
     assert types_where(TaskType.waits_for_signal) == "('WAIT')"
     assert types_where(TaskType.polls) == "('HTTP_POLL')"
     assert types_where(TaskType.counts_in_retry_budget) == (
-        "('SIMPLE', 'SUB_WORKFLOW', 'HTTP', 'HTTP_POLL', 'GRPC', 'WEBHOOK')"
+        "('SIMPLE', 'SUB_WORKFLOW', 'HTTP', 'HTTP_POLL', 'GRPC', 'WEBHOOK', 'CONTAINER')"
     )
 
 

@@ -2279,7 +2279,7 @@ export interface components {
          * TaskType
          * @enum {string}
          */
-        TaskType: "SIMPLE" | "FORK_JOIN" | "FORK_JOIN_DYNAMIC" | "JOIN" | "SWITCH" | "WAIT" | "INLINE" | "TERMINATE" | "SUB_WORKFLOW" | "HTTP" | "HTTP_POLL" | "DO_WHILE" | "WAIT_FOR_WEBHOOK" | "HUMAN" | "PULL_WORKFLOW_MESSAGES" | "GRPC" | "WEBHOOK" | "CONTINUE_AS_NEW";
+        TaskType: "SIMPLE" | "FORK_JOIN" | "FORK_JOIN_DYNAMIC" | "JOIN" | "SWITCH" | "WAIT" | "INLINE" | "TERMINATE" | "SUB_WORKFLOW" | "HTTP" | "HTTP_POLL" | "DO_WHILE" | "WAIT_FOR_WEBHOOK" | "HUMAN" | "PULL_WORKFLOW_MESSAGES" | "GRPC" | "WEBHOOK" | "CONTINUE_AS_NEW" | "CONTAINER";
         /** TaskView */
         TaskView: {
             /** Attempt */
