@@ -168,7 +168,13 @@ def test_a_backup_restores_into_a_new_cluster_and_database(
     namespace = f"backup-{uuid.uuid4().hex[:8]}"
     old_kube.run("create", "namespace", namespace)
     old_dsn = asyncio.run(databases.create("backup"))
-    settings = {"SLUICEWAY_NAMESPACES": namespace, "SLUICEWAY_STATUS_INTERVAL": "1"}
+    # A Lease of its own: in the shared cluster the session's operator holds default/sluiceway-operator,
+    # and a replica that never leads never reconciles (seen in CI: nothing became Ready).
+    settings = {
+        "SLUICEWAY_NAMESPACES": namespace,
+        "SLUICEWAY_LEADER_ELECTION_NAMESPACE": namespace,
+        "SLUICEWAY_STATUS_INTERVAL": "1",
+    }
     old = start_operator(
         "old-operator", old_dsn, tmp_path, kubeconfig=old_kube.kubeconfig, settings=settings, log_level="INFO"
     )
