@@ -4,12 +4,14 @@ validates and documents them alike."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from fastapi import Path, Query
 from pydantic import WithJsonSchema
 
 from sluiceway.model.common import DNS_LABEL_PATTERN, ENGINE_NAME_PATTERN
+from sluiceway.model.execution import RunStatus, TaskStatus
 
 NAMESPACE = Annotated[str, Path(pattern=DNS_LABEL_PATTERN, description="Kubernetes namespace")]
 NAME = Annotated[str, Path(pattern=ENGINE_NAME_PATTERN, max_length=253)]
@@ -51,3 +53,14 @@ def run_id_query(alias: str | None = None, description: str = "A run id") -> Any
 # (on the string itself, so a generated client and a fuzzer both see it).
 InstantText = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 RunIdText = Annotated[str, WithJsonSchema({"type": "string", "format": "uuid"})]
+
+
+def _statuses(values: Iterable[str]) -> Any:
+    """A `status` filter item: one status, or several comma-separated, as the
+    handlers accept them; the document states it, so clients keep to it."""
+    one = "|".join(values)
+    return Annotated[str, WithJsonSchema({"type": "string", "pattern": f"^({one})(,({one}))*$"})]
+
+
+RunStatusText = _statuses(RunStatus)
+TaskStatusText = _statuses(TaskStatus)

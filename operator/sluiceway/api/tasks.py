@@ -18,7 +18,7 @@ from sluiceway.api.access import Names
 from sluiceway.api.errors import INVALID, ApiError, refusal
 from sluiceway.api.guards import Authorize, requires
 from sluiceway.api.outcomes import too_large
-from sluiceway.api.params import NAMESPACE, TASK_ID, RunIdText, cursor_query, run_id_query
+from sluiceway.api.params import NAMESPACE, TASK_ID, RunIdText, TaskStatusText, cursor_query, run_id_query
 from sluiceway.api.services import Services, services
 from sluiceway.model.common import ENGINE_NAME_PATTERN
 from sluiceway.model.execution import (
@@ -284,7 +284,7 @@ async def heartbeat(
 )
 async def list_tasks(
     namespace: NAMESPACE,
-    status: Annotated[list[str] | None, Query(description="Repeat or comma-separate: FAILED,TIMED_OUT")] = None,
+    status: Annotated[list[TaskStatusText] | None, Query(description="Repeat or comma-separate")] = None,
     task_type: Annotated[str | None, Query(alias="taskType", pattern=ENGINE_NAME_PATTERN, max_length=253)] = None,
     worker_id: Annotated[str | None, Query(alias="workerId", min_length=1, max_length=256)] = None,
     execution_id: Annotated[RunIdText | None, run_id_query("executionId", "Tasks of this run")] = None,

@@ -1210,7 +1210,7 @@ type ListRunsParams struct {
 	Workflow *string `form:"workflow,omitempty" json:"workflow,omitempty"`
 	Version  *int    `form:"version,omitempty" json:"version,omitempty"`
 
-	// Status Repeat or comma-separate: FAILED,TIMED_OUT
+	// Status Repeat or comma-separate
 	Status *[]string `form:"status,omitempty" json:"status,omitempty"`
 
 	// StartedAfter Runs started at or after: an ISO 8601 date-time with a time zone, e.g. 2026-12-24T18:00:00Z
@@ -1318,7 +1318,7 @@ type TriggerScheduleJSONBody = TriggerRequest
 
 // ListTasksParams defines parameters for ListTasks.
 type ListTasksParams struct {
-	// Status Repeat or comma-separate: FAILED,TIMED_OUT
+	// Status Repeat or comma-separate
 	Status   *[]string `form:"status,omitempty" json:"status,omitempty"`
 	TaskType *string   `form:"taskType,omitempty" json:"taskType,omitempty"`
 	WorkerId *string   `form:"workerId,omitempty" json:"workerId,omitempty"`

@@ -2716,7 +2716,7 @@ export interface operations {
             query?: {
                 workflow?: string | null;
                 version?: number | null;
-                /** @description Repeat or comma-separate: FAILED,TIMED_OUT */
+                /** @description Repeat or comma-separate */
                 status?: string[] | null;
                 /** @description Runs started at or after: an ISO 8601 date-time with a time zone, e.g. 2026-12-24T18:00:00Z */
                 startedAfter?: string | null;
@@ -4806,7 +4806,7 @@ export interface operations {
     list_tasks: {
         parameters: {
             query?: {
-                /** @description Repeat or comma-separate: FAILED,TIMED_OUT */
+                /** @description Repeat or comma-separate */
                 status?: string[] | null;
                 taskType?: string | null;
                 workerId?: string | null;
