@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from sluiceway.k8s.worker_pods import build_worker_deployment
 from sluiceway.model.taskdefinition import WorkerPodsSpec
 from sluiceway.runtime.settings import Settings
 from tests.support.kube import Cluster, Kube
+from tests.support.releases import PREVIOUS, previous_file
 from tests.support.waiting import eventually
 
 CHART = REPO_ROOT / "charts" / "sluiceway"
@@ -130,8 +132,10 @@ def release_name() -> str:
     return f"sw-{uuid.uuid4().hex[:6]}"
 
 
-def render(helm: Helm, *args: str, namespace: str = "sluiceway", release: str = "sluiceway") -> list[Manifest]:
-    out = helm("template", release, str(CHART), "--namespace", namespace, *args).stdout
+def render(
+    helm: Helm, *args: str, namespace: str = "sluiceway", release: str = "sluiceway", chart: Path = CHART
+) -> list[Manifest]:
+    out = helm("template", release, str(chart), "--namespace", namespace, *args).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
 
@@ -766,3 +770,19 @@ def test_dev_postgres_password_survives_upgrade(helm: Helm, kube: Kube, new_name
         assert after["data"] == before["data"]
     finally:
         helm("uninstall", release, "--namespace", namespace, "--wait", "--timeout=60s", check=False)
+
+
+def test_an_upgrade_reusing_the_previous_releases_values_renders(
+    helm: Helm, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """`helm upgrade --reuse-values` renders the new templates with the old
+    release's values alone: the new chart's defaults are dropped, so a value
+    the previous release did not have is absent, not defaulted. (Found by
+    `make upgrade`: `archive.enabled` on a nil `archive` failed the upgrade.)"""
+    chart = tmp_path_factory.mktemp("reused") / "sluiceway"
+    shutil.copytree(CHART, chart)
+    (chart / "values.yaml").write_text(previous_file("charts/sluiceway/values.yaml"))
+    manifests = render(helm, *DB, chart=chart)
+    assert "SLUICEWAY_ARCHIVE_DIR" not in env_of(operator_container(manifests))
+    assert not [m for m in of_kind(manifests, "PersistentVolumeClaim")], "no archive volume unless asked for"
+    print(f"rendered {len(manifests)} objects from release {PREVIOUS}'s values")

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from sluiceway import __version__
 from tests.support.api import call
 from tests.support.database import Databases
 from tests.support.kube import Kube, _install_crds
@@ -26,9 +27,12 @@ from tests.support.operators import OperatorProcess, start_operator
 from tests.support.pods import PodCluster
 from tests.support.waiting import eventually
 
+EXAMPLE = Path(__file__).parents[2] / "examples" / "17-container.yaml"
+THUMBNAIL = {"width": 64, "mode": "fast"}
+
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-API = "sluiceway.dev/v1alpha1"
+API = "sluiceway.dev/v1beta1"
 PODS = "app.kubernetes.io/component=container-task"
 
 # What the steps run: python in the image under test. Each reads its input from
@@ -195,6 +199,34 @@ def test_a_step_runs_with_its_input_env_and_secret_and_its_logs_outlive_its_pod(
     no_pods_left(kube, namespace, run_id)
     messages = log_messages(operator, namespace, run_id)
     assert "hello from stdout, ada" in messages and "a warning on stderr" in messages, messages
+
+
+def test_the_container_example_runs_as_written(
+    pod_cluster: PodCluster, operator: OperatorProcess, namespace: str
+) -> None:
+    """examples/17-container.yaml, only its image swapped for the image under
+    test (the same one on the local node): a thumbnail made, and an empty image
+    refused by its non-retryable exit code 3 on the first of three attempts."""
+    kube = pod_cluster.kube
+    text = EXAMPLE.read_text()
+    image = f"ghcr.io/sluiceway/sluiceway:{__version__}"
+    assert image in text, "the example names the image `make up NODE=1` puts on the node"
+    kube.apply(text.replace(image, pod_cluster.image), namespace)
+    eventually(
+        lambda: (o := kube.get("workflow", "thumbnail", namespace)) and o.get("status", {}).get("version"),
+        timeout=60,
+        what="the example's Workflow",
+    )
+    made = finished(operator, namespace, start(operator, namespace, "thumbnail", {**THUMBNAIL, "image": "cat.png"}))
+    assert made["status"] == "COMPLETED", made
+    assert made["output"] == {"thumbnail": "cat.png.64.jpg"}
+    assert "resizing cat.png to 64 px at quality 85" in log_messages(operator, namespace, made["id"])
+
+    refused = finished(operator, namespace, start(operator, namespace, "thumbnail", {**THUMBNAIL, "image": ""}))
+    assert refused["status"] == "FAILED", refused
+    assert [t["attempt"] for t in refused["tasks"]] == [1], "exit code 3 is not retried although retryCount is 2"
+    assert "exit code 3 is non-retryable" in refused["tasks"][0]["reason"]
+    no_pods_left(kube, namespace, refused["id"])
 
 
 def test_a_non_retryable_exit_code_fails_at_once_and_a_crash_is_retried(

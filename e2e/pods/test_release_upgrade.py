@@ -29,6 +29,7 @@ from e2e.pods.test_helm_release import (
 )
 from sluiceway.devenv.controlplane import REPO_ROOT
 from tests.support.pods import CHART, PodCluster
+from tests.support.releases import PREVIOUS
 from tests.support.waiting import eventually
 
 pytestmark = [
@@ -37,7 +38,6 @@ pytestmark = [
     pytest.mark.skipif(not os.environ.get("SLUICEWAY_UPGRADE"), reason="the release upgrade runs with `make upgrade`"),
 ]
 
-PREVIOUS = "06372b5"  # release 0.1.0 (CHANGELOG.md)
 NAMESPACE = "sluiceway-upgrade"
 RELEASE = "sluiceway"
 OPERATOR = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=operator"
@@ -135,8 +135,10 @@ def test_an_upgrade_from_the_previous_release_loses_no_run(pod_cluster: PodClust
         began = time.monotonic()
         upgrading = threading.Thread(
             target=cluster.helm,
-            args=("upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values", *image_values(new_image),
-                  "--wait", "--timeout", "10m"),
+            args=(
+                "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reset-then-reuse-values",  # as docs/upgrades.md
+                *image_values(new_image), "--wait", "--timeout", "10m",
+            ),
         )  # fmt: skip
         upgrading.start()
         during = [f"during-{n}" for n in range(3)]

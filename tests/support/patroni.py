@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sluiceway.devenv.controlplane import binaries
+from sluiceway.devenv.controlplane import binaries, start_etcd
 from sluiceway.devenv.postgres import BIN, _server_user
 from sluiceway.devenv.processes import Child, free_port, wait_until
 
@@ -95,29 +95,7 @@ class PatroniCluster:
         wait_until(self._healthy, timeout=90, what="a primary and a streaming synchronous standby")
 
     def _start_etcd(self) -> None:
-        client, peer = free_port(), free_port()
-        self.etcd_url = f"http://127.0.0.1:{client}"
-        self.etcd = Child(
-            "patroni-etcd",
-            [
-                str(binaries() / "etcd"),
-                f"--data-dir={self.workdir / 'etcd'}",
-                f"--listen-client-urls={self.etcd_url}",
-                f"--advertise-client-urls={self.etcd_url}",
-                f"--listen-peer-urls=http://127.0.0.1:{peer}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-                f"--initial-cluster=default=http://127.0.0.1:{peer}",
-                "--unsafe-no-fsync=true",
-                "--log-level=warn",
-            ],
-            self.workdir,
-        )
-        wait_until(
-            lambda: b'"health":"true"' in urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2).read(),
-            timeout=60,
-            what="Patroni's etcd",
-            child=self.etcd,
-        )
+        self.etcd, self.etcd_url = start_etcd(binaries() / "etcd", self.workdir, "patroni-etcd")
 
     def start_host(self, host: Host) -> None:
         """Start (or bring back) a host: a fresh one clones the primary, a dead

@@ -44,6 +44,35 @@ def binaries() -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
+def start_etcd(binary: Path, workdir: Path, name: str = "etcd") -> tuple[Child, str]:
+    """A single-member etcd on free local ports, its data in workdir/etcd,
+    healthy when this returns: the child and its client URL."""
+    client, peer = free_port(), free_port()
+    url = f"http://127.0.0.1:{client}"
+    etcd = Child(
+        name,
+        [
+            str(binary),
+            f"--data-dir={workdir / 'etcd'}",
+            f"--listen-client-urls={url}",
+            f"--advertise-client-urls={url}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-cluster=default=http://127.0.0.1:{peer}",
+            "--unsafe-no-fsync=true",
+            "--log-level=warn",
+        ],
+        workdir,
+    )
+    wait_until(
+        lambda: b'"health":"true"' in urllib.request.urlopen(f"{url}/health", timeout=2).read(),
+        timeout=60,
+        what=f"{name} /health",
+        child=etcd,
+    )
+    return etcd, url
+
+
 class ControlPlane:
     """Start with `start()`, stop with `stop()` (or use it as a context manager)."""
 
@@ -112,30 +141,8 @@ class ControlPlane:
             self._start_controller_manager()
 
     def _start_etcd(self) -> None:
-        client, peer = free_port(), free_port()
-        self.etcd_url = f"http://127.0.0.1:{client}"
-        etcd = Child(
-            "etcd",
-            [
-                str(self.bin / "etcd"),
-                f"--data-dir={self.workdir / 'etcd'}",
-                f"--listen-client-urls={self.etcd_url}",
-                f"--advertise-client-urls={self.etcd_url}",
-                f"--listen-peer-urls=http://127.0.0.1:{peer}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-                f"--initial-cluster=default=http://127.0.0.1:{peer}",
-                "--unsafe-no-fsync=true",
-                "--log-level=warn",
-            ],
-            self.workdir,
-        )
+        etcd, self.etcd_url = start_etcd(self.bin / "etcd", self.workdir)
         self.children.append(etcd)
-        wait_until(
-            lambda: b'"health":"true"' in urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2).read(),
-            timeout=60,
-            what="etcd /health",
-            child=etcd,
-        )
 
     def _start_apiserver(self, serving: Pair) -> None:
         self.port = free_port()
