@@ -8,6 +8,7 @@ list, watch, delete; pods/log get."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from collections.abc import Callable
@@ -124,9 +125,11 @@ class Pods:
                 error = _error(exc)
             except Exception as exc:  # noqa: BLE001 - whatever broke it, the stream must end for its caller
                 error = KubeError(0, "Unreachable", f"the pod watch broke: {type(exc).__name__}: {exc}")
+            # After every event it delivered (callbacks run in the order they were scheduled);
+            # a loop already closed has no one left to tell.
             if not cancelled.is_set():
-                # After every event it delivered: callbacks run in the order they were scheduled.
-                loop.call_soon_threadsafe(settle, error)
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(settle, error)
 
         threading.Thread(target=stream, name=f"pod watch {namespace or '(all)'}", daemon=True).start()
         try:
