@@ -197,7 +197,6 @@ class PodInformer:
                     raise _ListForbidden from error
                 raise
             self.cache.replace(scope, items, version)
-        self.cache.up(scope)
         try:
             await self.pods.watch(
                 self.selector,
@@ -205,6 +204,7 @@ class PodInformer:
                 functools.partial(self.cache.apply, scope),
                 namespace,
                 self.watch_seconds,
+                opened=functools.partial(self.cache.up, scope),
             )
         except BaseException:
             self.cache.down(scope)  # broken or stopped: its pods are no longer kept current

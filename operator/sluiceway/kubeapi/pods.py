@@ -83,10 +83,12 @@ class Pods:
         deliver: Callable[[dict[str, Any]], object],
         namespace: str | None = None,
         timeout_seconds: int = 60,
+        opened: Callable[[], object] = lambda: None,
     ) -> None:
         """Hand each change after `resource_version` (an event in the wire shape:
         type, object) to `deliver`, on the event loop, until the API server ends
-        the stream after `timeout_seconds`. KubeError 410 when that version is
+        the stream after `timeout_seconds`; `opened` once the API server has
+        accepted it, before any change. KubeError 410 when that version is
         too old to resume from (list again); other KubeErrors when the stream
         broke. The stream runs in a thread of its own: it lives for minutes,
         and would otherwise hold one of the loop's few executor threads."""
@@ -95,7 +97,13 @@ class Pods:
         # "object": events come as plain dicts, their objects in the wire shape, undecoded.
         watch = kubernetes.watch.Watch(return_type="object")
         cancelled = threading.Event()
-        fn, args = self._lister(namespace)
+        lister, args = self._lister(namespace)
+
+        def accepted(*args: Any, **kwargs: Any) -> Any:
+            response = lister(*args, **kwargs)
+            if 200 <= int(getattr(response, "status", 200)) <= 299 and not cancelled.is_set():
+                loop.call_soon_threadsafe(opened)
+            return response
 
         def settle(error: KubeError | None) -> None:
             if ended.done():
@@ -109,7 +117,7 @@ class Pods:
             error: KubeError | None = None
             try:
                 for event in watch.stream(
-                    fn,
+                    accepted,
                     *args,
                     label_selector=selector,
                     resource_version=resource_version,

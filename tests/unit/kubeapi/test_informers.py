@@ -144,8 +144,12 @@ class Scripted:
         deliver: Callable[[dict[str, Any]], object],
         namespace: str | None = None,
         timeout_seconds: int = 60,
+        opened: Callable[[], object] = lambda: None,
     ) -> None:
         self.watches.append((namespace, resource_version))
+        if isinstance(self.steps[0] if self.steps else None, KubeError):
+            raise self.steps.pop(0)  # refused: never opened
+        opened()
         if not self.steps:
             self.streams -= 1
             if self.streams == 0:
