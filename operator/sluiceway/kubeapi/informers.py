@@ -86,8 +86,8 @@ class PodCache:
         return key
 
     def up(self, scope: str) -> None:
-        """Its stream resumes from the scope's version: whatever changed since is
-        replayed to it, so its pods are as current as a read would be."""
+        """The API server accepted its stream from the scope's version: whatever
+        changed since is replayed to it, so its pods are as current as a read."""
         self.live.add(scope)
 
     def down(self, scope: str, *, expired: bool = False) -> None:
