@@ -66,7 +66,7 @@ NAMESPACED_RULES = [
     },
     {"apiGroups": ["sluiceway.dev"], "resources": ["taskdefinitions/finalizers"], "verbs": ["update"]},
     # CONTAINER tasks: the attempts' pods, and their logs.
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "create", "delete"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
 ]
 IMPERSONATE_RULE = {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"]}

@@ -233,9 +233,10 @@ def test_the_operator_does_its_whole_job_with_exactly_the_charts_rbac(
 def test_a_container_step_creates_reads_and_deletes_its_pod_with_exactly_the_charts_rbac(
     cluster: Cluster, install: Install
 ) -> None:
-    """CONTAINER tasks (docs/tasks/container.md) need pods get, list, create,
-    delete and pods/log get: this control plane has no node, so the pod stays
-    Pending until scheduleToStart deletes it, which uses each of them."""
+    """CONTAINER tasks (docs/tasks/container.md) need pods get, list, watch,
+    create, delete and pods/log get: this control plane has no node, so the pod
+    stays Pending until scheduleToStart deletes it, which uses each of them (a
+    refused watch would be logged, and retried, as forbidden)."""
     kube, ns = cluster.kube, install.watched
     apply(kube, ns, "TaskDefinition", "unplaced", {"retryCount": 0, "scheduleToStartTimeout": 2})
     task = {"name": "unplaced", "taskReferenceName": "step", "type": "CONTAINER", "container": {"image": "x:1"}}

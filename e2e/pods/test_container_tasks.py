@@ -276,6 +276,23 @@ def test_start_to_close_deletes_the_pod_and_times_the_attempt_out(
     assert "going to sleep" in log_messages(operator, namespace, run_id), "its log is kept although it was killed"
 
 
+def test_a_running_step_is_watched_not_polled(
+    pod_cluster: PodCluster, operator: OperatorProcess, namespace: str
+) -> None:
+    """While its pod runs for 30 s, the operator reads it from its informer (one
+    WATCH stream of every CONTAINER pod), not with a GET a second: the API server
+    answers far fewer GETs of single pods than the step ran seconds, the kubelet's
+    own status reads included. Nothing else reads pods by name meanwhile."""
+    kube = pod_cluster.kube
+    container_workflow(kube, namespace, "nap", step(pod_cluster.image, "import time; time.sleep(30)"))
+    before = kube.requests_served("GET", "pods")
+    run = finished(operator, namespace, start(operator, namespace, "nap"))
+    gets = kube.requests_served("GET", "pods") - before
+    assert run["status"] == "COMPLETED", run
+    print(f"a step that slept 30 s: {gets} GETs of pods")
+    assert gets < 10, f"{gets} GETs of pods while a step slept 30 s: polled, not watched"
+
+
 def test_a_cap_of_two_holds_with_ten_ready(pod_cluster: PodCluster, operator: OperatorProcess, namespace: str) -> None:
     kube = pod_cluster.kube
     apply(kube, namespace, "TaskDefinition", "capped", {"concurrentExecLimit": 2})

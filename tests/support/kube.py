@@ -75,6 +75,26 @@ class Kube:
         found: dict[str, Any] = json.loads(result.stdout)
         return found
 
+    def requests_served(self, verb: str, resource: str, subresource: str = "") -> int:
+        """How many requests of `verb` on `resource` the API server has answered
+        since it started (apiserver_request_total, from its /metrics): what a
+        test counts to show that a client asked often, or seldom."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        text = self.run("get", "--raw", "/metrics").stdout
+        return int(
+            sum(
+                sample.value
+                for family in text_string_to_metric_families(text)
+                if family.name == "apiserver_request"
+                for sample in family.samples
+                if sample.name == "apiserver_request_total"
+                and sample.labels.get("verb") == verb
+                and sample.labels.get("resource") == resource
+                and sample.labels.get("subresource", "") == subresource
+            )
+        )
+
     def delete(self, kind: str, name: str, namespace: str, *, wait: bool = True) -> None:
         self.run(
             "delete", kind, name, "-n", namespace, "--ignore-not-found", f"--wait={str(wait).lower()}", "--timeout=60s"

@@ -37,11 +37,12 @@ cluster-wide (ClusterRole) or per watched namespace (Role); see rbac-*.yaml.
 - apiGroups: [sluiceway.dev]
   resources: [taskdefinitions/finalizers]
   verbs: [update]
-# CONTAINER tasks: one pod per attempt, created, read while it runs, listed to fence or
-# adopt pods after a restart, deleted when its attempt ends; its log read into the task's.
+# CONTAINER tasks: one pod per attempt, created, listed and watched while it runs (and to
+# fence or adopt pods after a restart), read when the watch is down, deleted when its
+# attempt ends; its log read into the task's.
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, create, delete]
+  verbs: [get, list, watch, create, delete]
 - apiGroups: [""]
   resources: [pods/log]
   verbs: [get]

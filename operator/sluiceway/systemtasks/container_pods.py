@@ -259,6 +259,21 @@ def classify(
     return GOES_ON
 
 
+def next_check(pod: dict[str, Any], attempt: Attempt, created: float, pull_failing_since: float | None) -> float | None:
+    """When the verdict on `pod` may change though the pod does not: the
+    earliest of the bounds `classify` and the watcher time (startToClose,
+    scheduleToStart while the container has not run, the pull error's bound);
+    None: only a change of the pod can change it."""
+    bounds = []
+    if attempt.start_to_close:
+        bounds.append(created + attempt.start_to_close)
+    if attempt.schedule_to_start and "running" not in _state(pod.get("status") or {}):
+        bounds.append(created + attempt.schedule_to_start)
+    if pull_failing_since is not None:
+        bounds.append(pull_failing_since + attempt.image_pull_timeout)
+    return min(bounds, default=None)
+
+
 def _state(status: dict[str, Any]) -> dict[str, Any]:
     for container in status.get("containerStatuses") or ():
         if container.get("name") == CONTAINER:

@@ -3,6 +3,12 @@ gate (caps, semaphores, rate limits, quotas), and only then creates its pod:
 one pod per attempt, watched until it ends, its log read and stored as the
 task's log, then deleted (docs/tasks/container.md).
 
+Pods are watched, not polled: one informer (kubeapi.informers) keeps every
+CONTAINER pod in a cache, and each attempt waits on its pod's key, woken by
+the pod's changes or by its next deadline (a renewal, startToClose, a bound
+of `classify`), whichever comes first. While the informer's stream is down an
+attempt reads its pod itself, at most every `fallback_interval`.
+
 While a pod runs, the operator renews the attempt's lease (a heartbeat) on
 its behalf; a renewal refused means the attempt is no longer current (it
 timed out, the run was terminated, another attempt was leased), and the pod is
@@ -25,11 +31,13 @@ import fnmatch
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
 from sluiceway.kubeapi.client import KubeError
+from sluiceway.kubeapi.informers import PodInformer
 from sluiceway.kubeapi.pods import Pods
 from sluiceway.model.container import ContainerSpec
 from sluiceway.model.execution import Heartbeat, LogLine, ResultStatus, TaskResult
@@ -46,6 +54,7 @@ from sluiceway.systemtasks.container_pods import (
     Verdict,
     classify,
     log_lines,
+    next_check,
     render_pod,
 )
 
@@ -68,7 +77,7 @@ class ContainerTasks:
         plane: Plane,
         pods: Pods,
         *,
-        poll_interval: float = 1.0,
+        fallback_interval: float = 5.0,
         sweep_interval: float = 15.0,
         keep_pods: int = 0,
         namespaces: tuple[str, ...] = (),
@@ -76,7 +85,7 @@ class ContainerTasks:
     ) -> None:
         self.plane = plane
         self.pods = pods
-        self.poll_interval = poll_interval
+        self.fallback_interval = fallback_interval  # between two reads of a pod while the watch is down
         self.sweep_interval = sweep_interval
         self.keep_pods = keep_pods
         self.clock = clock
@@ -87,14 +96,15 @@ class ContainerTasks:
         self.namespaces = tuple(n for n in namespaces if not any(c in n for c in "*?["))
         self.watched: set[str] = set()  # "namespace/name" of the pods this process watches
         self.adopted: set[asyncio.Task[None]] = set()
-        self.sweeper: asyncio.Task[None] | None = None
+        self.informer = PodInformer(pods, SELECTOR, self.namespaces)
+        self.background: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
-        self.sweeper = asyncio.create_task(self._sweep_forever())
+        self.background = [asyncio.create_task(self.informer.run()), asyncio.create_task(self._sweep_forever())]
 
     async def stop(self) -> None:
         """Stop watching; the pods go on, for the next operator to adopt."""
-        for task in [*self.adopted, *([self.sweeper] if self.sweeper else [])]:
+        for task in [*self.adopted, *self.background]:
             task.cancel()
 
     # -- one leased attempt ------------------------------------------------------
@@ -175,14 +185,18 @@ class ContainerTasks:
         key = f"{attempt.namespace}/{name}"
         self.watched.add(key)
         try:
-            return await self._watch(attempt, name, _created(pod, self.clock()))
+            with self.informer.cache.waiting(key) as changed:
+                sight = _Sight(name, pod, next_read=self.clock() + self.fallback_interval)
+                return await self._watch(attempt, sight, _created(pod, self.clock()), changed)
         finally:
             self.watched.discard(key)
 
-    async def _watch(self, attempt: Attempt, name: str, created: float) -> TaskResult | None:
+    async def _watch(
+        self, attempt: Attempt, sight: _Sight, created: float, changed: asyncio.Event
+    ) -> TaskResult | None:
+        name = sight.name
         pull_since: float | None = None
         next_beat = 0.0
-        pod: dict[str, Any] | None = None
         while True:
             now = self.clock()
             if attempt.start_to_close and now - created >= attempt.start_to_close:
@@ -197,22 +211,37 @@ class ContainerTasks:
                     await self._fence(attempt, name)
                     return None
                 next_beat = now + attempt.heartbeat_every
-            try:
-                pod = await self.pods.get(attempt.namespace, name)
-            except KubeError as error:
-                log.warning("CONTAINER pod %s: %s", name, error.message, extra=_about(attempt))
-                await asyncio.sleep(self.poll_interval)
-                continue
+            changed.clear()  # before the look: a change from here on ends the wait below at once
+            pod = await self._look(attempt, sight, now)
             if pod is None:
                 return _result(
                     attempt.task_id, attempt.epoch, ResultStatus.FAILED, f"pod {name} was deleted before it ended"
                 )
             verdict = classify(pod, attempt, now, created, pull_since)
-            if verdict.status is None:
-                pull_since = (pull_since or now) if verdict.waiting else None
-                await asyncio.sleep(self.poll_interval)
-                continue
-            return await self._end(attempt, name, verdict)
+            if verdict.status is not None:
+                return await self._end(attempt, name, verdict)
+            pull_since = (pull_since or now) if verdict.waiting else None
+            # No event may come for a while: wake by the next deadline whatever happens.
+            bounds = [next_beat, next_check(pod, attempt, created, pull_since)]
+            bounds.append(sight.next_read if sight.reads else None)
+            await _until(changed, min(b for b in bounds if b is not None) - self.clock())
+
+    async def _look(self, attempt: Attempt, sight: _Sight, now: float) -> dict[str, Any] | None:
+        """The pod as last known: the informer's, while its stream is live and has
+        seen the pod (an absent pod it had seen was deleted); else read from the
+        API, at most every fallback_interval (the stream is down, or has not yet
+        brought the pod just created)."""
+        live, cached = self.informer.cache.lookup(f"{attempt.namespace}/{sight.name}")
+        sight.reads = not (live and (cached is not None or sight.seen))
+        if not sight.reads:
+            sight.pod, sight.seen = cached, True
+        elif now >= sight.next_read:
+            sight.next_read = now + self.fallback_interval
+            try:
+                sight.pod = await self.pods.get(attempt.namespace, sight.name)
+            except KubeError as error:
+                log.warning("CONTAINER pod %s: %s", sight.name, error.message, extra=_about(attempt))
+        return sight.pod
 
     async def _end(self, attempt: Attempt, name: str, verdict: Verdict) -> TaskResult:
         """The attempt's result, its log read before the pod goes."""
@@ -319,9 +348,12 @@ class ContainerTasks:
         return not self.patterns or any(fnmatch.fnmatchcase(namespace, p) for p in self.patterns)
 
     async def _all_pods(self) -> list[dict[str, Any]]:
-        """Every CONTAINER pod: across the cluster, or, where the operator may
-        list pods only in the namespaces it watches (the chart's per-namespace
-        Roles), in each of those it names."""
+        """Every CONTAINER pod: the informer's while its streams are live; else
+        listed across the cluster, or, where the operator may list pods only in
+        the namespaces it watches (the chart's per-namespace Roles), in each of
+        those it names."""
+        if (cached := self.informer.snapshot()) is not None:
+            return cached
         try:
             return await self.pods.list(SELECTOR)
         except KubeError as error:
@@ -336,6 +368,24 @@ class ContainerTasks:
         result = await self.watch(attempt, pod)
         if result is not None:
             await dispatch.report(self.plane, attempt.namespace, [result])
+
+
+@dataclass
+class _Sight:
+    """What an attempt's watcher knows of its pod."""
+
+    name: str
+    pod: dict[str, Any] | None  # as last seen; None: it is gone
+    next_read: float  # the earliest time to read it from the API again
+    seen: bool = False  # the informer has had it: its absence there now means it was deleted
+    reads: bool = True  # read from the API (the informer cannot tell), not from the informer
+
+
+async def _until(changed: asyncio.Event, seconds: float) -> None:
+    """Until the pod changes, or for `seconds` (at least a moment: a bound
+    just past is not worth a busy loop)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(changed.wait(), timeout=max(seconds, 0.05))
 
 
 def _result(

@@ -16,6 +16,7 @@ from sluiceway.systemtasks.container_pods import (
     Attempt,
     classify,
     log_lines,
+    next_check,
     pod_name,
     render_pod,
 )
@@ -232,6 +233,33 @@ def test_pull_errors_turn_terminal_after_the_bound() -> None:
 def test_a_pulling_image_counts_against_schedule_to_start() -> None:
     pod = waiting("ContainerCreating")
     assert classify(pod, ATTEMPT, now=1031, created=1000, pull_failing_since=None).kill
+
+
+@pytest.mark.parametrize(
+    ("pod", "pull_since", "due"),
+    [
+        (UNSCHEDULABLE, None, 1030),  # scheduleToStart
+        (waiting("ContainerCreating"), None, 1030),
+        (RUNNING, None, 1120),  # started: only startToClose
+        (waiting("ImagePullBackOff"), 1010.0, 1030),  # the earlier of scheduleToStart and the pull bound
+    ],
+)
+def test_the_watcher_wakes_no_later_than_a_verdict_that_time_alone_changes(
+    pod: dict[str, Any], pull_since: float | None, due: float
+) -> None:
+    """No event may come while a pod waits: the watcher sleeps until next_check,
+    so classify must not act before it (nor the watcher's startToClose)."""
+    assert next_check(pod, ATTEMPT, created=1000, pull_failing_since=pull_since) == due
+    acts = next(t for t in range(1000, 1200) if classify(pod, ATTEMPT, t, 1000, pull_since).status or t >= 1120)
+    assert due <= acts
+
+
+def test_a_pull_error_wakes_the_watcher_at_its_bound() -> None:
+    unbounded = Attempt(**{**ATTEMPT.__dict__, "schedule_to_start": 0, "start_to_close": 0})
+    pod = waiting("ErrImagePull")
+    assert next_check(pod, unbounded, created=1000, pull_failing_since=1005.0) == 1065
+    assert classify(pod, unbounded, 1065, 1000, 1005.0).kill
+    assert next_check(RUNNING, unbounded, created=1000, pull_failing_since=None) is None, "only a change can end it"
 
 
 def test_log_lines_keep_their_timestamps() -> None:
