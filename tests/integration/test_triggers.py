@@ -364,3 +364,35 @@ async def test_the_purger_deletes_events_older_than_the_event_retention_only(pla
         assert (await retention.purge(conn, 100, 86_400, 0, 0)).events == 0  # 0: no event retention asked
         assert (await retention.purge(conn, 100, 86_400, 0, 3600)).events == 1
         assert [e.id for e in await events.page(conn, NS, 10)] == [new["id"]]
+
+
+async def test_each_triggers_activity_is_summed_from_the_events_still_kept(plane: Plane) -> None:
+    """What a Trigger's status shows (k8s.status_reports): one statement for
+    every Trigger of the namespace, counting only the events still kept."""
+    await ship(plane)
+    await listen(plane, "ship-paid", condition="event.payload.order.status == 'paid'")
+    await listen(plane, "by-sku", input="{'sku': event.payload.sku}")
+    first = await publish(plane, ORDER, "evt-1")
+    newest = await publish(plane, ORDER, "evt-2")
+    await publish(plane, ORDER, "evt-2")  # a redelivery
+    await publish(plane, {"order": {"status": "open"}}, "evt-3")
+    await publish(plane, {"hello": "world"}, "evt-u", name="nobody-listens")
+    started = {o["trigger"]: o["runId"] for o in newest["outcomes"] if o["outcome"] == "started"}
+
+    async with plane.pool.acquire() as conn:
+        found = await events.activity(conn, NS)
+        assert set(found) == {"ship-paid", "by-sku"}  # no Trigger listens to `nobody-listens`
+        ship_paid = found["ship-paid"]
+        assert ship_paid.counts == {"started": 2, "duplicate": 1, "filtered": 1}
+        assert ship_paid.last_run_id == started["ship-paid"]
+        last_event = await conn.fetchval("SELECT max(received_at) FROM events WHERE name = 'order-paid'")
+        assert ship_paid.last_event_at == last_event
+        assert found["by-sku"].counts == {"invalid": 4} and found["by-sku"].last_run_id is None
+
+        # The purger forgets the oldest: the counts cover what is kept.
+        await conn.execute(
+            "UPDATE events SET received_at = received_at - interval '8 days' WHERE id = $1", uuid.UUID(first["id"])
+        )
+        assert await events.forget(conn, 7 * 86_400, 100) == 1
+        assert (await events.activity(conn, NS))["ship-paid"].counts == {"started": 1, "duplicate": 1, "filtered": 1}
+        assert await events.activity(conn, "elsewhere") == {}

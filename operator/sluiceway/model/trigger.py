@@ -72,6 +72,25 @@ class TriggerSpec(Spec):
         return expression
 
 
+# What a Trigger's status counts: the outcomes an event can have for it
+# (plane.events.OUTCOMES without `unmatched`, which belongs to no Trigger).
+COUNTED_OUTCOMES = ("started", "duplicate", "filtered", "refused", "invalid")
+_KEPT = "Of the events still kept (SLUICEWAY_EVENT_RETENTION, default 7d), those "
+
+
 class TriggerStatus(Status):
     event: str | None = Field(None, description="The event it listens to.")
     workflow: str | None = Field(None, description="The workflow it starts.")
+    last_event_time: str | None = Field(None, description="When it last judged an event (any outcome).")
+    last_run_id: str | None = Field(None, description="The newest run it started.")
+    started: int | None = Field(None, description=_KEPT + "that started a run.")
+    duplicate: int | None = Field(
+        None, description=_KEPT + "whose event id had already started a run within the dedup window."
+    )
+    filtered: int | None = Field(None, description=_KEPT + "its condition was false for.")
+    refused: int | None = Field(
+        None, description=_KEPT + "whose start was refused (a Quota, a workflow's limit, no such workflow)."
+    )
+    invalid: int | None = Field(
+        None, description=_KEPT + "an expression failed on, or whose mapped input was over the payload limit."
+    )

@@ -1,12 +1,13 @@
 """Published events: each kept with what every Trigger of its name did with
-it, listed newest first in keyset pages, and forgotten after the operator's
-event retention."""
+it, listed newest first in keyset pages, summed per Trigger for its status,
+and forgotten after the operator's event retention."""
 
 from __future__ import annotations
 
 import datetime
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
@@ -31,6 +32,24 @@ _GET = f"SELECT {_COLUMNS}, payload FROM events WHERE namespace = $1 AND id = $2
 _FORGET = """
 DELETE FROM events WHERE id IN (
     SELECT id FROM events WHERE received_at < now() - make_interval(secs => $1::float8) LIMIT $2)
+"""
+# What every Trigger of a namespace did with the events still kept, in one
+# statement for all of them: (trigger, outcome) counts, the newest judgement,
+# and each Trigger's newest started run. Only the events some Trigger listens
+# to are read (by `events_by_name`); the events of a deleted Trigger's name
+# count for a new Trigger of that name, as its dedup keys do not (docs/triggers.md).
+_ACTIVITY = """
+WITH judged AS MATERIALIZED (
+    SELECT o->>'trigger' AS trigger, o->>'outcome' AS outcome, o->>'runId' AS run_id, e.received_at, e.id
+      FROM events e CROSS JOIN LATERAL jsonb_array_elements(e.outcomes) AS o
+     WHERE e.namespace = $1 AND e.name IN (SELECT event FROM triggers WHERE namespace = $1)
+), newest_run AS (
+    SELECT DISTINCT ON (trigger) trigger, run_id FROM judged
+     WHERE outcome = 'started' ORDER BY trigger, received_at DESC, id DESC
+)
+SELECT j.trigger, j.outcome, count(*)::int AS events, max(j.received_at) AS last_at, n.run_id
+  FROM judged j LEFT JOIN newest_run n USING (trigger)
+ GROUP BY j.trigger, j.outcome, n.run_id
 """
 
 
@@ -84,6 +103,36 @@ async def forget(conn: asyncpg.Connection, retention_seconds: float, batch: int)
     """Delete up to `batch` events received more than `retention_seconds` ago; how many."""
     status = await conn.execute(_FORGET, retention_seconds, batch)
     return int(status.split()[-1])
+
+
+@dataclass(frozen=True)
+class TriggerActivity:
+    """What one Trigger did with the events still kept."""
+
+    counts: dict[str, int] = field(default_factory=dict)  # by outcome
+    last_event_at: datetime.datetime | None = None
+    last_run_id: str | None = None
+
+
+async def activity(conn: asyncpg.Connection, namespace: str) -> dict[str, TriggerActivity]:
+    """Every Trigger's activity in `namespace`, by name, in one statement."""
+    rows = await conn.fetch(_ACTIVITY, namespace)
+    return fold_activity((r["trigger"], r["outcome"], r["events"], r["last_at"], r["run_id"]) for r in rows)
+
+
+def fold_activity(
+    rows: Iterable[tuple[str, str, int, datetime.datetime, str | None]],
+) -> dict[str, TriggerActivity]:
+    """(trigger, outcome, count, newest event, newest started run) rows, one
+    per outcome a Trigger had, into one TriggerActivity per Trigger."""
+    counts: dict[str, dict[str, int]] = {}
+    last_at: dict[str, datetime.datetime] = {}
+    last_run: dict[str, str | None] = {}
+    for trigger, outcome, count, at, run_id in rows:
+        counts.setdefault(trigger, {})[outcome] = counts.get(trigger, {}).get(outcome, 0) + count
+        last_at[trigger] = max(at, last_at.get(trigger, at))
+        last_run[trigger] = last_run.get(trigger) or run_id
+    return {name: TriggerActivity(counts[name], last_at[name], last_run[name]) for name in counts}
 
 
 def _record(row: asyncpg.Record, payload: Any = None) -> EventRecord:
