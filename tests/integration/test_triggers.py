@@ -396,3 +396,9 @@ async def test_each_triggers_activity_is_summed_from_the_events_still_kept(plane
         assert await events.forget(conn, 7 * 86_400, 100) == 1
         assert (await events.activity(conn, NS))["ship-paid"].counts == {"started": 1, "duplicate": 1, "filtered": 1}
         assert await events.activity(conn, "elsewhere") == {}
+
+        # A Trigger counts the events of the name it listens to now; a deleted one is gone.
+        await triggers.upsert(conn, NS, "by-sku", str(uuid.uuid4()), 2, TriggerSpec(event="sku-added", workflow="ship"))
+        assert set(await events.activity(conn, NS)) == {"ship-paid"}
+        await triggers.delete(conn, NS, "ship-paid")
+        assert await events.activity(conn, NS) == {}

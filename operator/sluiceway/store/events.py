@@ -35,14 +35,17 @@ DELETE FROM events WHERE id IN (
 """
 # What every Trigger of a namespace did with the events still kept, in one
 # statement for all of them: (trigger, outcome) counts, the newest judgement,
-# and each Trigger's newest started run. Only the events some Trigger listens
-# to are read (by `events_by_name`); the events of a deleted Trigger's name
-# count for a new Trigger of that name, as its dedup keys do not (docs/triggers.md).
+# and each Trigger's newest started run. Each Trigger reads the events of the
+# name it listens to now (by `events_by_name`), and its own outcome in each.
+# Outcomes name the Trigger, not its uid: a Trigger deleted and created again
+# under its name counts its predecessor's events too (docs/triggers.md).
 _ACTIVITY = """
 WITH judged AS MATERIALIZED (
-    SELECT o->>'trigger' AS trigger, o->>'outcome' AS outcome, o->>'runId' AS run_id, e.received_at, e.id
-      FROM events e CROSS JOIN LATERAL jsonb_array_elements(e.outcomes) AS o
-     WHERE e.namespace = $1 AND e.name IN (SELECT event FROM triggers WHERE namespace = $1)
+    SELECT t.name AS trigger, o->>'outcome' AS outcome, o->>'runId' AS run_id, e.received_at, e.id
+      FROM triggers t
+      JOIN events e ON e.namespace = t.namespace AND e.name = t.event
+     CROSS JOIN LATERAL jsonb_array_elements(e.outcomes) AS o
+     WHERE t.namespace = $1 AND o->>'trigger' = t.name
 ), newest_run AS (
     SELECT DISTINCT ON (trigger) trigger, run_id FROM judged
      WHERE outcome = 'started' ORDER BY trigger, received_at DESC, id DESC
