@@ -100,8 +100,8 @@ async def report_workflow(status: kopf.Status, namespace: str, patch: kopf.Patch
 async def report_trigger(
     status: kopf.Status, namespace: str, name: str, patch: kopf.Patch, memo: kopf.Memo, **_: Any
 ) -> None:
-    """What the Trigger did with the events still kept. Every Trigger of the
-    namespace reads the same sums, made once per status interval."""
+    """What the Trigger did with the newest events of its name. Every Trigger
+    of the namespace reads the same sums, made once per status interval."""
     if not status.get("event"):
         return  # not stored yet (or refused): it has judged nothing
     context = context_of(memo)
@@ -115,13 +115,17 @@ async def report_trigger(
 
 
 def trigger_status(activity: events.TriggerActivity | None) -> dict[str, Any]:
-    """A Trigger's status fields for its activity: every count, 0 when it had none."""
-    counts = activity.counts if activity else {}
-    return {
-        "lastEventTime": kube_time(activity.last_event_at) if activity else None,
-        "lastRunId": activity.last_run_id if activity else None,
-        **{outcome: counts.get(outcome, 0) for outcome in COUNTED_OUTCOMES},
+    """A Trigger's status fields for its activity: every count, 0 when it had
+    none. `lastRunId` only when one of the events read started a run: an older
+    run is still the newest it started, so the one in status stays."""
+    found = activity or events.TriggerActivity()
+    values: dict[str, Any] = {
+        "lastEventTime": kube_time(found.last_event_at) if found.last_event_at else None,
+        "recent": {"events": found.events, **{outcome: found.counts.get(outcome, 0) for outcome in COUNTED_OUTCOMES}},
     }
+    if found.last_run_id is not None:
+        values["lastRunId"] = found.last_run_id
+    return values
 
 
 REPORTS: tuple[tuple[ResourceKind, Handler], ...] = (
