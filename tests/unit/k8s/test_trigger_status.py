@@ -1,7 +1,8 @@
 """A Trigger's status (docs/triggers.md, "What a Trigger did"): the store's
-(trigger, outcome) sums folded per Trigger, written as every count with 0 for
-the outcomes it never had, unchanged fields not written again, and the sums
-read once per namespace per interval however many Triggers ask."""
+(trigger, events read, outcome) sums folded per Trigger, written as every
+count of its recent events with 0 for the outcomes it never had, its last run
+kept when none of them started one, unchanged fields not written again, and
+the sums read once per namespace per interval however many Triggers ask."""
 
 from __future__ import annotations
 
@@ -24,46 +25,57 @@ T1 = T0 + datetime.timedelta(minutes=5)
 def test_rows_fold_into_one_activity_per_trigger() -> None:
     folded = fold_activity(
         [
-            ("ship", "started", 3, T0, "run-2"),
-            ("ship", "duplicate", 1, T1, "run-2"),
-            ("ship", "filtered", 2, T0, "run-2"),
-            ("audit", "refused", 4, T0, None),
+            ("ship", 7, "started", 3, T0, "run-2"),
+            ("ship", 7, "duplicate", 1, T1, "run-2"),
+            ("ship", 7, "filtered", 2, T0, "run-2"),
+            ("audit", 4, "refused", 4, T0, None),
+            ("late", 7, None, None, None, None),  # listens to ship's event, judged none of those read
         ]
     )
     assert folded == {
-        "ship": TriggerActivity({"started": 3, "duplicate": 1, "filtered": 2}, T1, "run-2"),
-        "audit": TriggerActivity({"refused": 4}, T0, None),
+        "ship": TriggerActivity(7, {"started": 3, "duplicate": 1, "filtered": 2}, T1, "run-2"),
+        "audit": TriggerActivity(4, {"refused": 4}, T0, None),
+        "late": TriggerActivity(7, {}, None, None),
     }
 
 
-def test_the_status_names_every_count_and_the_newest_event_and_run() -> None:
-    shown = trigger_status(TriggerActivity({"started": 3, "duplicate": 1}, T1, "run-2"))
+def test_the_status_names_the_window_every_count_and_the_newest_event_and_run() -> None:
+    shown = trigger_status(TriggerActivity(6, {"started": 3, "duplicate": 1}, T1, "run-2"))
     assert shown == {
         "lastEventTime": "2030-01-01T12:05:00Z",
         "lastRunId": "run-2",
-        "started": 3,
-        "duplicate": 1,
-        "filtered": 0,
-        "refused": 0,
-        "invalid": 0,
+        "recent": {"events": 6, "started": 3, "duplicate": 1, "filtered": 0, "refused": 0, "invalid": 0},
     }
     # Every key is a field of the CRD's status schema (an unknown one would be pruned).
-    assert set(shown) <= set(TriggerStatus.model_json_schema(by_alias=True)["properties"])
+    schema = TriggerStatus.model_json_schema(by_alias=True)
+    assert set(shown) <= set(schema["properties"])
+    assert set(shown["recent"]) == set(schema["$defs"]["TriggerRecent"]["properties"])
 
 
 def test_a_trigger_that_never_judged_an_event_says_so_with_zeros() -> None:
     shown = trigger_status(None)
-    assert shown["lastEventTime"] is None and shown["lastRunId"] is None
-    assert [shown[o] for o in COUNTED_OUTCOMES] == [0] * len(COUNTED_OUTCOMES)
+    assert shown["lastEventTime"] is None and "lastRunId" not in shown
+    assert shown["recent"] == {"events": 0, **{o: 0 for o in COUNTED_OUTCOMES}}
+
+
+def test_a_run_older_than_the_recent_events_stays_the_last_run() -> None:
+    """None of the events read started a run: the status keeps the run it
+    had rather than writing null over it."""
+    status = {"lastRunId": "run-2", "recent": {"events": 1000, "started": 1, "filtered": 999}}
+    patch = kopf.Patch()
+    changed(patch, status, trigger_status(TriggerActivity(1000, {"filtered": 1000}, T1, None)))
+    assert "lastRunId" not in patch.status
+    assert patch.status["recent"]["started"] == 0 and patch.status["recent"]["filtered"] == 1000
 
 
 def test_an_unchanged_status_is_not_written_again() -> None:
-    status = {"lastEventTime": "2030-01-01T12:05:00Z", "lastRunId": "run-2", "started": 3, "duplicate": 1}
+    activity = TriggerActivity(4, {"started": 3, "duplicate": 1}, T1, "run-2")
+    status = trigger_status(activity)
     patch = kopf.Patch()
-    changed(patch, status, {"lastEventTime": "2030-01-01T12:05:00Z", "lastRunId": "run-2", "started": 3})
+    changed(patch, status, trigger_status(activity))
     assert not patch
-    changed(patch, status, {"started": 4, "duplicate": 1})
-    assert dict(patch.status) == {"started": 4}
+    changed(patch, status, trigger_status(TriggerActivity(5, {"started": 4, "duplicate": 1}, T1, "run-2")))
+    assert dict(patch.status) == {"recent": {**status["recent"], "events": 5, "started": 4}}
 
 
 async def test_the_triggers_of_a_namespace_share_one_read_per_interval() -> None:
