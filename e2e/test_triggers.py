@@ -1,8 +1,9 @@
 """Triggers end to end (docs/triggers.md): a real API server, the operator as
 a process. Events sent over the API start runs, one is a redelivery and one
-fails the condition; the Trigger's status then says what it did (the runs it
-started, the newest of them, the duplicate, the filtered event) as
-`kubectl get` shows it, and stops being written once nothing changes."""
+fails the condition; the Trigger's status then says what it did with its
+recent events (the runs it started, the newest of them, the duplicate, the
+filtered event) as `kubectl get` shows it, and stops being written once
+nothing changes."""
 
 from __future__ import annotations
 
@@ -56,8 +57,12 @@ def test_a_triggers_status_says_what_it_did_with_its_events(
 
         return probe
 
-    never = eventually(status_when(lambda s: s.get("started") == 0), timeout=60, what="a status that says 0 started")
-    assert "lastEventTime" not in never and "lastRunId" not in never
+    def recent(status: dict[str, Any]) -> dict[str, Any]:
+        found: dict[str, Any] = status.get("recent", {})
+        return found
+
+    never = eventually(status_when(lambda s: recent(s).get("started") == 0), timeout=60, what="0 started")
+    assert recent(never)["events"] == 0 and "lastEventTime" not in never and "lastRunId" not in never
 
     first = send(operator, namespace, {"status": "paid", "order": 1}, "evt-1")
     newest = send(operator, namespace, {"status": "paid", "order": 2}, "evt-2")
@@ -65,18 +70,19 @@ def test_a_triggers_status_says_what_it_did_with_its_events(
     open_order = send(operator, namespace, {"status": "open", "order": 3}, "evt-3")
     assert [o["outcome"] for o in (first, newest, again, open_order)] == ["started", "started", "duplicate", "filtered"]
 
-    counted = status_when(lambda s: s.get("started") == 2 and s.get("filtered") == 1)
+    counted = status_when(lambda s: recent(s).get("started") == 2 and recent(s).get("filtered") == 1)
     status = eventually(counted, timeout=60, what="the Trigger's status to count its events")
-    assert (status["duplicate"], status["refused"], status["invalid"]) == (1, 0, 0)
+    assert recent(status)["events"] == 4  # of its newest 1000 events, all 4 read
+    assert (recent(status)["duplicate"], recent(status)["refused"], recent(status)["invalid"]) == (1, 0, 0)
     assert status["lastRunId"] == newest["runId"]
     assert status["lastEventTime"].endswith("Z")
 
     shown = kube.run("get", "triggers", "-n", namespace).stdout.splitlines()
-    assert shown[0].split() == ["NAME", "EVENT", "WORKFLOW", "READY", "LAST-EVENT", "STARTED", "AGE"]
-    assert shown[1].split()[:4] == ["ship-paid", "order-paid", "ship", "True"] and shown[1].split()[5] == "2"
+    assert shown[0].split() == ["NAME", "EVENT", "WORKFLOW", "READY", "LAST-EVENT", "RECENT", "STARTED", "AGE"]
+    assert shown[1].split()[:4] == ["ship-paid", "order-paid", "ship", "True"] and shown[1].split()[5:7] == ["4", "2"]
     wide = kube.run("get", "triggers", "-n", namespace, "-o", "wide").stdout.splitlines()
-    assert wide[0].split()[6:10] == ["DUPLICATE", "FILTERED", "REFUSED", "INVALID"]
-    assert wide[1].split()[6:10] == ["1", "1", "0", "0"]
+    assert wide[0].split()[7:11] == ["DUPLICATE", "FILTERED", "REFUSED", "INVALID"]
+    assert wide[1].split()[7:11] == ["1", "1", "0", "0"]
 
     # Nothing new: two status intervals and more pass without a write.
     before = kube.get("trigger", "ship-paid", namespace)
