@@ -78,7 +78,7 @@ COUNTED_OUTCOMES = ("started", "duplicate", "filtered", "refused", "invalid")
 # How many of the newest events of its name a Trigger's status reads: a
 # window, so the read costs the same however many events are kept.
 RECENT_EVENTS = 1000
-_AMONG = "Of those events, how many "
+_AMONG = f"Of the newest events of its name read (recent.events, {RECENT_EVENTS} at most), how many "
 
 
 class TriggerRecent(Spec):
