@@ -13,11 +13,14 @@ from typing import Any
 
 import aiohttp
 import asyncpg
+import kopf
 import pytest
 from typer.testing import CliRunner
 
 from sluiceway.cli.client import ExitCode
-from sluiceway.model.trigger import TriggerSpec
+from sluiceway.k8s.reconciling import changed
+from sluiceway.k8s.status_reports import trigger_status
+from sluiceway.model.trigger import RECENT_EVENTS, TriggerSpec
 from sluiceway.plane import Plane as ExecutionPlane
 from sluiceway.plane import events as publishing
 from sluiceway.plane.audit import Actor
@@ -364,3 +367,81 @@ async def test_the_purger_deletes_events_older_than_the_event_retention_only(pla
         assert (await retention.purge(conn, 100, 86_400, 0, 0)).events == 0  # 0: no event retention asked
         assert (await retention.purge(conn, 100, 86_400, 0, 3600)).events == 1
         assert [e.id for e in await events.page(conn, NS, 10)] == [new["id"]]
+
+
+async def test_each_triggers_activity_is_summed_from_the_events_still_kept(plane: Plane) -> None:
+    """What a Trigger's status shows (k8s.status_reports): one statement for
+    every Trigger of the namespace, counting only the events still kept."""
+    await ship(plane)
+    await listen(plane, "ship-paid", condition="event.payload.order.status == 'paid'")
+    await listen(plane, "by-sku", input="{'sku': event.payload.sku}")
+    first = await publish(plane, ORDER, "evt-1")
+    newest = await publish(plane, ORDER, "evt-2")
+    await publish(plane, ORDER, "evt-2")  # a redelivery
+    await publish(plane, {"order": {"status": "open"}}, "evt-3")
+    await publish(plane, {"hello": "world"}, "evt-u", name="nobody-listens")
+    started = {o["trigger"]: o["runId"] for o in newest["outcomes"] if o["outcome"] == "started"}
+
+    async with plane.pool.acquire() as conn:
+        found = await events.activity(conn, NS)
+        assert set(found) == {"ship-paid", "by-sku"}  # no Trigger listens to `nobody-listens`
+        ship_paid = found["ship-paid"]
+        assert ship_paid.events == 4 and ship_paid.counts == {"started": 2, "duplicate": 1, "filtered": 1}
+        assert ship_paid.last_run_id == started["ship-paid"]
+        last_event = await conn.fetchval("SELECT max(received_at) FROM events WHERE name = 'order-paid'")
+        assert ship_paid.last_event_at == last_event
+        assert found["by-sku"].counts == {"invalid": 4} and found["by-sku"].last_run_id is None
+
+        # The purger forgets the oldest: the counts cover what is kept.
+        await conn.execute(
+            "UPDATE events SET received_at = received_at - interval '8 days' WHERE id = $1", uuid.UUID(first["id"])
+        )
+        assert await events.forget(conn, 7 * 86_400, 100) == 1
+        kept = (await events.activity(conn, NS))["ship-paid"]
+        assert kept.events == 3 and kept.counts == {"started": 1, "duplicate": 1, "filtered": 1}
+        assert await events.activity(conn, "elsewhere") == {}
+
+        # A Trigger counts the events of the name it listens to now; a deleted one is gone.
+        await triggers.upsert(conn, NS, "by-sku", str(uuid.uuid4()), 2, TriggerSpec(event="sku-added", workflow="ship"))
+        assert set(await events.activity(conn, NS)) == {"ship-paid"}
+        await triggers.delete(conn, NS, "ship-paid")
+        assert await events.activity(conn, NS) == {}
+
+
+async def test_a_triggers_activity_reads_its_newest_events_only_and_keeps_its_last_run(plane: Plane) -> None:
+    """However many events are kept, a Trigger's status reads the newest
+    `recent` of its name (RECENT_EVENTS by default): the counts stop there,
+    and a run started before them stays its last run in status."""
+    await ship(plane)
+    await listen(plane, "ship-paid", condition="event.payload.order.status == 'paid'")
+    await publish(plane, ORDER, "evt-1")
+    newest = await publish(plane, ORDER, "evt-2")
+    [run] = [o["runId"] for o in newest["outcomes"] if o["outcome"] == "started"]
+    async with plane.pool.acquire() as conn:
+        before = await events.activity(conn, NS, recent=3)
+    assert before["ship-paid"].last_run_id == run
+    status = trigger_status(before["ship-paid"])  # as the status report last wrote it
+
+    for n in range(4):
+        await publish(plane, {"order": {"status": "open"}}, f"open-{n}")
+    async with plane.pool.acquire() as conn:
+        after = (await events.activity(conn, NS, recent=3))["ship-paid"]
+        assert after.events == 3 and after.counts == {"filtered": 3}  # 6 kept, the newest 3 read
+        assert after.last_run_id is None
+        patch = kopf.Patch()
+        changed(patch, status, trigger_status(after))
+        assert "lastRunId" not in patch.status and status["lastRunId"] == run  # not erased
+        assert patch.status["recent"] == {"events": 3, "started": 0, "duplicate": 0, "filtered": 3, "refused": 0,
+                                          "invalid": 0}  # fmt: skip
+
+        # By default the newest RECENT_EVENTS: more kept events do not make more counted.
+        await conn.execute(
+            """INSERT INTO events (id, namespace, name, event_id, source, payload, outcomes, kinds)
+               SELECT gen_random_uuid(), $1, 'order-paid', 'bulk-' || i, 'api', '{}',
+                      '[{"trigger": "ship-paid", "outcome": "filtered"}]', '{filtered}'
+                 FROM generate_series(1, $2::int) i""",
+            NS,
+            RECENT_EVENTS + 10,
+        )
+        found = (await events.activity(conn, NS))["ship-paid"]
+        assert found.events == RECENT_EVENTS and found.counts == {"filtered": RECENT_EVENTS}

@@ -102,6 +102,15 @@ PRINTER_COLUMNS: dict[str, list[Schema]] = {
         {"name": "Event", "type": "string", "jsonPath": ".spec.event"},
         {"name": "Workflow", "type": "string", "jsonPath": ".spec.workflow"},
         {"name": "Ready", "type": "string", "jsonPath": _READY},
+        # A date column shows as an age: how long since the Trigger last judged an event.
+        {"name": "Last-Event", "type": "date", "jsonPath": ".status.lastEventTime"},
+        # The counts are of a window, its newest events: RECENT says how many were read (at most 1000).
+        {"name": "Recent", "type": "integer", "jsonPath": ".status.recent.events"},
+        {"name": "Started", "type": "integer", "jsonPath": ".status.recent.started"},
+        {"name": "Duplicate", "type": "integer", "jsonPath": ".status.recent.duplicate", "priority": 1},
+        {"name": "Filtered", "type": "integer", "jsonPath": ".status.recent.filtered", "priority": 1},
+        {"name": "Refused", "type": "integer", "jsonPath": ".status.recent.refused", "priority": 1},
+        {"name": "Invalid", "type": "integer", "jsonPath": ".status.recent.invalid", "priority": 1},
     ],
     "Quota": [
         {"name": "Max-Running", "type": "integer", "jsonPath": ".spec.maxConcurrentExecutions"},

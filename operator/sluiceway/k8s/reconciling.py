@@ -10,10 +10,11 @@ test calls it directly with a body and a `kopf.Patch`."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import kopf
@@ -34,10 +35,38 @@ from sluiceway.store.database import Pool
 from sluiceway.store.errors import StoreUnavailable
 
 S = TypeVar("S", bound=Spec)
+T = TypeVar("T")
+
+STATUS_INTERVAL = 5.0  # seconds between two status reports of an object (SLUICEWAY_STATUS_INTERVAL)
 
 # A kopf handler: called with kopf's keyword arguments (body, spec, meta,
 # status, name, namespace, uid, patch, memo, logger, ...).
 Handler = Callable[..., Awaitable[None]]
+
+
+class SharedReads:
+    """One read per (what, namespace) per status interval, shared by the
+    timers of every object in the namespace: a status report that sums a
+    table for all of them (every Trigger's events) runs its query once, not
+    once per object. A failed read is not kept: the next timer reads again."""
+
+    def __init__(self) -> None:
+        self._reads: dict[tuple[str, str], tuple[float, asyncio.Future[Any]]] = {}
+
+    async def read(self, what: str, namespace: str, max_age: float, fetch: Callable[[], Awaitable[T]]) -> T:
+        now = asyncio.get_running_loop().time()
+        key = (what, namespace)
+        kept = self._reads.get(key)
+        if kept is None or now - kept[0] >= max_age or _failed(kept[1]):
+            kept = (now, asyncio.ensure_future(fetch()))
+            self._reads[key] = kept
+        # Shielded: a timer cancelled while it waits does not cancel the read the others wait for.
+        value: T = await asyncio.shield(kept[1])
+        return value
+
+
+def _failed(read: asyncio.Future[Any]) -> bool:
+    return read.done() and (read.cancelled() or read.exception() is not None)
 
 
 @dataclass
@@ -48,6 +77,8 @@ class Context:
     clock: Callable[[], datetime.datetime]
     events: EventRecorder | None = None
     kube: KubeClient | None = None  # the operator's own client: deletes WorkflowRuns past their TTL
+    status_interval: float = STATUS_INTERVAL
+    shared: SharedReads = field(default_factory=SharedReads)
 
     @property
     def pool(self) -> Pool:

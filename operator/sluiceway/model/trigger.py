@@ -72,6 +72,46 @@ class TriggerSpec(Spec):
         return expression
 
 
+# What a Trigger's status counts: the outcomes an event can have for it
+# (plane.events.OUTCOMES without `unmatched`, which belongs to no Trigger).
+COUNTED_OUTCOMES = ("started", "duplicate", "filtered", "refused", "invalid")
+# How many of the newest events of its name a Trigger's status reads: a
+# window, so the read costs the same however many events are kept.
+RECENT_EVENTS = 1000
+_AMONG = f"Of the newest events of its name read (recent.events, {RECENT_EVENTS} at most), how many "
+
+
+class TriggerRecent(Spec):
+    """What a Trigger did with the newest events of the name it listens to."""
+
+    events: int | None = Field(
+        None,
+        description=f"How many events of its name were read: the newest {RECENT_EVENTS} at most, "
+        "of those still kept (SLUICEWAY_EVENT_RETENTION, default 7d).",
+    )
+    started: int | None = Field(None, description=_AMONG + "started a run.")
+    duplicate: int | None = Field(
+        None, description=_AMONG + "had an event id that had already started a run within the dedup window."
+    )
+    filtered: int | None = Field(None, description=_AMONG + "its condition was false for.")
+    refused: int | None = Field(
+        None, description=_AMONG + "had their start refused (a Quota, a workflow's limit, no such workflow)."
+    )
+    invalid: int | None = Field(
+        None, description=_AMONG + "an expression failed on, or had a mapped input over the payload limit."
+    )
+
+
 class TriggerStatus(Status):
     event: str | None = Field(None, description="The event it listens to.")
     workflow: str | None = Field(None, description="The workflow it starts.")
+    last_event_time: str | None = Field(
+        None, description=f"When it last judged an event (any outcome), among the newest {RECENT_EVENTS} of its name."
+    )
+    last_run_id: str | None = Field(
+        None,
+        description=f"The newest run it started; kept when none of the newest {RECENT_EVENTS} events started one.",
+    )
+    recent: TriggerRecent | None = Field(
+        None, description=f"What it did with the newest {RECENT_EVENTS} events of its name: a window, not its life."
+    )

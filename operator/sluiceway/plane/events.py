@@ -28,6 +28,7 @@ from typing import Any
 from sluiceway.controls import triggers as judging
 from sluiceway.controls.payloads import Oversized, PayloadLimit, oversized_value
 from sluiceway.model.common import wire_time
+from sluiceway.model.trigger import COUNTED_OUTCOMES
 from sluiceway.observability import metrics
 from sluiceway.plane.audit import Actor, Operation
 from sluiceway.plane.core import Plane
@@ -40,7 +41,8 @@ from sluiceway.store.triggers import StoredTrigger
 
 __all__ = ["OUTCOMES", "EventRecord", "Published", "event_view", "publish"]
 
-OUTCOMES = ("started", "duplicate", "filtered", "refused", "invalid", "unmatched")
+# In the order of how much they tell: an event shows the first any Trigger had.
+OUTCOMES = (*COUNTED_OUTCOMES, "unmatched")
 
 
 @dataclass(frozen=True)

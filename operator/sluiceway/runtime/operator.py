@@ -368,7 +368,9 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         register(registry, worker_pods=worker_pods, status_interval=settings.status_interval)
         recorder = EventRecorder(Events(kube))
         memo = _Memo()
-        memo.context = Context(plane=plane, clock=utc_now, events=recorder, kube=kube)
+        memo.context = Context(
+            plane=plane, clock=utc_now, events=recorder, kube=kube, status_interval=settings.status_interval
+        )
         memo.worker_pods = worker_pods
 
         async def reconcile(stepped_down: asyncio.Event) -> None:
